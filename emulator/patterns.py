@@ -1,0 +1,491 @@
+"""Communication pattern graphs.
+
+A pattern graph has the ranks ``0..m-1`` as vertices. An edge joins two ranks that exchange
+data in the application's dominant communication; its ``bytes`` attribute is the number of
+bytes the two ranks exchange per iteration, both directions together.
+
+The NAS patterns follow the structure of the NPB 3.x MPI sources: which ranks talk, and how
+much per iteration of the main loop, for the class named in the graph attribute ``npb_class``
+(default A, the application size). Small collectives (scalar allreduces for norms and
+checksums) are left out: they are not the dominant communication.
+"""
+
+import csv
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from .errors import InputFileError, ProcessCountError, UnknownPatternError
+from .netgraph import load_json
+
+DOUBLE_BYTES = 8
+INT_BYTES = 4
+COMPLEX_BYTES = 16
+
+# NPB 3.x problem sizes (NPB specification, NAS-95-020 and NPB 3.3 npbparams).
+CLASS_PARAMS = {
+    "cg": {"S": dict(na=1400, nonzer=7, niter=15), "W": dict(na=7000, nonzer=8, niter=15),
+           "A": dict(na=14000, nonzer=11, niter=15), "B": dict(na=75000, nonzer=13, niter=75)},
+    "is": {"S": dict(total_keys=2**16, max_key=2**11, niter=10),
+           "W": dict(total_keys=2**20, max_key=2**16, niter=10),
+           "A": dict(total_keys=2**23, max_key=2**19, niter=10),
+           "B": dict(total_keys=2**25, max_key=2**21, niter=10)},
+    "ft": {"S": dict(nx=64, ny=64, nz=64, niter=6), "W": dict(nx=128, ny=128, nz=32, niter=6),
+           "A": dict(nx=256, ny=256, nz=128, niter=6), "B": dict(nx=512, ny=256, nz=256, niter=20)},
+    "mg": {"S": dict(n=32, niter=4), "W": dict(n=128, niter=4),
+           "A": dict(n=256, niter=4), "B": dict(n=256, niter=20)},
+    "lu": {"S": dict(n=12, niter=50), "W": dict(n=33, niter=300),
+           "A": dict(n=64, niter=250), "B": dict(n=102, niter=250)},
+    "bt": {"S": dict(n=12, niter=60), "W": dict(n=24, niter=200),
+           "A": dict(n=64, niter=200), "B": dict(n=102, niter=200)},
+    "sp": {"S": dict(n=12, niter=100), "W": dict(n=36, niter=400),
+           "A": dict(n=64, niter=400), "B": dict(n=102, niter=400)},
+    "ep": {"S": dict(m=24), "W": dict(m=25), "A": dict(m=28), "B": dict(m=30)},
+}
+NAS_BENCHMARKS = ("bt", "cg", "ep", "ft", "is", "lu", "mg", "sp")
+GENERIC_PATTERNS = ("ring", "chain", "grid", "torus", "all-to-all", "pairs", "star")
+MAX_NPROCS = 4096
+
+
+def is_power_of_two(n):
+    return n >= 1 and n & (n - 1) == 0
+
+
+def is_square(n):
+    return n >= 1 and math.isqrt(n) ** 2 == n
+
+
+def allowed_nprocs(name):
+    """Human-readable rule for the process counts a pattern allows."""
+    if name in ("bt", "sp"):
+        return "a square (1, 4, 9, 16, ...)"
+    if name in NAS_BENCHMARKS:
+        return "a power of two (1, 2, 4, 8, ...)"
+    return "any count >= 1"
+
+
+def check_nprocs(name, nprocs):
+    """Raise :class:`ProcessCountError` unless ``nprocs`` is allowed for ``name``."""
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise ProcessCountError(f"process count must be a positive integer, got {nprocs!r}")
+    if nprocs > MAX_NPROCS:
+        raise ProcessCountError(f"process count {nprocs} exceeds the maximum {MAX_NPROCS}")
+    ok = True
+    if name in ("bt", "sp"):
+        ok = is_square(nprocs)
+    elif name in NAS_BENCHMARKS:
+        ok = is_power_of_two(nprocs)
+    if not ok:
+        raise ProcessCountError(
+            f"{name.upper()} does not run on {nprocs} processes; NPB needs {allowed_nprocs(name)}")
+
+
+def _new(name, nprocs, npb_class=None):
+    graph = nx.Graph(name=name, nprocs=nprocs)
+    if npb_class:
+        graph.graph["npb_class"] = npb_class
+    graph.add_nodes_from(range(nprocs))
+    return graph
+
+
+def _add_bytes(graph, a, b, nbytes):
+    """Add ``nbytes`` to the undirected edge a-b (no edge for a == b: local copy)."""
+    if a == b or nbytes <= 0:
+        return
+    if graph.has_edge(a, b):
+        graph[a][b]["bytes"] += int(nbytes)
+    else:
+        graph.add_edge(a, b, bytes=int(nbytes))
+
+
+# -- NAS patterns ------------------------------------------------------------------------
+
+
+def cg_grid(nprocs):
+    """NPB CG process grid: ``(nprows, npcols)``, npcols = nprows or 2*nprows."""
+    log2 = nprocs.bit_length() - 1
+    npcols = 2 ** ((log2 + 1) // 2)
+    return nprocs // npcols, npcols
+
+
+def cg_partners(nprocs):
+    """Per rank: the row-reduce partners (``reduce_exch_proc``) and the transpose partner.
+
+    From NPB CG ``setup_submatrix_info``.
+    """
+    nprows, npcols = cg_grid(nprocs)
+    l2npcols = npcols.bit_length() - 1
+    out = []
+    for me in range(nprocs):
+        proc_row, proc_col = divmod(me, npcols)
+        if npcols == nprows:
+            exch = (me % nprows) * nprows + me // nprows
+        else:
+            exch = 2 * ((me // 2) % nprows * nprows + me // 2 // nprows) + me % 2
+        reduce, div = [], npcols
+        for _ in range(l2npcols):
+            j = (proc_col + div // 2) % div + proc_col // div * div
+            reduce.append(proc_row * npcols + j)
+            div //= 2
+        out.append((reduce, exch))
+    return out
+
+
+def cg_pattern(nprocs, npb_class="A"):
+    """CG: the sparse matrix-vector product of ``conj_grad``.
+
+    Edges come from the row sum-reduction (``reduce_exch_proc``, log2(npcols) partners) and the
+    exchange with the transpose processor (``exch_proc``). Each of the 26 mat-vec products per
+    outer iteration (25 CG steps and the residual) sends ``naa/nprows`` doubles per reduce step
+    and per transpose on square grids, half of it on non-square grids. On 4 ranks this gives
+    the 3 pairs of seed 004: 0-1 and 2-3 (row reduce), 1-2 (transpose).
+    """
+    check_nprocs("cg", nprocs)
+    p = CLASS_PARAMS["cg"][npb_class]
+    nprows, npcols = cg_grid(nprocs)
+    row_len = p["na"] // nprows
+    seg = row_len if nprows == npcols else (row_len + 1) // 2
+    matvecs = 26
+    graph = _new("cg", nprocs, npb_class)
+    for me, (reduce, exch) in enumerate(cg_partners(nprocs)):
+        for partner in reduce:  # each side sends its segment and two scalars per CG step
+            if partner > me:
+                _add_bytes(graph, me, partner, 2 * matvecs * (seg + 2) * DOUBLE_BYTES)
+        if exch > me:
+            _add_bytes(graph, me, exch, 2 * matvecs * seg * DOUBLE_BYTES)
+    return graph
+
+
+def is_pattern(nprocs, npb_class="A"):
+    """IS: all-to-all. Each ranking iteration does ``MPI_Alltoall`` of the bucket counts and
+    ``MPI_Alltoallv`` of the keys (about total_keys/p^2 keys between each pair)."""
+    check_nprocs("is", nprocs)
+    p = CLASS_PARAMS["is"][npb_class]
+    per_pair = p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES
+    graph = _new("is", nprocs, npb_class)
+    for a in range(nprocs):
+        for b in range(a + 1, nprocs):
+            _add_bytes(graph, a, b, 2 * per_pair)
+    return graph
+
+
+def ft_pattern(nprocs, npb_class="A"):
+    """FT: all-to-all. With the 1-D layout each iteration's inverse 3-D FFT does one global
+    transpose (``MPI_Alltoall``) of nx*ny*nz complex values."""
+    check_nprocs("ft", nprocs)
+    p = CLASS_PARAMS["ft"][npb_class]
+    per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES // (nprocs * nprocs)
+    graph = _new("ft", nprocs, npb_class)
+    for a in range(nprocs):
+        for b in range(a + 1, nprocs):
+            _add_bytes(graph, a, b, 2 * per_pair)
+    return graph
+
+
+def ep_pattern(nprocs, npb_class="A"):
+    """EP: no dominant communication (only three scalar reductions at the end)."""
+    check_nprocs("ep", nprocs)
+    return _new("ep", nprocs, npb_class)
+
+
+def mg_grid(nprocs):
+    """NPB MG process grid ``(pi1, pi2, pi3)`` from ``setup``: dx = log_p/3, dy = (log_p-dx)/2."""
+    log_p = nprocs.bit_length() - 1
+    dx = log_p // 3
+    dy = (log_p - dx) // 2
+    pi1, pi2 = 2 ** dx, 2 ** dy
+    return pi1, pi2, nprocs // (pi1 * pi2)
+
+
+def mg_pattern(nprocs, npb_class="A"):
+    """MG: ``comm3`` face exchanges with the two neighbours along each axis of the periodic
+    3-D process grid. Per V-cycle iteration about four ``comm3`` calls per level (resid,
+    rprj3, interp and psinv), each face holding the local sub-grid's other two sides."""
+    check_nprocs("mg", nprocs)
+    p = CLASS_PARAMS["mg"][npb_class]
+    dims = mg_grid(nprocs)
+    levels = int(round(math.log2(p["n"])))
+    graph = _new("mg", nprocs, npb_class)
+    for me in range(nprocs):
+        coord = [me % dims[0], me // dims[0] % dims[1], me // (dims[0] * dims[1])]
+        for axis in range(3):
+            if dims[axis] == 1:
+                continue
+            for step in (1, -1):
+                nb = list(coord)
+                nb[axis] = (coord[axis] + step) % dims[axis]
+                other = nb[0] + nb[1] * dims[0] + nb[2] * dims[0] * dims[1]
+                face = 0
+                for level in range(1, levels + 1):
+                    side = 2 ** level
+                    local = [max(side // d, 1) + 2 for d in dims]
+                    face += 4 * local[(axis + 1) % 3] * local[(axis + 2) % 3] * DOUBLE_BYTES
+                _add_bytes(graph, me, other, face)  # what ``me`` sends; the peer adds its own
+    return graph
+
+
+def lu_grid(nprocs):
+    """NPB LU process grid ``(xdim, ydim)`` from ``proc_grid``."""
+    ndim = nprocs.bit_length() - 1
+    xdim = 2 ** (ndim // 2)
+    if ndim % 2 == 1:
+        xdim *= 2
+    return xdim, nprocs // xdim
+
+
+def lu_pattern(nprocs, npb_class="A"):
+    """LU: the 2-D (non-periodic) domain decomposition. Per SSOR iteration, ``blts``/``buts``
+    pipeline one message of 5 doubles per grid line to the south/east and north/west
+    neighbour for every k-plane, and ``exchange_3`` swaps two ghost layers for ``rhs``."""
+    check_nprocs("lu", nprocs)
+    p = CLASS_PARAMS["lu"][npb_class]
+    xdim, ydim = lu_grid(nprocs)
+    n = p["n"]
+    graph = _new("lu", nprocs, npb_class)
+    for me in range(nprocs):
+        row, col = me % xdim, me // xdim
+        if row + 1 < xdim:  # south neighbour: shares a face of length ny/ydim
+            length = n // ydim
+            _add_bytes(graph, me, me + 1, _lu_face_bytes(length, n))
+        if col + 1 < ydim:  # east neighbour
+            length = n // xdim
+            _add_bytes(graph, me, me + xdim, _lu_face_bytes(length, n))
+    return graph
+
+
+def _lu_face_bytes(length, n):
+    sweeps = 2 * (n - 2) * 5 * length * DOUBLE_BYTES  # blts forward + buts backward
+    ghosts = 2 * 2 * 5 * length * n * DOUBLE_BYTES  # exchange_3, both directions
+    return sweeps + ghosts
+
+
+def multipartition_neighbours(nprocs):
+    """Successor and predecessor per direction in the BT/SP multi-partition (``make_set``)."""
+    q = math.isqrt(nprocs)
+    out = []
+    for me in range(nprocs):
+        i, j = me // q, me % q
+        succ = [((i + 1) % q) * q + j, i * q + (j - 1) % q, ((i + 1) % q) * q + (j - 1) % q]
+        pred = [((i - 1) % q) * q + j, i * q + (j + 1) % q, ((i - 1) % q) * q + (j + 1) % q]
+        out.append((succ, pred))
+    return out
+
+
+# doubles sent per face point: copy_faces (5 variables x 2 layers); solve forward, backward
+_MULTIPARTITION_DOUBLES = {"bt": (10, 30, 5), "sp": (10, 11, 2)}
+
+
+def _multipartition_pattern(name, nprocs, npb_class):
+    check_nprocs(name, nprocs)
+    p = CLASS_PARAMS[name][npb_class]
+    q = math.isqrt(nprocs)
+    cell_face = math.ceil(p["n"] / q) ** 2
+    copy, forward, backward = _MULTIPARTITION_DOUBLES[name]
+    graph = _new(name, nprocs, npb_class)
+    for me, (succ, _) in enumerate(multipartition_neighbours(nprocs)):
+        for direction in range(3):
+            other = succ[direction]
+            # copy_faces: q cells x one face each way; solve: q-1 stages forward and back
+            nbytes = 2 * q * cell_face * copy * DOUBLE_BYTES
+            nbytes += (q - 1) * cell_face * (forward + backward) * DOUBLE_BYTES
+            _add_bytes(graph, me, other, nbytes)
+    return graph
+
+
+def bt_pattern(nprocs, npb_class="A"):
+    """BT: multi-partition on a sqrt(p) x sqrt(p) grid. ``copy_faces`` and the pipelined
+    ``x/y/z_solve`` talk to the successor and predecessor cell in each of three directions
+    (the third is the diagonal). On 4 ranks every pair talks: all-to-all, as seed 004 says."""
+    return _multipartition_pattern("bt", nprocs, npb_class)
+
+
+def sp_pattern(nprocs, npb_class="A"):
+    """SP: the same multi-partition neighbours as BT, with the smaller scalar-pentadiagonal
+    solve messages."""
+    return _multipartition_pattern("sp", nprocs, npb_class)
+
+
+_NAS = {"bt": bt_pattern, "cg": cg_pattern, "ep": ep_pattern, "ft": ft_pattern,
+        "is": is_pattern, "lu": lu_pattern, "mg": mg_pattern, "sp": sp_pattern}
+
+# -- generic patterns --------------------------------------------------------------------
+
+UNIT_BYTES = 1_000_000
+
+
+def grid_shape(nprocs):
+    """Rows and columns of the most nearly square 2-D grid with ``nprocs`` cells."""
+    rows = math.isqrt(nprocs)
+    while nprocs % rows:
+        rows -= 1
+    return rows, nprocs // rows
+
+
+def generic_pattern(name, nprocs):
+    """Generic patterns, 1 MB per edge per iteration: ring, chain, 2-D grid, 2-D torus,
+    all-to-all, pairs (0-1, 2-3, ...) and star (rank 0 is the hub)."""
+    check_nprocs(name, nprocs)
+    graph = _new(name, nprocs)
+    if name == "ring":
+        edges = [(i, (i + 1) % nprocs) for i in range(nprocs)] if nprocs > 2 else \
+            [(0, 1)] if nprocs == 2 else []
+    elif name == "chain":
+        edges = [(i, i + 1) for i in range(nprocs - 1)]
+    elif name in ("grid", "torus"):
+        rows, cols = grid_shape(nprocs)
+        wrap = name == "torus"
+        edges = []
+        for r in range(rows):
+            for c in range(cols):
+                me = r * cols + c
+                if c + 1 < cols or (wrap and cols > 2):
+                    edges.append((me, r * cols + (c + 1) % cols))
+                if r + 1 < rows or (wrap and rows > 2):
+                    edges.append((me, ((r + 1) % rows) * cols + c))
+    elif name == "all-to-all":
+        edges = [(a, b) for a in range(nprocs) for b in range(a + 1, nprocs)]
+    elif name == "pairs":
+        edges = [(i, i + 1) for i in range(0, nprocs - 1, 2)]
+    elif name == "star":
+        edges = [(0, i) for i in range(1, nprocs)]
+    else:
+        raise UnknownPatternError(f"unknown pattern {name!r}")
+    for a, b in edges:
+        if a != b and not graph.has_edge(a, b):
+            graph.add_edge(a, b, bytes=UNIT_BYTES)
+    return graph
+
+
+def pattern_names():
+    return NAS_BENCHMARKS + GENERIC_PATTERNS
+
+
+def builtin_pattern(name, nprocs, *, npb_class="A"):
+    """A built-in pattern by name (case-insensitive), for ``nprocs`` ranks."""
+    key = name.lower()
+    if key in ("alltoall", "all-all", "complete"):
+        key = "all-to-all"
+    if key in _NAS:
+        if npb_class not in CLASS_PARAMS[key]:
+            raise UnknownPatternError(f"unknown NPB class {npb_class!r}; choose from S, W, A, B")
+        return _NAS[key](nprocs, npb_class)
+    if key in GENERIC_PATTERNS:
+        return generic_pattern(key, nprocs)
+    raise UnknownPatternError(
+        f"unknown pattern {name!r}; built-in patterns are {', '.join(pattern_names())}, "
+        "or give the path of a pattern file")
+
+
+# -- patterns from communication matrices and files -------------------------------------
+
+
+@dataclass(frozen=True)
+class PatternSummary:
+    name: str
+    nprocs_rule: str
+    description: str
+
+
+def describe_patterns():
+    out = []
+    for name in pattern_names():
+        if name in _NAS:
+            doc = _NAS[name].__doc__.strip().split("\n")[0]
+        else:
+            doc = f"generic {name} pattern"
+        out.append(PatternSummary(name, allowed_nprocs(name), doc))
+    return out
+
+
+def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix"):
+    """Pattern from a communication matrix of bytes sent from rank i to rank j.
+
+    The two directions are added; edges whose bytes are below ``threshold`` times the
+    heaviest edge are dropped, so only the dominant communication is kept.
+    """
+    m = np.asarray(matrix, dtype=float)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"communication matrix must be square, got shape {m.shape}")
+    if not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError("communication matrix entries must be finite and >= 0")
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"dominance threshold must lie in [0, 1], got {threshold}")
+    sym = m + m.T
+    np.fill_diagonal(sym, 0)
+    nprocs = m.shape[0]
+    graph = _new(name, nprocs)
+    heaviest = sym.max() if sym.size else 0
+    if heaviest <= 0:
+        return graph
+    for a in range(nprocs):
+        for b in range(a + 1, nprocs):
+            if sym[a, b] > 0 and sym[a, b] >= threshold * heaviest:
+                graph.add_edge(a, b, bytes=int(sym[a, b]))
+    return graph
+
+
+def _read_csv_matrix(path):
+    rows = []
+    with open(path, newline="") as f:
+        for lineno, row in enumerate(csv.reader(f), 1):
+            if not row or all(not c.strip() for c in row):
+                continue
+            try:
+                rows.append([float(c) for c in row])
+            except ValueError:
+                if lineno == 1 and not rows:
+                    continue  # a header row
+                raise InputFileError(path, f"line {lineno}", f"non-numeric entry in {row!r}") from None
+    return rows
+
+
+def load_pattern(path, *, threshold=0.1):
+    """Read a pattern file: node-link JSON of a pattern graph, or a communication matrix
+    (JSON ``{"bytes": [[...]]}`` or a bare list of lists, or CSV)."""
+    path = str(path)
+    if path.endswith(".csv"):
+        matrix = _read_csv_matrix(path)
+    else:
+        data = load_json(path)
+        if isinstance(data, dict) and "nodes" in data:
+            return _pattern_from_node_link(data, path)
+        matrix = data.get("bytes", data.get("matrix")) if isinstance(data, dict) else data
+        if matrix is None:
+            raise InputFileError(path, "top level",
+                                 "expected node-link JSON or a matrix under 'bytes'")
+    try:
+        return pattern_from_matrix(matrix, threshold=threshold, name=path)
+    except (ValueError, TypeError) as e:
+        raise InputFileError(path, "matrix", str(e)) from None
+
+
+def _pattern_from_node_link(data, path):
+    from .netgraph import graph_from_node_link
+
+    graph = graph_from_node_link(data, path, require_bandwidth=False)
+    ids = sorted(graph.nodes, key=lambda n: (not isinstance(n, int), n))
+    if ids != list(range(len(ids))):
+        raise InputFileError(path, "nodes", "pattern nodes must be the ranks 0..m-1")
+    for u, v, attrs in graph.edges(data=True):
+        nbytes = attrs.setdefault("bytes", UNIT_BYTES)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes < 0:
+            raise InputFileError(path, f"edge {u}-{v}", f"bytes must be a number >= 0, got {nbytes!r}")
+    graph.graph.setdefault("nprocs", len(ids))
+    return graph
+
+
+def resolve_pattern(spec, nprocs=None, *, npb_class="A", threshold=0.1):
+    """A pattern from a built-in name (needs ``nprocs``) or a file path."""
+    import os
+
+    if os.path.sep in spec or os.path.exists(spec) or spec.endswith((".json", ".csv")):
+        graph = load_pattern(spec, threshold=threshold)
+        if nprocs is not None and graph.number_of_nodes() != nprocs:
+            raise ProcessCountError(
+                f"pattern file {spec} has {graph.number_of_nodes()} ranks, but --nprocs is {nprocs}")
+        return graph
+    if nprocs is None:
+        raise ProcessCountError("a built-in pattern needs a process count (--nprocs)")
+    return builtin_pattern(spec, nprocs, npb_class=npb_class)
