@@ -1,0 +1,308 @@
+"""Cluster descriptions: which nodes exist and how they are wired.
+
+A cluster is a plain networkx graph (topology as data; nothing here touches the kernel).
+Compute nodes have ``kind="compute"``, a port ``capacity_mbps`` and ``memory_mb``; switches
+and routers have ``kind="switch"``/``"router"``. Edges are physical links with
+``capacity_mbps`` and ``latency_ms``. The graph attribute ``topology`` is ``"crossbar"`` (one
+full-crossbar switch: every pair of nodes is its own path, as in the seed-004 testbed) or
+``"tree"`` (switches/routers with per-link capacities).
+
+Cluster files are TOML or JSON::
+
+    topology = "tree"            # or "crossbar" (then only nodes and defaults are needed)
+    capacity_mbps = 100          # default port capacity
+    memory_mb = 512              # default node memory
+    latency_ms = 0.1
+    switches = ["core", "rack1", "rack2"]
+    nodes = [{name = "n1", switch = "rack1"}, {name = "n2", switch = "rack2"}]
+    links = [{a = "rack1", b = "core", capacity_mbps = 1000},
+             {a = "rack2", b = "core", capacity_mbps = 1000}]
+
+``nodes`` may also be a count (names ``n1..nN``) or a list of names. Hostfiles in the MPICH
+(``host:slots``) or Open MPI (``host slots=N``) format give a crossbar of those hosts.
+"""
+
+import json
+import os
+import re
+
+import networkx as nx
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
+from .errors import InputFileError
+
+DEFAULT_NODES = 10
+DEFAULT_CAPACITY_MBPS = 100.0
+DEFAULT_MEMORY_MB = 512
+DEFAULT_LATENCY_MS = 0.1
+SWITCH = "sw0"
+
+
+def crossbar(nodes=DEFAULT_NODES, *, capacity_mbps=DEFAULT_CAPACITY_MBPS,
+             memory_mb=DEFAULT_MEMORY_MB, latency_ms=DEFAULT_LATENCY_MS, slots=None):
+    """Nodes ``n1..nN`` (or the given names), each on a port of one full-crossbar switch."""
+    names = [f"n{i}" for i in range(1, nodes + 1)] if isinstance(nodes, int) else list(nodes)
+    if not names:
+        raise ValueError("a cluster needs at least one node")
+    if capacity_mbps <= 0:
+        raise ValueError(f"capacity_mbps must be positive, got {capacity_mbps}")
+    graph = nx.Graph(topology="crossbar", latency_ms=latency_ms)
+    graph.add_node(SWITCH, kind="switch")
+    for name in names:
+        graph.add_node(name, kind="compute", capacity_mbps=float(capacity_mbps),
+                       memory_mb=int(memory_mb), slots=(slots or {}).get(name, 1))
+        graph.add_edge(name, SWITCH, capacity_mbps=float(capacity_mbps), latency_ms=latency_ms)
+    return graph
+
+
+def node_names(cluster):
+    """Compute nodes in order; rank i (1-based) emulates ``node_names(cluster)[i - 1]``."""
+    return [n for n, k in cluster.nodes(data="kind") if k == "compute"]
+
+
+def links(cluster):
+    """The links whose bandwidth a scenario varies, as ``(a, b, capacity_mbps)``.
+
+    Crossbar: every pair of nodes (each pair's path is shared by its own competing streams).
+    Tree: the physical links.
+    """
+    if cluster.graph.get("topology") == "crossbar":
+        names = node_names(cluster)
+        cap = {n: cluster.nodes[n]["capacity_mbps"] for n in names}
+        return [(a, b, min(cap[a], cap[b]))
+                for i, a in enumerate(names) for b in names[i + 1:]]
+    return [(a, b, d["capacity_mbps"]) for a, b, d in cluster.edges(data=True)]
+
+
+def pair_path_links(cluster):
+    """For each pair of compute nodes, the indices (into :func:`links`) of the links its
+    traffic crosses."""
+    link_list = links(cluster)
+    index = {frozenset((a, b)): i for i, (a, b, _) in enumerate(link_list)}
+    names = node_names(cluster)
+    out = {}
+    crossbar_topology = cluster.graph.get("topology") == "crossbar"
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if crossbar_topology:
+                path_links = [index[frozenset((a, b))]]
+            else:
+                path = nx.shortest_path(cluster, a, b)
+                path_links = [index[frozenset(e)] for e in zip(path, path[1:])]
+            out[(a, b)] = out[(b, a)] = path_links
+    return out
+
+
+# -- files -------------------------------------------------------------------------------
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def _positive(path, where, value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputFileError(path, where, f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def _check_name(path, where, name):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InputFileError(path, where, f"invalid name {name!r} (letters, digits, '_', '.', '-')")
+    return name
+
+
+def cluster_from_dict(data, path="<cluster>"):
+    """Build a cluster graph from parsed TOML/JSON, validating every field."""
+    if not isinstance(data, dict):
+        raise InputFileError(path, "top level", "expected a table/object")
+    data = dict(data.get("cluster", data))
+    known = {"topology", "capacity_mbps", "memory_mb", "latency_ms", "nodes", "switches", "links"}
+    for key in data:
+        if key not in known:
+            raise InputFileError(path, key, f"unknown field; expected one of {sorted(known)}")
+    topology = data.get("topology", "crossbar")
+    if topology not in ("crossbar", "tree"):
+        raise InputFileError(path, "topology", f"must be 'crossbar' or 'tree', got {topology!r}")
+    cap = _positive(path, "capacity_mbps", data.get("capacity_mbps", DEFAULT_CAPACITY_MBPS),
+                    "capacity_mbps")
+    memory = _positive(path, "memory_mb", data.get("memory_mb", DEFAULT_MEMORY_MB), "memory_mb")
+    latency = data.get("latency_ms", DEFAULT_LATENCY_MS)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
+        raise InputFileError(path, "latency_ms", f"must be a number >= 0, got {latency!r}")
+    raw_nodes = data.get("nodes", DEFAULT_NODES)
+    if isinstance(raw_nodes, bool):
+        raise InputFileError(path, "nodes", "must be a count or a list")
+    if isinstance(raw_nodes, int):
+        if raw_nodes < 1:
+            raise InputFileError(path, "nodes", f"need at least one node, got {raw_nodes}")
+        raw_nodes = [f"n{i}" for i in range(1, raw_nodes + 1)]
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise InputFileError(path, "nodes", "must be a positive count or a non-empty list")
+    nodes = []
+    for i, item in enumerate(raw_nodes):
+        where = f"nodes[{i}]"
+        item = {"name": item} if isinstance(item, str) else item
+        if not isinstance(item, dict) or "name" not in item:
+            raise InputFileError(path, where, "each node needs a 'name'")
+        extra = set(item) - {"name", "switch", "capacity_mbps", "memory_mb"}
+        if extra:
+            raise InputFileError(path, where, f"unknown field(s) {sorted(extra)}")
+        nodes.append(dict(name=_check_name(path, where, item["name"]),
+                          switch=item.get("switch"),
+                          capacity_mbps=float(_positive(path, where, item.get("capacity_mbps", cap),
+                                                        "capacity_mbps")),
+                          memory_mb=int(_positive(path, where, item.get("memory_mb", memory),
+                                                  "memory_mb"))))
+    seen = set()
+    for i, node in enumerate(nodes):
+        if node["name"] in seen:
+            raise InputFileError(path, f"nodes[{i}]", f"duplicate node name {node['name']!r}")
+        seen.add(node["name"])
+
+    if topology == "crossbar":
+        for key in ("switches", "links"):
+            if data.get(key):
+                raise InputFileError(path, key, "a crossbar has one implicit switch; "
+                                     f"'{key}' needs topology = \"tree\"")
+        for i, node in enumerate(nodes):
+            if node["switch"] is not None:
+                raise InputFileError(path, f"nodes[{i}]", "'switch' needs topology = \"tree\"")
+        graph = crossbar([n["name"] for n in nodes], capacity_mbps=cap, memory_mb=memory,
+                         latency_ms=latency)
+        for n in nodes:
+            graph.nodes[n["name"]].update(capacity_mbps=n["capacity_mbps"], memory_mb=n["memory_mb"])
+            graph[n["name"]][SWITCH]["capacity_mbps"] = n["capacity_mbps"]
+        return graph
+
+    graph = nx.Graph(topology="tree", latency_ms=latency)
+    switches = data.get("switches") or []
+    if not isinstance(switches, list) or not switches:
+        raise InputFileError(path, "switches", "a tree needs a non-empty list of switches")
+    for i, sw in enumerate(switches):
+        sw = {"name": sw} if isinstance(sw, str) else sw
+        if not isinstance(sw, dict) or "name" not in sw:
+            raise InputFileError(path, f"switches[{i}]", "each switch needs a 'name'")
+        name = _check_name(path, f"switches[{i}]", sw["name"])
+        if name in seen:
+            raise InputFileError(path, f"switches[{i}]", f"name {name!r} is already used")
+        seen.add(name)
+        kind = sw.get("kind", "switch")
+        if kind not in ("switch", "router"):
+            raise InputFileError(path, f"switches[{i}]", f"kind must be switch or router, got {kind!r}")
+        graph.add_node(name, kind=kind)
+    for i, node in enumerate(nodes):
+        if node["switch"] not in graph:
+            raise InputFileError(path, f"nodes[{i}]", f"switch {node['switch']!r} is not a listed switch")
+        graph.add_node(node["name"], kind="compute", capacity_mbps=node["capacity_mbps"],
+                       memory_mb=node["memory_mb"], slots=1)
+        graph.add_edge(node["name"], node["switch"], capacity_mbps=node["capacity_mbps"],
+                       latency_ms=latency)
+    for i, link in enumerate(data.get("links") or []):
+        where = f"links[{i}]"
+        if not isinstance(link, dict) or "a" not in link or "b" not in link:
+            raise InputFileError(path, where, "each link needs 'a' and 'b'")
+        a, b = link["a"], link["b"]
+        for end in (a, b):
+            if end not in graph or graph.nodes[end]["kind"] == "compute":
+                raise InputFileError(path, where, f"{end!r} is not a listed switch")
+        if graph.has_edge(a, b) or a == b:
+            raise InputFileError(path, where, f"duplicate or self link {a}-{b}")
+        graph.add_edge(a, b, capacity_mbps=float(_positive(
+            path, where, link.get("capacity_mbps", cap), "capacity_mbps")),
+            latency_ms=float(link.get("latency_ms", latency)))
+    if not nx.is_tree(graph):
+        problem = "has a cycle" if nx.is_connected(graph) else "is not connected"
+        raise InputFileError(path, "links", f"the switches and nodes must form a tree, but the graph {problem}")
+    return graph
+
+
+_OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
+_MPICH = re.compile(r"^(?P<host>[^\s:]+)(:(?P<slots>\S+))?\s*$")
+
+
+def parse_hostfile(path):
+    """Hosts and slots from a hostfile, MPICH (``host[:slots]``) or Open MPI
+    (``host [slots=N] [max_slots=M]``) format. Blank lines and ``#`` comments are ignored."""
+    hosts = {}
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        raise InputFileError(path, "", "no such file") from None
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"line {lineno}"
+        mpich = _MPICH.match(line)
+        if mpich:
+            host, slots = mpich["host"], mpich["slots"]
+            if slots is not None and not (slots.isdigit() and int(slots) > 0):
+                raise InputFileError(path, where, f"slots must be a positive integer, got {slots!r}")
+            slots = int(slots or 1)
+        else:
+            ompi = _OPENMPI.match(line)
+            if not ompi:
+                raise InputFileError(path, where, f"cannot parse {raw.strip()!r}; expected "
+                                     "'host', 'host:slots' or 'host slots=N'")
+            host, slots = ompi["host"], 1
+            for key, value in re.findall(r"(\w+)\s*=\s*(\S+)", ompi["opts"]):
+                if key not in ("slots", "max_slots", "max-slots"):
+                    raise InputFileError(path, where, f"unknown option {key!r}")
+                if not (value.isdigit() and int(value) > 0):
+                    raise InputFileError(path, where, f"{key} must be a positive integer, got {value!r}")
+                if key == "slots":
+                    slots = int(value)
+        _check_name(path, where, host)
+        if host in hosts:
+            raise InputFileError(path, where, f"host {host!r} is listed twice")
+        hosts[host] = slots
+    if not hosts:
+        raise InputFileError(path, "", "no hosts listed")
+    return hosts
+
+
+def load_cluster(path=None):
+    """The cluster in ``path`` (TOML, JSON or hostfile), or the default 10-node crossbar."""
+    if path is None:
+        return crossbar()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputFileError(path, "", "no such file")
+    if path.endswith(".toml"):
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise InputFileError(path, "", f"malformed TOML: {e}") from None
+        return cluster_from_dict(data, path)
+    if path.endswith(".json"):
+        from .netgraph import load_json
+
+        return cluster_from_dict(load_json(path), path)
+    hosts = parse_hostfile(path)
+    return crossbar(list(hosts), slots=hosts)
+
+
+def describe(cluster):
+    """Text lines describing nodes and links, for ``nodesel cluster show``."""
+    lines = [f"topology: {cluster.graph.get('topology')}"]
+    lines.append(f"{'node':<12}{'kind':<9}{'capacity [Mbit/s]':>18}{'memory [MB]':>13}")
+    for n, d in cluster.nodes(data=True):
+        cap = d.get("capacity_mbps")
+        lines.append(f"{n!s:<12}{d['kind']:<9}{'' if cap is None else f'{cap:.0f}':>18}"
+                     f"{d.get('memory_mb', ''):>13}")
+    lines.append(f"{'link':<24}{'capacity [Mbit/s]':>18}{'latency [ms]':>14}")
+    for a, b, d in cluster.edges(data=True):
+        lines.append(f"{f'{a}-{b}':<24}{d['capacity_mbps']:>18.0f}{d.get('latency_ms', 0):>14.3f}")
+    return lines
+
+
+def to_json(cluster):
+    return nx.node_link_data(cluster, edges="links")
+
+
+def dumps(cluster):
+    return json.dumps(to_json(cluster), indent=1)

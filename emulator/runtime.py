@@ -1,0 +1,343 @@
+"""The emulated cluster under ``mpiexec``: rank 0 coordinates, ranks 1..N are nodes.
+
+Node ranks serve the coordinator's commands on a control communicator:
+
+``work``   run a registered work function on a group of nodes, over a shaped group
+           communicator (:class:`emulator.shaping.ShapedComm`); disjoint groups run at once;
+``load``   start the node's synthetic local load; ``report`` measures it with psutil;
+``stop``   stop the load and leave.
+
+No rank spins while it waits: every wait polls with ``Test``/``Iprobe`` and sleeps. No rank
+hangs the job: the coordinator gives every wait a timeout, checks that node processes on
+its own host are still alive, and on a failure names the node and aborts the job.
+"""
+
+import math
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from . import cluster as clusters
+from .errors import NodeFailure
+from .load import LoadSpec, LocalLoad, modeled_compute_seconds
+from .scenario import pair_bandwidth_function
+from .shaping import Network, ShapedComm
+
+IDLE_POLL_MIN_SECONDS = 0.0005
+IDLE_POLL_MAX_SECONDS = 0.01
+DEFAULT_TIMEOUT_SECONDS = 30.0
+CONTROL_TAG = 7
+
+
+@dataclass
+class Settings:
+    """Everything every rank must agree on; rank 0 broadcasts it at start-up."""
+
+    cluster: object
+    timeline: object
+    time_scale: float = 1.0
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    shaping: str = "inproc"  # or "none"
+    epoch: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+WORK = {}
+
+
+def work(fn):
+    """Register a work function ``fn(comm, **kwargs) -> result`` by its name."""
+    WORK[fn.__name__] = fn
+    return fn
+
+
+@work
+def probe(comm, *, size_bytes=1 << 20, repetitions=1):
+    """Bandwidth probe between the group's two ranks. Rank 0 sends ``size_bytes`` with its
+    send time in the first 8 bytes; rank 1 takes the time of receipt and returns the
+    achieved Mbit/s of each repetition (timed at the receiver; clocks of one host, or
+    synchronised clocks on a real cluster)."""
+    buf = np.zeros(max(size_bytes, 8), dtype=np.uint8)
+    stamp = buf[:8].view(np.float64)
+    rates = []
+    for rep in range(repetitions):
+        if comm.rank == 0:
+            stamp[0] = time.time()
+            comm.Send(buf, 1, tag=2 + rep)
+        else:
+            comm.Recv(buf, 0, tag=2 + rep)
+            rates.append(buf.nbytes * 8 / (time.time() - float(stamp[0])) / 1e6)
+    return rates if comm.rank == 1 else None
+
+
+@work
+def transfer(comm, *, size_bytes, flows=1, pairs=None):
+    """``flows`` concurrent messages of ``size_bytes`` from group rank 0 to rank 1; rank 1
+    returns the seconds from the first send to the last delivery (sender clock)."""
+    if comm.rank == 0:
+        bufs = [np.zeros(size_bytes, dtype=np.uint8) for _ in range(flows)]
+        start = np.array([time.time()])
+        comm.Send(start, 1, tag=1)
+        reqs = [comm.Isend(b, 1, tag=10 + i) for i, b in enumerate(bufs)]
+        reqs[0].Waitall(reqs)
+        return None
+    start = np.zeros(1)
+    comm.Recv(start, 0, tag=1)
+    bufs = [np.empty(size_bytes, dtype=np.uint8) for _ in range(flows)]
+    reqs = [comm.Irecv(b, 0, tag=10 + i) for i, b in enumerate(bufs)]
+    reqs[0].Waitall(reqs)
+    return time.time() - float(start[0])
+
+
+@work
+def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_seconds=0.0,
+             local_cpu_fraction=0.0):
+    """A pattern exchange: per iteration, modeled compute then every edge swaps
+    ``bytes_per_edge`` both ways at once. Returns this rank's wall seconds."""
+    start = time.time()
+    mine = [b if a == comm.rank else a for a, b in pattern_edges if comm.rank in (a, b)]
+    out = np.zeros(bytes_per_edge // 2, dtype=np.uint8)
+    ins = [np.empty_like(out) for _ in mine]
+    for _ in range(iterations):
+        if compute_seconds:
+            comm.compute(modeled_compute_seconds(compute_seconds, local_cpu_fraction))
+        reqs = [comm.Irecv(b, peer, tag=3) for b, peer in zip(ins, mine)]
+        reqs += [comm.Isend(out, peer, tag=3) for peer in mine]
+        if reqs:
+            reqs[0].Waitall(reqs)
+    comm.Barrier()
+    return time.time() - start
+
+
+@work
+def crash(comm, *, after_seconds=0.0):
+    """Test hook: the group's rank 0 dies abruptly (as a killed node would)."""
+    if comm.rank == 0:
+        time.sleep(after_seconds)
+        os._exit(17)
+    comm.compute(3600)
+
+
+# -- node side ---------------------------------------------------------------------------
+
+
+def _wait_quietly(req, *, timeout=None):
+    """Wait on an MPI request without spinning; returns False on timeout."""
+    pause, start = IDLE_POLL_MIN_SECONDS, time.monotonic()
+    while not req.Test():
+        if timeout is not None and time.monotonic() - start > timeout:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 1.5, IDLE_POLL_MAX_SECONDS)
+    return True
+
+
+def _network(settings):
+    cluster = settings.cluster
+    names = clusters.node_names(cluster)
+    ports = {n: cluster.nodes[n]["capacity_mbps"] for n in names}
+    if settings.shaping == "none":
+        pair = (lambda a, b, t: 1e6)
+        ports = {n: 1e6 for n in names}
+    else:
+        pair = pair_bandwidth_function(cluster, settings.timeline)
+    latency = cluster.graph.get("latency_ms", 0.0) / 1000.0
+    return Network(pair, ports, latency_seconds=latency, epoch=settings.epoch,
+                   time_scale=settings.time_scale)
+
+
+def serve_node(world, control, data, settings):
+    """Serve the coordinator until it says stop."""
+    names = clusters.node_names(settings.cluster)
+    me = world.Get_rank()
+    network = _network(settings)
+    load = None
+    control.send({"pid": os.getpid(), "host": socket.gethostname()}, 0, CONTROL_TAG)
+    try:
+        while True:
+            req = control.irecv(source=0, tag=CONTROL_TAG)
+            pause = IDLE_POLL_MIN_SECONDS
+            while True:
+                done, msg = req.test()
+                if done:
+                    break
+                time.sleep(pause)
+                pause = min(pause * 1.5, IDLE_POLL_MAX_SECONDS)
+            op = msg["op"]
+            if op == "stop":
+                control.send({"ok": True}, 0, CONTROL_TAG)
+                return
+            try:
+                if op == "work":
+                    members = msg["members"]
+                    comm = ShapedComm(data, members, [names[r - 1] for r in members], network,
+                                      context=msg["job"], timeout_seconds=settings.timeout_seconds)
+                    result = WORK[msg["fn"]](comm, **msg["kwargs"])
+                    reply = {"ok": True, "job": msg["job"], "result": result,
+                             "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
+                elif op == "load":
+                    spec = LoadSpec(**msg["spec"])
+                    load = LocalLoad(spec, settings.cluster.nodes[names[me - 1]]["memory_mb"])
+                    reply = {"ok": True, "pid": load.pid}
+                elif op == "report":
+                    reply = {"ok": True, "load": None if load is None else load.measure()}
+                else:
+                    reply = {"ok": False, "error": f"unknown command {op!r}"}
+            except NodeFailure as e:
+                reply = {"ok": False, "job": msg.get("job"), "error": str(e), "failed": e.node}
+            except Exception as e:  # reported to the coordinator, which decides
+                reply = {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
+            control.send(reply, 0, CONTROL_TAG)
+    finally:
+        if load is not None:
+            load.stop()
+
+
+# -- coordinator side --------------------------------------------------------------------
+
+
+class Coordinator:
+    """Rank 0's handle on the node ranks."""
+
+    def __init__(self, world, control, settings):
+        self.world, self.control, self.settings = world, control, settings
+        self.names = clusters.node_names(settings.cluster)
+        self.nranks = world.Get_size() - 1
+        self.timeout_seconds = settings.timeout_seconds
+        self._jobs = 0
+        self.host = socket.gethostname()
+        self.info = {}
+        reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
+        self.info = self._collect(reqs, "start-up")
+
+    def node(self, rank):
+        return self.names[rank - 1]
+
+    def rank_of(self, node):
+        return self.names.index(node) + 1
+
+    def _alive(self, rank):
+        info = self.info.get(rank)
+        if not info or info["host"] != self.host:
+            return True  # cannot tell from here; the timeout decides
+        try:
+            import psutil
+
+            proc = psutil.Process(info["pid"])
+            return proc.status() != psutil.STATUS_ZOMBIE
+        except Exception:
+            return False
+
+    def _collect(self, reqs, what, timeout=None):
+        """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout."""
+        timeout = self.timeout_seconds if timeout is None else timeout
+        replies, start, pause, last_check = {}, time.monotonic(), 0.0005, 0.0
+        while len(replies) < len(reqs):
+            for rank, req in reqs.items():
+                if rank not in replies:
+                    done, msg = req.test()
+                    if done:
+                        replies[rank] = msg
+            if len(replies) == len(reqs):
+                break
+            elapsed = time.monotonic() - start
+            if elapsed - last_check > 0.25:
+                last_check = elapsed
+                for rank in reqs:
+                    if rank not in replies and not self._alive(rank):
+                        raise NodeFailure(self.node(rank), f"rank {rank} died during {what}")
+            if elapsed > timeout:
+                late = [self.node(r) for r in reqs if r not in replies]
+                raise NodeFailure(", ".join(late), f"no answer to {what} within {timeout:g} s")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.01)
+        return replies
+
+    def submit(self, nodes, fn, **kwargs):
+        """Start ``fn`` on a group of nodes (names); returns a handle for :meth:`wait`."""
+        self._jobs += 1
+        members = [self.rank_of(n) for n in nodes]
+        for rank in members:
+            self.control.send({"op": "work", "job": self._jobs, "members": members, "fn": fn,
+                               "kwargs": kwargs}, rank, CONTROL_TAG)
+        reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in members}
+        return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
+
+    def wait(self, handle, *, timeout=None):
+        """Results of a submitted group, by node name."""
+        replies = self._collect(handle["reqs"], f"{handle['fn']} on {','.join(handle['nodes'])}",
+                                timeout)
+        out = {}
+        for rank, reply in replies.items():
+            if not reply.get("ok"):
+                raise NodeFailure(reply.get("failed") or self.node(rank), reply.get("error", "?"))
+            out[self.node(rank)] = reply
+        return out
+
+    def run(self, nodes, fn, **kwargs):
+        return self.wait(self.submit(nodes, fn, **kwargs))
+
+    def broadcast(self, msg, ranks=None):
+        ranks = ranks or range(1, self.nranks + 1)
+        for r in ranks:
+            self.control.send(msg, r, CONTROL_TAG)
+        reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in ranks}
+        return {self.node(r): m for r, m in self._collect(reqs, msg["op"]).items()}
+
+    def scenario_time(self):
+        return (time.time() - self.settings.epoch) * self.settings.time_scale
+
+    def true_pair_mbps(self, a, b, scenario_seconds=None):
+        t = self.scenario_time() if scenario_seconds is None else scenario_seconds
+        return pair_bandwidth_function(self.settings.cluster, self.settings.timeline)(a, b, t)
+
+    def stop(self):
+        self.broadcast({"op": "stop"})
+
+
+def round_robin_pairs(nodes):
+    """Rounds of disjoint pairs covering every pair once (the circle method): N-1 rounds for
+    even N, N rounds for odd N."""
+    items = list(nodes) + ([None] if len(nodes) % 2 else [])
+    n = len(items)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = [(items[i], items[n - 1 - i]) for i in range(n // 2)]
+        rounds.append([p for p in pairs if None not in p])
+        items = [items[0], items[-1]] + items[1:-1]
+    return rounds
+
+
+def launch(program, settings, *, world=None):
+    """Run on every rank: rank 0 runs ``program(coordinator)``, the others serve.
+
+    Returns the program's result on rank 0 and None elsewhere. A node failure seen by the
+    coordinator is printed, naming the node, and aborts the whole job (exit status 3).
+    """
+    world = world or MPI.COMM_WORLD
+    settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
+    control = world.Dup()
+    data = world.Dup()
+    if world.Get_rank() != 0:
+        serve_node(world, control, data, settings)
+        return None
+    coordinator = None
+    try:
+        coordinator = Coordinator(world, control, settings)
+        result = program(coordinator)
+        coordinator.stop()
+        return result
+    except NodeFailure as e:
+        print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
+        world.Abort(3)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        world.Abort(1)

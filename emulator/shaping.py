@@ -1,0 +1,483 @@
+"""In-process traffic shaping: a communicator whose messages take the emulated network's time.
+
+Model
+-----
+Each message is a *flow* from its sender's node to its receiver's node. The payload moves
+through MPI at once (into a buffer at the receiver); what is emulated is *when* it is
+delivered. The receiving rank runs a fluid model of all flows entering it: at every instant
+a flow from u to v progresses at ::
+
+    rate = min(pair_mbps(u, v, t) / flows from u to v,
+               port_mbps(v) / flows entering v,
+               port_mbps(u) / flows leaving u when the message was sent)
+
+where ``pair_mbps`` comes from the scenario at the current scenario time, so a bandwidth
+change during a long message is honoured from the instant it happens. Links are full
+duplex: the two directions of a pair do not share. A message is delivered ``latency``
+after its last byte arrives. Sends complete when the receiver has the message (synchronous
+send semantics), so the sender feels the same pacing.
+
+The model is evaluated lazily in event order (flow starts, flow completions, scenario
+changes). Waiting ranks never spin: every wait polls MPI with ``Test``/``Iprobe`` and sleeps
+between polls, and sleeps exactly until the next computed delivery when one is due, so
+timing holds on an oversubscribed machine.
+
+Collectives are built from these shaped point-to-point messages with the standard
+algorithms: dissemination barrier, binomial-tree broadcast and reduce, recursive-doubling
+allreduce and allgather (ring for non-powers of two), pairwise-exchange alltoall(v).
+"""
+
+import math
+import pickle
+import time
+from collections import deque
+
+import numpy as np
+from mpi4py import MPI
+
+from .errors import NodeFailure
+
+POLL_MIN_SECONDS = 0.0002
+POLL_MAX_SECONDS = 0.002
+MIN_STEP_SECONDS = 1e-6
+_HEADER, _PAYLOAD, _ACK = 0, 1, 2
+_TAG_SLOTS = 3
+COLLECTIVE_TAG_BASE = 1 << 18
+MAX_USER_TAG = COLLECTIVE_TAG_BASE - 1
+
+
+def _nbytes(buf):
+    return memoryview(buf).nbytes
+
+
+def _as_bytes(buf):
+    return memoryview(buf).cast("B")
+
+
+class Network:
+    """Where a communicator's nodes are and how fast the links between them are right now.
+
+    Parameters
+    ----------
+    pair_mbps : callable
+        ``pair_mbps(u, v, scenario_seconds)`` -> Mbit/s; may have ``next_change(u, v, t)``.
+    port_mbps : dict
+        Port capacity of each node.
+    latency_seconds : float
+        One-way latency added to every message.
+    epoch : float
+        Wall-clock time (``time.time()``) at scenario time 0, the same on every rank.
+    time_scale : float
+        Scenario seconds per wall second.
+    """
+
+    def __init__(self, pair_mbps, port_mbps, *, latency_seconds=0.0, epoch=None, time_scale=1.0):
+        self.pair_mbps = pair_mbps
+        self.port_mbps = port_mbps
+        self.latency_seconds = latency_seconds
+        self.epoch = time.time() if epoch is None else epoch
+        self.time_scale = time_scale
+
+    def scenario_time(self, wall):
+        return (wall - self.epoch) * self.time_scale
+
+    def wall_time(self, scenario_seconds):
+        return self.epoch + scenario_seconds / self.time_scale
+
+    def rate_bps(self, u, v, wall):
+        return self.pair_mbps(u, v, self.scenario_time(wall)) * 1e6
+
+    def next_change_wall(self, u, v, wall):
+        nxt = getattr(self.pair_mbps, "next_change", None)
+        if nxt is None:
+            return math.inf
+        t = nxt(u, v, self.scenario_time(wall))
+        return math.inf if math.isinf(t) else self.wall_time(t)
+
+
+class _Flow:
+    __slots__ = ("src", "tag", "nbytes", "start", "egress_flows", "remaining_bits", "done_at",
+                 "buffer", "request", "seq")
+
+    def __init__(self, src, tag, nbytes, start, egress_flows, seq):
+        self.src, self.tag, self.nbytes, self.start = src, tag, nbytes, start
+        self.egress_flows = max(1, egress_flows)
+        self.remaining_bits = nbytes * 8.0
+        self.done_at = None if nbytes else start
+        self.buffer = bytearray(nbytes)
+        self.request = None
+        self.seq = seq
+
+
+class Request:
+    """A pending shaped send or receive; finish it with :meth:`Wait` or :meth:`Test`."""
+
+    def __init__(self, comm, kind, peer, tag, buf=None):
+        self.comm, self.kind, self.peer, self.tag, self.buf = comm, kind, peer, tag, buf
+        self.done = False
+        self.nbytes = 0
+        self._mpi = []
+        self.source = peer
+
+    def Test(self):
+        self.comm._progress()
+        return self.done
+
+    def Wait(self):
+        self.comm._wait_until(lambda: self.done)
+
+    @staticmethod
+    def Waitall(requests):
+        if requests:
+            requests[0].comm._wait_until(lambda: all(r.done for r in requests))
+
+    wait, test = Wait, Test
+
+
+class ShapedComm:
+    """An mpi4py-like communicator over a group of node ranks, shaped by :class:`Network`.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        A communicator containing every member (normally a duplicate of COMM_WORLD reserved
+        for shaped traffic). Ranks not in ``members`` never see this traffic.
+    members : list of int
+        Ranks of ``comm`` in this group, in group-rank order.
+    nodes : list
+        Node name of each member (same order), for bandwidth lookups.
+    network : Network
+    context : int
+        Distinguishes concurrent groups on the same ``comm`` (tags are offset by it).
+    timeout_seconds : float
+        A wait longer than this raises :class:`NodeFailure` naming the peer.
+    """
+
+    def __init__(self, comm, members, nodes, network, *, context=0, timeout_seconds=120.0):
+        self.comm = comm
+        self.members = list(members)
+        self.nodes = list(nodes)
+        self.network = network
+        self.rank = self.members.index(comm.Get_rank())
+        self.size = len(self.members)
+        self.node = self.nodes[self.rank]
+        self.timeout_seconds = timeout_seconds
+        self._tag_base = context * _TAG_SLOTS * (COLLECTIVE_TAG_BASE * 2)
+        self._flows = []  # incoming, not yet delivered, in arrival order
+        self._posted = deque()  # posted receives, in order
+        self._sends = []  # outstanding sends awaiting an ack
+        self._acks = {}  # (dest, tag) -> deque of send requests
+        self._clock = None  # wall time up to which the fluid model has run
+        self._seq = 0
+        self._finish = math.inf
+        self.bytes_sent = 0
+        self.messages_sent = 0
+
+    # -- mpi4py-like surface -----------------------------------------------------------
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
+
+    def _mpi_tag(self, tag, slot):
+        if not 0 <= tag < 2 * COLLECTIVE_TAG_BASE:
+            raise ValueError(f"tag {tag} out of range")
+        return self._tag_base + tag * _TAG_SLOTS + slot
+
+    def Isend(self, buf, dest, tag=0):
+        req = Request(self, "send", dest, tag)
+        data = _as_bytes(buf)
+        req.nbytes = data.nbytes
+        world_dest = self.members[dest]
+        egress = 1 + len(self._sends)
+        header = np.array([time.time(), data.nbytes, egress], dtype=np.float64)
+        req._mpi = [self.comm.Isend(header, world_dest, self._mpi_tag(tag, _HEADER))]
+        if data.nbytes:
+            req._mpi.append(self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD)))
+        req._ack = np.empty(1, dtype=np.int8)
+        req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
+        self._sends.append(req)
+        self.bytes_sent += data.nbytes
+        self.messages_sent += 1
+        return req
+
+    def Irecv(self, buf, source, tag=0):
+        req = Request(self, "recv", source, tag, buf)
+        self._posted.append(req)
+        return req
+
+    def Send(self, buf, dest, tag=0):
+        self.Isend(buf, dest, tag).Wait()
+
+    def Recv(self, buf, source, tag=0):
+        self.Irecv(buf, source, tag).Wait()
+
+    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=None, recvtag=None):
+        source = dest if source is None else source
+        recvtag = sendtag if recvtag is None else recvtag
+        r = self.Irecv(recvbuf, source, recvtag)
+        s = self.Isend(sendbuf, dest, sendtag)
+        Request.Waitall([r, s])
+
+    def send(self, obj, dest, tag=0):
+        self.Send(pickle.dumps(obj), dest, tag)
+
+    def recv(self, source, tag=0):
+        req = self.Irecv(None, source, tag)
+        req.Wait()
+        return pickle.loads(req.data)
+
+    # -- progress engine ---------------------------------------------------------------
+
+    def _poll_headers(self):
+        """Register every header that has arrived. Payload and ack receives are posted before
+        their messages can arrive, so the first unmatched message from a source is a header."""
+        status = MPI.Status()
+        while self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+            world, mpi_tag = status.Get_source(), status.Get_tag() - self._tag_base
+            if world not in self.members or mpi_tag < 0 or mpi_tag % _TAG_SLOTS != _HEADER \
+                    or mpi_tag >= _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE:
+                return  # not ours (another context); leave it
+            header = np.empty(3, dtype=np.float64)
+            self.comm.Recv(header, world, status.Get_tag())
+            src, tag = self.members.index(world), mpi_tag // _TAG_SLOTS
+            self._seq += 1
+            # A flow noticed after the model has run past its send time starts now, as a
+            # rendezvous message waits for the receiver to enter MPI.
+            start = float(header[0]) if self._clock is None else max(float(header[0]), self._clock)
+            flow = _Flow(src, tag, int(header[1]), start, int(header[2]), self._seq)
+            if flow.nbytes:
+                flow.request = self.comm.Irecv(flow.buffer, world, self._mpi_tag(tag, _PAYLOAD))
+            self._flows.append(flow)
+            if self._clock is None:
+                self._clock = start
+
+    def _rates(self, t):
+        """Active flows at wall time t, their rates in bit/s, and the next scenario change."""
+        active = [f for f in self._flows if f.done_at is None and f.start <= t]
+        pair_count, rates, change = {}, {}, math.inf
+        for f in active:
+            pair_count[f.src] = pair_count.get(f.src, 0) + 1
+        if active:
+            ingress = self.network.port_mbps[self.node] * 1e6 / len(active)
+        for f in active:
+            src_node = self.nodes[f.src]
+            egress = self.network.port_mbps[src_node] * 1e6 / f.egress_flows
+            pair = self.network.rate_bps(src_node, self.node, t) / pair_count[f.src]
+            rates[f] = min(pair, ingress, egress)
+            change = min(change, self.network.next_change_wall(src_node, self.node, t))
+        return active, rates, change
+
+    def _run_model(self, now):
+        """Advance the fluid model of incoming flows to wall time ``now``; return the wall
+        time of the next completion at the current rates (``inf`` if none)."""
+        if self._clock is None:
+            self._clock = now
+        t = self._clock
+        while True:
+            active, rates, change = self._rates(t)
+            finish = min((t + f.remaining_bits / rates[f] for f in active if rates[f] > 0),
+                         default=math.inf)
+            if t >= now:
+                self._clock = t
+                return finish
+            starts = [f.start for f in self._flows if f.done_at is None and f.start > t]
+            # Wall times are ~1.7e9 s, where a float64 step is ~0.24 us: never step by less
+            # than MIN_STEP_SECONDS, and call a flow done within that much of its end.
+            horizon = max(min([now, change, finish] + starts), t + MIN_STEP_SECONDS)
+            for f in active:
+                f.remaining_bits -= rates[f] * (horizon - t)
+                if f.remaining_bits <= rates[f] * MIN_STEP_SECONDS:
+                    f.remaining_bits = 0.0
+                    f.done_at = horizon
+            t = horizon
+
+    def _deliver(self, now):
+        """Complete posted receives whose message has been delivered by ``now``."""
+        progressed = False
+        for req in list(self._posted):
+            flow = next((f for f in self._flows if f.src == req.peer and f.tag == req.tag), None)
+            if flow is None or flow.done_at is None:
+                continue
+            if flow.done_at + self.network.latency_seconds > now:
+                continue
+            if flow.request is not None and not flow.request.Test():
+                continue
+            self._flows.remove(flow)
+            self._posted.remove(req)
+            if req.buf is None:
+                req.data = bytes(flow.buffer)
+            else:
+                target = _as_bytes(req.buf)
+                if flow.nbytes > target.nbytes:
+                    raise ValueError(f"message of {flow.nbytes} bytes from rank {req.peer} "
+                                     f"does not fit a {target.nbytes}-byte buffer")
+                target[:flow.nbytes] = flow.buffer
+            req.nbytes = flow.nbytes
+            req.done = True
+            self.comm.Send(np.zeros(1, dtype=np.int8), self.members[req.peer],
+                           self._mpi_tag(req.tag, _ACK))
+            progressed = True
+        for req in list(self._sends):
+            if req._ack_req.Test():
+                MPI.Request.Waitall(req._mpi)
+                req.done = True
+                self._sends.remove(req)
+                progressed = True
+        return progressed
+
+    def _next_due(self, finish):
+        """Wall time of the next delivery: a finished flow's, or the next completion's."""
+        due = [f.done_at for f in self._flows if f.done_at is not None] + [finish]
+        return min(due) + self.network.latency_seconds
+
+    def _progress(self):
+        self._poll_headers()
+        now = time.time()
+        self._finish = self._run_model(now)
+        return self._deliver(now)
+
+    def _wait_until(self, condition):
+        start = time.monotonic()
+        pause = POLL_MIN_SECONDS
+        while True:
+            if self._progress():
+                pause = POLL_MIN_SECONDS
+            if condition():
+                return
+            if time.monotonic() - start > self.timeout_seconds:
+                waiting = sorted({self.nodes[r.peer] for r in list(self._posted) + self._sends
+                                  if not r.done})
+                raise NodeFailure(", ".join(map(str, waiting)) or "?",
+                                  f"no message within {self.timeout_seconds:.0f} s")
+            nap = min(pause, max(0.0, self._next_due(self._finish) - time.time()))
+            time.sleep(nap)
+            pause = min(pause * 2, POLL_MAX_SECONDS)
+
+    def compute(self, seconds):
+        """Let ``seconds`` of wall time pass while still progressing incoming messages."""
+        end = time.time() + seconds
+        self._wait_until(lambda: time.time() >= end)
+
+    # -- collectives -------------------------------------------------------------------
+
+    def _coll_tag(self, k):
+        return COLLECTIVE_TAG_BASE + k
+
+    def Barrier(self):
+        token = np.zeros(0, dtype=np.uint8)
+        sink = np.zeros(0, dtype=np.uint8)
+        dist = 1
+        while dist < self.size:
+            r = self.Irecv(sink, (self.rank - dist) % self.size, self._coll_tag(1))
+            s = self.Isend(token, (self.rank + dist) % self.size, self._coll_tag(1))
+            Request.Waitall([r, s])
+            dist *= 2
+
+    def Bcast(self, buf, root=0):
+        rel = (self.rank - root) % self.size
+        mask = 1
+        while mask < self.size:
+            if rel & mask:
+                self.Recv(buf, (rel - mask + root) % self.size, self._coll_tag(2))
+                break
+            mask <<= 1
+        mask >>= 1
+        while mask > 0:
+            if rel + mask < self.size:
+                self.Send(buf, (rel + mask + root) % self.size, self._coll_tag(2))
+            mask >>= 1
+
+    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0):
+        acc = np.array(sendbuf, copy=True)
+        tmp = np.empty_like(acc)
+        rel = (self.rank - root) % self.size
+        mask = 1
+        while mask < self.size:
+            if rel & mask:
+                self.Send(acc, (rel - mask + root) % self.size, self._coll_tag(3))
+                break
+            if rel + mask < self.size:
+                self.Recv(tmp, (rel + mask + root) % self.size, self._coll_tag(3))
+                acc = _apply(op, acc, tmp)
+            mask <<= 1
+        if self.rank == root:
+            np.copyto(np.asarray(recvbuf), acc)
+
+    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
+        acc = np.array(sendbuf, copy=True)
+        if self.size & (self.size - 1) == 0:  # recursive doubling
+            tmp = np.empty_like(acc)
+            mask = 1
+            while mask < self.size:
+                self.Sendrecv(acc, self.rank ^ mask, self._coll_tag(4), tmp)
+                acc = _apply(op, acc, tmp)
+                mask <<= 1
+            np.copyto(np.asarray(recvbuf), acc)
+        else:
+            self.Reduce(acc, recvbuf, op, 0)
+            self.Bcast(recvbuf, 0)
+
+    def Allgather(self, sendbuf, recvbuf):
+        send = np.asarray(sendbuf)
+        out = np.asarray(recvbuf).reshape(self.size, -1)
+        out[self.rank] = send.reshape(-1)
+        if self.size & (self.size - 1) == 0:  # recursive doubling on blocks
+            mask = 1
+            while mask < self.size:
+                peer = self.rank ^ mask
+                mine = self.rank & ~(mask - 1)
+                theirs = peer & ~(mask - 1)
+                block = np.ascontiguousarray(out[mine:mine + mask])
+                got = np.empty_like(block)
+                self.Sendrecv(block, peer, self._coll_tag(5), got)
+                out[theirs:theirs + mask] = got
+                mask <<= 1
+        else:  # ring
+            for step in range(self.size - 1):
+                send_idx = (self.rank - step) % self.size
+                recv_idx = (self.rank - step - 1) % self.size
+                got = np.empty_like(out[0])
+                self.Sendrecv(np.ascontiguousarray(out[send_idx]), (self.rank + 1) % self.size,
+                              self._coll_tag(5), got, (self.rank - 1) % self.size)
+                out[recv_idx] = got
+
+    def Alltoall(self, sendbuf, recvbuf):
+        send = np.asarray(sendbuf).reshape(self.size, -1)
+        recv = np.asarray(recvbuf).reshape(self.size, -1)
+        recv[self.rank] = send[self.rank]
+        for step in range(1, self.size):  # pairwise exchange
+            dest = (self.rank + step) % self.size
+            src = (self.rank - step) % self.size
+            got = np.empty_like(recv[src])
+            self.Sendrecv(np.ascontiguousarray(send[dest]), dest, self._coll_tag(6), got, src)
+            recv[src] = got
+
+    def Alltoallv(self, sendbuf, sendcounts, recvbuf, recvcounts):
+        """Counts are in elements; displacements are the running sums of the counts."""
+        send, recv = np.asarray(sendbuf).reshape(-1), np.asarray(recvbuf).reshape(-1)
+        sdispl = np.concatenate([[0], np.cumsum(sendcounts)[:-1]]).astype(int)
+        rdispl = np.concatenate([[0], np.cumsum(recvcounts)[:-1]]).astype(int)
+        me = self.rank
+        recv[rdispl[me]:rdispl[me] + recvcounts[me]] = send[sdispl[me]:sdispl[me] + sendcounts[me]]
+        for step in range(1, self.size):
+            dest = (me + step) % self.size
+            src = (me - step) % self.size
+            got = np.empty(int(recvcounts[src]), dtype=recv.dtype)
+            self.Sendrecv(np.ascontiguousarray(send[sdispl[dest]:sdispl[dest] + sendcounts[dest]]),
+                          dest, self._coll_tag(7), got, src)
+            recv[rdispl[src]:rdispl[src] + recvcounts[src]] = got
+
+
+def _apply(op, a, b):
+    if op == MPI.SUM:
+        return a + b
+    if op == MPI.MAX:
+        return np.maximum(a, b)
+    if op == MPI.MIN:
+        return np.minimum(a, b)
+    if op == MPI.PROD:
+        return a * b
+    raise ValueError(f"unsupported reduction {op}")
