@@ -273,6 +273,7 @@ def pair_bandwidth_function(cluster, timeline):
         return min(timeline.next_change(i, t) for i in pair_links[(a, b)])
 
     bandwidth.next_change = next_change
+    bandwidth.timeline = timeline
     return bandwidth
 
 

@@ -40,6 +40,7 @@ from .errors import NodeFailure
 POLL_MIN_SECONDS = 0.0002
 POLL_MAX_SECONDS = 0.002
 MIN_STEP_SECONDS = 1e-6
+POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK = 0, 1, 2
 _TAG_SLOTS = 3
 COLLECTIVE_TAG_BASE = 1 << 18
@@ -97,15 +98,16 @@ class Network:
 
 class _Flow:
     __slots__ = ("src", "tag", "nbytes", "start", "egress_flows", "remaining_bits", "done_at",
-                 "buffer", "request", "seq")
+                 "buffer", "request", "seq", "bound")
 
     def __init__(self, src, tag, nbytes, start, egress_flows, seq):
         self.src, self.tag, self.nbytes, self.start = src, tag, nbytes, start
         self.egress_flows = max(1, egress_flows)
         self.remaining_bits = nbytes * 8.0
         self.done_at = None if nbytes else start
-        self.buffer = bytearray(nbytes)
+        self.buffer = None
         self.request = None
+        self.bound = None
         self.seq = seq
 
 
@@ -116,6 +118,7 @@ class Request:
         self.comm, self.kind, self.peer, self.tag, self.buf = comm, kind, peer, tag, buf
         self.done = False
         self.nbytes = 0
+        self.flow = None  # the incoming flow bound to this receive
         self._mpi = []
         self.source = peer
 
@@ -168,8 +171,10 @@ class ShapedComm:
         self._sends = []  # outstanding sends awaiting an ack
         self._acks = {}  # (dest, tag) -> deque of send requests
         self._clock = None  # wall time up to which the fluid model has run
+        self._commit = None  # (wall time, {flow: (remaining bits, done_at)}) at the last delivery
         self._seq = 0
         self._finish = math.inf
+        self._busy = False
         self.bytes_sent = 0
         self.messages_sent = 0
 
@@ -239,20 +244,26 @@ class ShapedComm:
             world, mpi_tag = status.Get_source(), status.Get_tag() - self._tag_base
             if world not in self.members or mpi_tag < 0 or mpi_tag % _TAG_SLOTS != _HEADER \
                     or mpi_tag >= _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE:
-                return  # not ours (another context); leave it
+                break  # not ours (another context); leave it
             header = np.empty(3, dtype=np.float64)
             self.comm.Recv(header, world, status.Get_tag())
             src, tag = self.members.index(world), mpi_tag // _TAG_SLOTS
             self._seq += 1
-            # A flow noticed after the model has run past its send time starts now, as a
-            # rendezvous message waits for the receiver to enter MPI.
-            start = float(header[0]) if self._clock is None else max(float(header[0]), self._clock)
+            start = float(header[0])
             flow = _Flow(src, tag, int(header[1]), start, int(header[2]), self._seq)
+            # Bind the flow to the first matching posted receive, in order (MPI matching
+            # semantics); its payload then lands in the user's buffer with no extra copy.
+            flow.bound = next((r for r in self._posted if r.peer == src and r.tag == tag
+                               and r.flow is None), None)
+            if flow.bound is not None:
+                flow.bound.flow = flow
+                if flow.bound.buf is not None and _nbytes(flow.bound.buf) >= flow.nbytes:
+                    flow.buffer = _as_bytes(flow.bound.buf)[:flow.nbytes]
+            if flow.buffer is None:
+                flow.buffer = bytearray(flow.nbytes)
             if flow.nbytes:
                 flow.request = self.comm.Irecv(flow.buffer, world, self._mpi_tag(tag, _PAYLOAD))
             self._flows.append(flow)
-            if self._clock is None:
-                self._clock = start
 
     def _rates(self, t):
         """Active flows at wall time t, their rates in bit/s, and the next scenario change."""
@@ -271,11 +282,28 @@ class ShapedComm:
         return active, rates, change
 
     def _run_model(self, now):
-        """Advance the fluid model of incoming flows to wall time ``now``; return the wall
-        time of the next completion at the current rates (``inf`` if none)."""
-        if self._clock is None:
-            self._clock = now
-        t = self._clock
+        """Run the fluid model of incoming flows up to wall time ``now``; return the wall
+        time of the next completion at the current rates (``inf`` if none).
+
+        Headers become visible a little after their send time (they need MPI progress, and
+        can queue behind another message's payload), so the model is re-run on every call
+        from the last *commit* (the last delivery, which cannot be undone) with every flow
+        known by now. A flow sent before the last commit but seen after it starts at the
+        commit time.
+        """
+        if self._commit is None:
+            if not self._flows:
+                self._clock = now
+                return math.inf
+            self._commit = (min(f.start for f in self._flows), {})
+        t, snapshot = self._commit
+        for f in self._flows:
+            if f in snapshot:
+                f.remaining_bits, f.done_at = snapshot[f]
+            else:
+                f.start = max(f.start, t)
+                f.remaining_bits = f.nbytes * 8.0
+                f.done_at = None if f.nbytes else f.start
         while True:
             active, rates, change = self._rates(t)
             finish = min((t + f.remaining_bits / rates[f] for f in active if rates[f] > 0),
@@ -294,22 +322,27 @@ class ShapedComm:
                     f.done_at = horizon
             t = horizon
 
+    def _commit_model(self):
+        """Fix the model's state at its clock (after a delivery). With nothing pending there
+        is nothing to fix, and the next flow starts at its own send time."""
+        self._commit = (self._clock, {f: (f.remaining_bits, f.done_at) for f in self._flows}) \
+            if self._flows else None
+
     def _deliver(self, now):
         """Complete posted receives whose message has been delivered by ``now``."""
         progressed = False
         for req in list(self._posted):
-            flow = next((f for f in self._flows if f.src == req.peer and f.tag == req.tag), None)
-            if flow is None or flow.done_at is None:
-                continue
+            flow = req.flow or next((f for f in self._flows if f.src == req.peer
+                                     and f.tag == req.tag and f.bound is None), None)
+            if flow is None or flow.done_at is None or flow.request is not None:
+                continue  # not arrived, not finished in the model, or payload still moving
             if flow.done_at + self.network.latency_seconds > now:
-                continue
-            if flow.request is not None and not flow.request.Test():
                 continue
             self._flows.remove(flow)
             self._posted.remove(req)
             if req.buf is None:
                 req.data = bytes(flow.buffer)
-            else:
+            elif flow.bound is not req or flow.buffer.__class__ is bytearray:
                 target = _as_bytes(req.buf)
                 if flow.nbytes > target.nbytes:
                     raise ValueError(f"message of {flow.nbytes} bytes from rank {req.peer} "
@@ -320,9 +353,13 @@ class ShapedComm:
             self.comm.Send(np.zeros(1, dtype=np.int8), self.members[req.peer],
                            self._mpi_tag(req.tag, _ACK))
             progressed = True
+        if progressed:
+            self._commit_model()
         for req in list(self._sends):
             if req._ack_req.Test():
-                MPI.Request.Waitall(req._mpi)
+                if req._mpi:
+                    MPI.Request.Waitall(req._mpi)
+                    req._mpi = []
                 req.done = True
                 self._sends.remove(req)
                 progressed = True
@@ -333,8 +370,31 @@ class ShapedComm:
         due = [f.done_at for f in self._flows if f.done_at is not None] + [finish]
         return min(due) + self.network.latency_seconds
 
+    def _moving(self):
+        """Drive the real MPI data movement; True while some payload is still in flight.
+
+        MPICH moves a large message only while both ends are inside MPI, so while payloads
+        are in flight the waits poll briskly (``POLL_MOVING_SECONDS``) instead of sleeping
+        long: that lasts as long as a memory copy, not as long as the emulated transfer.
+        """
+        moving = False
+        for f in self._flows:
+            if f.request is not None:
+                if f.request.Test():
+                    f.request = None
+                else:
+                    moving = True
+        for req in self._sends:
+            if req._mpi:
+                if MPI.Request.Testall(req._mpi):
+                    req._mpi = []
+                else:
+                    moving = True
+        return moving
+
     def _progress(self):
         self._poll_headers()
+        self._busy = self._moving()
         now = time.time()
         self._finish = self._run_model(now)
         return self._deliver(now)
@@ -352,7 +412,8 @@ class ShapedComm:
                                   if not r.done})
                 raise NodeFailure(", ".join(map(str, waiting)) or "?",
                                   f"no message within {self.timeout_seconds:.0f} s")
-            nap = min(pause, max(0.0, self._next_due(self._finish) - time.time()))
+            nap = min(POLL_MOVING_SECONDS if self._busy else pause,
+                      max(0.0, self._next_due(self._finish) - time.time()))
             time.sleep(nap)
             pause = min(pause * 2, POLL_MAX_SECONDS)
 

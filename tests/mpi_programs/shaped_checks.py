@@ -1,0 +1,130 @@
+"""Shaped-communicator checks, run under mpiexec with 5 ranks; rank 0 prints JSON results.
+
+Ranks 1..4 are nodes n1..n4; rank 0 only collects. Every check is timed at the receiver
+with the sender's timestamp carried in the message.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from emulator.shaping import Network, ShapedComm
+
+world = MPI.COMM_WORLD
+rank = world.Get_rank()
+epoch = world.bcast(time.time())
+NODES = ["n1", "n2", "n3", "n4"]
+MEMBERS = [1, 2, 3, 4]
+CHANGE_AT = 1.0e9  # set below, scenario seconds
+
+
+def pair_mbps(a, b, t):
+    if {a, b} == {"n3", "n4"}:
+        return 100.0 if t < CHANGE_AT else 25.0
+    if {a, b} == {"n1", "n2"}:
+        return 10.0
+    return 100.0
+
+
+def next_change(a, b, t):
+    return CHANGE_AT if {a, b} == {"n3", "n4"} and t < CHANGE_AT else float("inf")
+
+
+pair_mbps.next_change = next_change
+ports = {"n1": 100.0, "n2": 100.0, "n3": 1000.0, "n4": 1000.0}
+results = {}
+data = world.Dup()
+
+
+def group(members, context):
+    if rank not in members:
+        return None
+    return ShapedComm(data, members, [NODES[m - 1] for m in members],
+                      Network(pair_mbps, ports, epoch=epoch), context=context, timeout_seconds=60)
+
+
+def timed_transfer(comm, size, flows=1, dests=(1,)):
+    """Rank 0 of ``comm`` sends ``flows`` messages to each of ``dests``; each receiver
+    returns seconds from the send stamp to its last delivery."""
+    if comm.rank == 0:
+        bufs = [np.ones(size, dtype=np.uint8) for _ in range(flows * len(dests))]
+        stamp = time.time()
+        for b in bufs:
+            b[:8].view(np.float64)[0] = stamp
+        reqs = [comm.Isend(b, d, tag=5 + i) for i, (b, d) in
+                enumerate(zip(bufs, [d for d in dests for _ in range(flows)]))]
+        reqs[0].Waitall(reqs)
+        return None
+    if comm.rank in dests:
+        bufs = [np.empty(size, dtype=np.uint8) for _ in range(flows)]
+        k = dests.index(comm.rank)
+        reqs = [comm.Irecv(b, 0, tag=5 + k * flows + i) for i, b in enumerate(bufs)]
+        reqs[0].Waitall(reqs)
+        return time.time() - float(bufs[0][:8].view(np.float64)[0])
+    return None
+
+
+def report(name, value):
+    values = world.gather(value, root=0)
+    if rank == 0:
+        results[name] = [v for v in values if v is not None]
+
+
+MiB = 1 << 20
+# 1. one flow, 1 MiB at 10 Mbit/s (n1 -> n2)
+c = group([1, 2], 1)
+report("one_flow_10", timed_transfer(c, MiB) if c else None)
+# 2. four concurrent flows of 1 MiB on the 100 Mbit/s pair n3 -> n4
+c = group([3, 4], 2)
+report("four_flows_100", timed_transfer(c, MiB, flows=4) if c else None)
+# 3. port sharing: n1 sends 1 MiB to n3 and n4 at once; pairs 100, n1's port 100
+c = group([1, 3, 4], 3)
+report("port_shared", timed_transfer(c, MiB, dests=(1, 2)) if c else None)
+# 4. disjoint groups at once: n1->n2 (10) and n3->n4 (100) concurrently
+c = group([1, 2], 4) if rank in (1, 2) else group([3, 4], 5)
+size = MiB // 8 if rank in (1, 2) else (5 * MiB) // 4  # both ~0.105 s alone
+report("concurrent_groups", (NODES[rank - 1], timed_transfer(c, size)) if c else None)
+# 5. bandwidth change 100 -> 25 Mbit/s 0.2 s into a 4 MiB message n3 -> n4
+start_at = world.bcast(time.time() - epoch + 0.3)
+CHANGE_AT = start_at + 0.2
+c = group([3, 4], 6)
+if c:
+    c.compute(max(0.0, epoch + start_at - time.time()))
+report("changed", timed_transfer(c, 4 * MiB) if c else None)
+# 6. collectives on 4 ranks and on 3 ranks (non-power of two): values must be right
+for members, context in (([1, 2, 3, 4], 7), ([2, 3, 4], 8)):
+    c = group(members, context)
+    if c:
+        n, r = c.size, c.rank
+        out = np.zeros(3)
+        c.Allreduce(np.full(3, r + 1.0), out)
+        ok = bool(np.all(out == n * (n + 1) / 2))
+        red = np.zeros(2)
+        c.Reduce(np.full(2, float(r)), red, op=MPI.MAX, root=n - 1)
+        ok &= (r != n - 1) or bool(np.all(red == n - 1))
+        b = np.arange(4.0) if r == 1 else np.zeros(4)
+        c.Bcast(b, root=1)
+        ok &= bool(np.all(b == np.arange(4.0)))
+        g = np.zeros(n * 2, dtype=np.int64)
+        c.Allgather(np.array([r, 10 * r]), g)
+        ok &= g.tolist() == [v for i in range(n) for v in (i, 10 * i)]
+        a = np.zeros(n, dtype=np.int64)
+        c.Alltoall(np.array([100 * r + d for d in range(n)]), a)
+        ok &= a.tolist() == [100 * s + r for s in range(n)]
+        counts = [d + 1 for d in range(n)]
+        sendv = np.concatenate([np.full(d + 1, r) for d in range(n)])
+        rcounts = [r + 1] * n
+        recvv = np.zeros(sum(rcounts), dtype=sendv.dtype)
+        c.Alltoallv(sendv, counts, recvv, rcounts)
+        ok &= recvv.tolist() == [s for s in range(n) for _ in range(r + 1)]
+        c.Barrier()
+        report(f"collectives_{len(members)}", ok)
+    else:
+        report(f"collectives_{len(members)}", None)
+
+if rank == 0:
+    print(json.dumps({"results": results, "change_after_seconds": 0.2}))
+    sys.stdout.flush()

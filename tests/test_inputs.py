@@ -1,0 +1,284 @@
+"""Cluster files, hostfiles, scenarios and network graphs: good input and every bad-input class.
+
+Bad input must give one clear line naming the file and the field or line, and exit status 2
+from the command line, with no traceback.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulator import cluster as clusters
+from emulator.errors import InputFileError
+from emulator.netgraph import read_graph
+from emulator.scenario import (generate_streams, load_scenario, pair_bandwidth_function,
+                               timeline_from_json)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOSTFILES = os.path.join(ROOT, "hostfiles")
+
+
+def nodesel(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
+                          text=True, cwd=cwd or ROOT, timeout=120)
+
+
+def assert_clean_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nodesel: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# -- clusters ----------------------------------------------------------------------------
+
+
+def test_default_cluster_is_the_seed_testbed():
+    graph = clusters.load_cluster()
+    names = clusters.node_names(graph)
+    assert names == [f"n{i}" for i in range(1, 11)]
+    assert all(graph.nodes[n]["capacity_mbps"] == 100.0 for n in names)
+    assert len(clusters.links(graph)) == 45
+
+
+def test_shipped_cluster_files_load():
+    tree = clusters.load_cluster(os.path.join(HOSTFILES, "tree16.toml"))
+    assert tree.graph["topology"] == "tree"
+    assert len(clusters.node_names(tree)) == 16
+    paths = clusters.pair_path_links(tree)
+    assert len(paths[("n1", "n16")]) == 4  # node-rack, rack-core, core-rack, rack-node
+    assert clusters.load_cluster(os.path.join(HOSTFILES, "cluster10.toml")).graph["topology"] == "crossbar"
+
+
+def test_hostfile_formats(tmp_path):
+    mpich = tmp_path / "mpich"
+    mpich.write_text("# MPICH\nnodeA:2\nnodeB\n\nnodeC:4  # comment\n")
+    assert clusters.parse_hostfile(mpich) == {"nodeA": 2, "nodeB": 1, "nodeC": 4}
+    ompi = tmp_path / "ompi"
+    ompi.write_text("nodeA slots=2\nnodeB slots=1 max_slots=4\nnodeC\n")
+    assert clusters.parse_hostfile(ompi) == {"nodeA": 2, "nodeB": 1, "nodeC": 1}
+    graph = clusters.load_cluster(ompi)
+    assert clusters.node_names(graph) == ["nodeA", "nodeB", "nodeC"]
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("nodeA:x\n", "line 1: slots must be a positive integer"),
+    ("nodeA:0\n", "line 1: slots must be a positive integer"),
+    ("nodeA slots=2 colour=red\n", "unknown option 'colour'"),
+    ("nodeA\nnodeA\n", "line 2: host 'nodeA' is listed twice"),
+    ("# nothing\n", "no hosts listed"),
+    ("nodeA slots=-1\n", "slots must be a positive integer"),
+])
+def test_bad_hostfiles(tmp_path, text, fragment):
+    path = tmp_path / "hosts"
+    path.write_text(text)
+    with pytest.raises(InputFileError, match=fragment.replace("(", r"\(")):
+        clusters.parse_hostfile(path)
+    assert_clean_error(nodesel("cluster", "show", str(path)), str(path), fragment)
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ('topology = "ring"\n', "topology: must be 'crossbar' or 'tree'"),
+    ("capacity_mbps = -5\n", "capacity_mbps: capacity_mbps must be a positive number"),
+    ("nodes = 0\n", "nodes: need at least one node"),
+    ('nodes = ["a", "a"]\n', "nodes[1]: duplicate node name 'a'"),
+    ('nodes = [{name = "a", switch = "s"}]\n', "'switch' needs topology"),
+    ('colour = "red"\n', "colour: unknown field"),
+    ('topology = "tree"\nswitches = ["s"]\nnodes = [{name = "a", switch = "t"}]\n',
+     "switch 't' is not a listed switch"),
+    ('topology = "tree"\nswitches = ["s", "t"]\nnodes = [{name = "a", switch = "s"}]\n',
+     "is not connected"),
+    ('topology = "tree"\nswitches = ["s", "t", "u"]\nnodes = [{name = "a", switch = "s"}]\n'
+     'links = [{a = "s", b = "t"}, {a = "t", b = "u"}, {a = "u", b = "s"}]\n', "has a cycle"),
+    ("nodes = [\n", "malformed TOML"),
+])
+def test_bad_cluster_files(tmp_path, text, fragment):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(InputFileError):
+        clusters.load_cluster(path)
+    assert_clean_error(nodesel("cluster", "show", str(path)), str(path), fragment)
+
+
+def test_cluster_show_json_is_node_link():
+    proc = nodesel("cluster", "show", "--json")
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert {"nodes", "links"} <= set(data)
+    assert sum(1 for n in data["nodes"] if n["kind"] == "compute") == 10
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def test_stream_model_bounds_and_determinism(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for path in (a, b):
+        proc = nodesel("scenario", "generate", "--seed", "1", "--duration-seconds", "600",
+                       "--out", str(path))
+        assert proc.returncode == 0, proc.stderr
+    assert a.read_bytes() == b.read_bytes()
+    data = json.loads(a.read_text())
+    values = data["initial_mbps"] + [e["bandwidth_mbps"] for e in data["events"]]
+    assert all(10 <= v <= 100 for v in values)
+    assert len(data["events"]) == 20  # one change per 30 s interval
+    c = tmp_path / "c.json"
+    nodesel("scenario", "generate", "--seed", "2", "--duration-seconds", "600", "--out", str(c))
+    assert c.read_bytes() != a.read_bytes()
+
+
+def test_stream_model_follows_capacity_over_streams():
+    cluster = clusters.crossbar(5)
+    timeline = generate_streams(cluster, seed=3, duration_seconds=3000)
+    allowed = {100.0 / (s + 1) for s in range(10)}
+    values = timeline.initial_mbps + [bw for _, _, bw in timeline.events]
+    assert set(values) <= allowed
+    # each event moves one link by exactly one stream
+    streams = {i: round(100 / bw) - 1 for i, bw in enumerate(timeline.initial_mbps)}
+    for _, i, bw in timeline.events:
+        new = round(100 / bw) - 1
+        assert abs(new - streams[i]) == 1
+        streams[i] = new
+
+
+def test_timeline_replays_exactly(tmp_path):
+    cluster = clusters.crossbar(6)
+    timeline = generate_streams(cluster, seed=9, duration_seconds=900)
+    path = tmp_path / "t.json"
+    timeline.write(path)
+    again = load_scenario(path, cluster)
+    f, g = pair_bandwidth_function(cluster, timeline), pair_bandwidth_function(cluster, again)
+    for t in [0, 29.9, 30, 31, 450, 899, 2000]:
+        for a, b in [("n1", "n2"), ("n3", "n6"), ("n5", "n4")]:
+            assert f(a, b, t) == g(a, b, t)
+
+
+def test_tree_pair_bandwidth_is_path_minimum():
+    tree = clusters.load_cluster(os.path.join(HOSTFILES, "tree16.toml"))
+    timeline = generate_streams(tree, seed=1, duration_seconds=0, initial_max_streams=0)
+    f = pair_bandwidth_function(tree, timeline)
+    assert f("n1", "n2", 0) == 100.0  # same rack
+    assert f("n1", "n16", 0) == 100.0  # across the core, 1000 Mbit/s uplinks
+
+
+def test_static_and_trace_scenarios(tmp_path):
+    cluster = clusters.crossbar(3)
+    static = tmp_path / "static.json"
+    static.write_text(json.dumps({"nodes": [{"id": "n1"}, {"id": "n2"}, {"id": "n3"}],
+                                  "links": [{"source": "n1", "target": "n2", "bandwidth_mbps": 40}]}))
+    f = pair_bandwidth_function(cluster, load_scenario(static, cluster))
+    assert f("n1", "n2", 1e6) == 40 and f("n2", "n3", 0) == 100.0
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,50\n10,n1,n2,20\n")
+    f = pair_bandwidth_function(cluster, load_scenario(trace, cluster))
+    assert [f("n1", "n2", t) for t in (0, 9.9, 10, 99)] == [50, 50, 20, 20]
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("time,a,b,bw\n", "line 1: header must be"),
+    ("time_seconds,a,b,bandwidth_mbps\n0,n1,n9,50\n", "line 2: n1-n9 is not a link"),
+    ("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,-5\n", "line 2: bandwidth_mbps must be positive"),
+    ("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,500\n", "exceeds the link capacity"),
+    ("time_seconds,a,b,bandwidth_mbps\n5,n1,n2,50\n1,n1,n2,50\n", "line 3: times must not decrease"),
+    ("time_seconds,a,b,bandwidth_mbps\nx,n1,n2,50\n", "line 2: time_seconds and bandwidth_mbps must be numbers"),
+])
+def test_bad_traces(tmp_path, text, fragment):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(InputFileError):
+        load_scenario(path, clusters.crossbar(3))
+    assert_clean_error(nodesel("scenario", "show", str(path)), str(path), fragment)
+
+
+def test_bad_timeline_json(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"format": "nodesel-timeline", "links": [{"a": "n1", "b": "n2", '
+                    '"capacity_mbps": 100}], "initial_mbps": [0], "events": []}')
+    assert_clean_error(nodesel("scenario", "show", str(path)), "initial_mbps[0]",
+                       "bandwidth must be positive")
+    with pytest.raises(InputFileError, match="not a nodesel timeline"):
+        timeline_from_json({"format": "x"})
+    path.write_text("{not json")
+    assert_clean_error(nodesel("scenario", "show", str(path)), "line 1 column 2", "malformed JSON")
+
+
+# -- network graphs and selection from the command line ---------------------------------
+
+
+def write_network(path, links):
+    path.write_text(json.dumps({"nodes": [{"id": f"n{i}"} for i in range(1, 6)],
+                                "links": links}))
+
+
+def test_select_command_prints_the_documented_json(tmp_path):
+    net = tmp_path / "g.json"
+    links = [{"source": f"n{a}", "target": f"n{b}", "bandwidth_mbps": float(10 * (a + b))}
+             for a in range(1, 6) for b in range(a + 1, 6)]
+    write_network(net, links)
+    proc = nodesel("select", "--network", str(net), "--pattern", "cg", "--nprocs", "4",
+                   "--candidates", "3", "--method", "pattern", "--seed", "1")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["method"] == "pattern" and out["exact"] is True
+    assert out["bottleneck_mbps"] == out["candidates"][0]["bottleneck_mbps"]
+    assert len(out["candidates"]) == 3
+    for cand in out["candidates"]:
+        assert sorted(cand["mapping"]) == ["0", "1", "2", "3"]
+        assert set(cand["mapping"].values()) == set(cand["nodes"])
+        assert all(n.startswith("n") for n in cand["nodes"])
+    for method in ("all-all", "random"):
+        proc = nodesel("select", "--network", str(net), "--pattern", "is", "--nprocs", "4",
+                       "--method", method, "--seed", "3")
+        assert proc.returncode == 0 and json.loads(proc.stdout)["method"] == method
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("negative", "bandwidth_mbps must be >= 0"),
+    ("unknown", "edge names unknown node 'n9'"),
+    ("malformed", "malformed JSON"),
+])
+def test_select_bad_network(tmp_path, case, fragment):
+    net = tmp_path / "g.json"
+    if case == "negative":
+        write_network(net, [{"source": "n1", "target": "n2", "bandwidth_mbps": -1}])
+    elif case == "unknown":
+        write_network(net, [{"source": "n1", "target": "n9", "bandwidth_mbps": 1}])
+    else:
+        net.write_text('{"nodes": [')
+    with pytest.raises(InputFileError):
+        read_graph(net)
+    assert_clean_error(nodesel("select", "--network", str(net), "--pattern", "cg",
+                               "--nprocs", "4"), str(net), fragment)
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--pattern", "cg", "--nprocs", "8"], "needs 8 nodes but the network has only 5"),
+    (["--pattern", "cg", "--nprocs", "3"], "CG does not run on 3 processes"),
+    (["--pattern", "nope", "--nprocs", "4"], "unknown pattern 'nope'"),
+    (["--pattern", "ring", "--nprocs", "4"], "does not embed"),
+])
+def test_select_impossible_requests(tmp_path, args, fragment):
+    net = tmp_path / "g.json"
+    write_network(net, [{"source": "n1", "target": "n2", "bandwidth_mbps": 5}])
+    assert_clean_error(nodesel("select", "--network", str(net), *args), fragment)
+
+
+def test_patterns_commands():
+    proc = nodesel("patterns", "list")
+    assert proc.returncode == 0 and "cg" in proc.stdout and "a square" in proc.stdout
+    proc = nodesel("patterns", "show", "cg", "--nprocs", "4")
+    data = json.loads(proc.stdout)
+    assert len(data["links"]) == 3
+    assert_clean_error(nodesel("patterns", "show", "bt", "--nprocs", "8"), "BT does not run on 8")
+
+
+def test_help_lists_subcommands_with_examples():
+    proc = nodesel("--help")
+    assert proc.returncode == 0
+    for word in ("demo", "cluster", "scenario", "select", "patterns", "examples:"):
+        assert word in proc.stdout
