@@ -103,6 +103,15 @@ def _add_bytes(graph, a, b, nbytes):
 # -- NAS patterns ------------------------------------------------------------------------
 
 
+def _all_pairs(graph, nbytes):
+    """Join every pair of ranks with ``nbytes`` (an all-to-all exchange)."""
+    nodes = sorted(graph.nodes)
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            _add_bytes(graph, a, b, nbytes)
+    return graph
+
+
 def cg_grid(nprocs):
     """NPB CG process grid: ``(nprows, npcols)``, npcols = nprows or 2*nprows."""
     log2 = nprocs.bit_length() - 1
@@ -164,11 +173,7 @@ def is_pattern(nprocs, npb_class="A"):
     check_nprocs("is", nprocs)
     p = CLASS_PARAMS["is"][npb_class]
     per_pair = p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES
-    graph = _new("is", nprocs, npb_class)
-    for a in range(nprocs):
-        for b in range(a + 1, nprocs):
-            _add_bytes(graph, a, b, 2 * per_pair)
-    return graph
+    return _all_pairs(_new("is", nprocs, npb_class), 2 * per_pair)
 
 
 def ft_pattern(nprocs, npb_class="A"):
@@ -177,11 +182,7 @@ def ft_pattern(nprocs, npb_class="A"):
     check_nprocs("ft", nprocs)
     p = CLASS_PARAMS["ft"][npb_class]
     per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES // (nprocs * nprocs)
-    graph = _new("ft", nprocs, npb_class)
-    for a in range(nprocs):
-        for b in range(a + 1, nprocs):
-            _add_bytes(graph, a, b, 2 * per_pair)
-    return graph
+    return _all_pairs(_new("ft", nprocs, npb_class), 2 * per_pair)
 
 
 def ep_pattern(nprocs, npb_class="A"):
@@ -438,6 +439,8 @@ def _read_csv_matrix(path):
                 if lineno == 1 and not rows:
                     continue  # a header row
                 raise InputFileError(path, f"line {lineno}", f"non-numeric entry in {row!r}") from None
+    if rows and len(rows) == len(rows[0]) + 1 and rows[0] == list(range(len(rows[0]))):
+        rows = rows[1:]  # a header row of rank numbers 0..m-1
     return rows
 
 

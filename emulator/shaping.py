@@ -9,10 +9,12 @@ a flow from u to v progresses at ::
 
     rate = min(pair_mbps(u, v, t) / flows from u to v,
                port_mbps(v) / flows entering v,
-               port_mbps(u) / flows leaving u when the message was sent)
+               port_mbps(u) / flows leaving u)
 
 where ``pair_mbps`` comes from the scenario at the current scenario time, so a bandwidth
-change during a long message is honoured from the instant it happens. Links are full
+change during a long message is honoured from the instant it happens. The sender tells the
+receivers of its open flows whenever its number of flows changes (a message posted, or one
+finished at the time its receiver reports in the ack), so the egress share follows too. Links are full
 duplex: the two directions of a pair do not share. A message is delivered ``latency``
 after its last byte arrives. Sends complete when the receiver has the message (synchronous
 send semantics), so the sender feels the same pacing.
@@ -27,6 +29,7 @@ algorithms: dissemination barrier, binomial-tree broadcast and reduce, recursive
 allreduce and allgather (ring for non-powers of two), pairwise-exchange alltoall(v).
 """
 
+import bisect
 import math
 import pickle
 import time
@@ -41,8 +44,8 @@ POLL_MIN_SECONDS = 0.0002
 POLL_MAX_SECONDS = 0.002
 MIN_STEP_SECONDS = 1e-6
 POLL_MOVING_SECONDS = 0.00005
-_HEADER, _PAYLOAD, _ACK = 0, 1, 2
-_TAG_SLOTS = 3
+_HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
+_TAG_SLOTS = 4
 COLLECTIVE_TAG_BASE = 1 << 18
 MAX_USER_TAG = COLLECTIVE_TAG_BASE - 1
 
@@ -97,12 +100,11 @@ class Network:
 
 
 class _Flow:
-    __slots__ = ("src", "tag", "nbytes", "start", "egress_flows", "remaining_bits", "done_at",
+    __slots__ = ("src", "tag", "nbytes", "start", "remaining_bits", "done_at",
                  "buffer", "request", "seq", "bound")
 
-    def __init__(self, src, tag, nbytes, start, egress_flows, seq):
+    def __init__(self, src, tag, nbytes, start, seq):
         self.src, self.tag, self.nbytes, self.start = src, tag, nbytes, start
-        self.egress_flows = max(1, egress_flows)
         self.remaining_bits = nbytes * 8.0
         self.done_at = None if nbytes else start
         self.buffer = None
@@ -173,6 +175,8 @@ class ShapedComm:
         self._clock = None  # wall time up to which the fluid model has run
         self._commit = None  # (wall time, {flow: (remaining bits, done_at)}) at the last delivery
         self._seq = 0
+        self._notes = []  # egress announcements in flight
+        self._egress = {}  # source -> ([times], [flow counts]) of that sender's egress
         self._finish = math.inf
         self._busy = False
         self.bytes_sent = 0
@@ -196,17 +200,28 @@ class ShapedComm:
         data = _as_bytes(buf)
         req.nbytes = data.nbytes
         world_dest = self.members[dest]
-        egress = 1 + len(self._sends)
-        header = np.array([time.time(), data.nbytes, egress], dtype=np.float64)
+        now = time.time()
+        open_flows = [r for r in self._sends if r.nbytes]
+        egress = len(open_flows) + (1 if data.nbytes else 0)
+        header = np.array([now, data.nbytes, egress], dtype=np.float64)
         req._mpi = [self.comm.Isend(header, world_dest, self._mpi_tag(tag, _HEADER))]
         if data.nbytes:
             req._mpi.append(self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD)))
-        req._ack = np.empty(1, dtype=np.int8)
+            self._announce_egress(now, egress, open_flows, skip=dest)
+        req._ack = np.empty(1, dtype=np.float64)
         req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
         self._sends.append(req)
         self.bytes_sent += data.nbytes
         self.messages_sent += 1
         return req
+
+    def _announce_egress(self, t, count, flows, skip=None):
+        """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``."""
+        msg = np.array([t, count], dtype=np.float64)
+        for peer in sorted({r.peer for r in flows} - {skip}):
+            self._notes.append(self.comm.Isend(msg.copy(), self.members[peer],
+                                               self._mpi_tag(0, _EGRESS)))
+        self._notes = [r for r in self._notes if not r.Test()]
 
     def Irecv(self, buf, source, tag=0):
         req = Request(self, "recv", source, tag, buf)
@@ -242,15 +257,23 @@ class ShapedComm:
         status = MPI.Status()
         while self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
             world, mpi_tag = status.Get_source(), status.Get_tag() - self._tag_base
-            if world not in self.members or mpi_tag < 0 or mpi_tag % _TAG_SLOTS != _HEADER \
-                    or mpi_tag >= _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE:
-                break  # not ours (another context); leave it
+            ours = world in self.members and 0 <= mpi_tag < _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE
+            if status.Get_tag() % _TAG_SLOTS == _EGRESS:  # context bases are multiples of 4
+                note = np.empty(2, dtype=np.float64)
+                self.comm.Recv(note, world, status.Get_tag())
+                if ours:  # else: a late note to an earlier group of this node; drop it
+                    self._note_egress(self.members.index(world), float(note[0]), int(note[1]))
+                continue
+            if not ours or mpi_tag % _TAG_SLOTS != _HEADER:
+                break  # not ours; leave it
+            src, tag = self.members.index(world), mpi_tag // _TAG_SLOTS
             header = np.empty(3, dtype=np.float64)
             self.comm.Recv(header, world, status.Get_tag())
-            src, tag = self.members.index(world), mpi_tag // _TAG_SLOTS
+            if header[1] > 0:
+                self._note_egress(src, float(header[0]), int(header[2]))
             self._seq += 1
             start = float(header[0])
-            flow = _Flow(src, tag, int(header[1]), start, int(header[2]), self._seq)
+            flow = _Flow(src, tag, int(header[1]), start, self._seq)
             # Bind the flow to the first matching posted receive, in order (MPI matching
             # semantics); its payload then lands in the user's buffer with no extra copy.
             flow.bound = next((r for r in self._posted if r.peer == src and r.tag == tag
@@ -265,8 +288,25 @@ class ShapedComm:
                 flow.request = self.comm.Irecv(flow.buffer, world, self._mpi_tag(tag, _PAYLOAD))
             self._flows.append(flow)
 
+    def _note_egress(self, src, t, count):
+        times, counts = self._egress.setdefault(src, ([], []))
+        k = bisect.bisect_right(times, t)
+        times.insert(k, t)
+        counts.insert(k, max(1, count))
+
+    def _egress_flows(self, src, t):
+        times, counts = self._egress.get(src, ((), ()))
+        k = bisect.bisect_right(times, t) - 1
+        return counts[k] if k >= 0 else 1
+
+    def _next_egress_change(self, src, t):
+        times, _ = self._egress.get(src, ((), ()))
+        k = bisect.bisect_right(times, t)
+        return times[k] if k < len(times) else math.inf
+
     def _rates(self, t):
-        """Active flows at wall time t, their rates in bit/s, and the next scenario change."""
+        """Active flows at wall time t, their rates in bit/s, and the time of the next
+        change of any of those rates (scenario or sender egress)."""
         active = [f for f in self._flows if f.done_at is None and f.start <= t]
         pair_count, rates, change = {}, {}, math.inf
         for f in active:
@@ -275,10 +315,11 @@ class ShapedComm:
             ingress = self.network.port_mbps[self.node] * 1e6 / len(active)
         for f in active:
             src_node = self.nodes[f.src]
-            egress = self.network.port_mbps[src_node] * 1e6 / f.egress_flows
+            egress = self.network.port_mbps[src_node] * 1e6 / self._egress_flows(f.src, t)
             pair = self.network.rate_bps(src_node, self.node, t) / pair_count[f.src]
             rates[f] = min(pair, ingress, egress)
-            change = min(change, self.network.next_change_wall(src_node, self.node, t))
+            change = min(change, self.network.next_change_wall(src_node, self.node, t),
+                         self._next_egress_change(f.src, t))
         return active, rates, change
 
     def _run_model(self, now):
@@ -350,7 +391,7 @@ class ShapedComm:
                 target[:flow.nbytes] = flow.buffer
             req.nbytes = flow.nbytes
             req.done = True
-            self.comm.Send(np.zeros(1, dtype=np.int8), self.members[req.peer],
+            self.comm.Send(np.array([flow.done_at], dtype=np.float64), self.members[req.peer],
                            self._mpi_tag(req.tag, _ACK))
             progressed = True
         if progressed:
@@ -363,6 +404,9 @@ class ShapedComm:
                 req.done = True
                 self._sends.remove(req)
                 progressed = True
+                if req.nbytes:
+                    still_open = [r for r in self._sends if r.nbytes]
+                    self._announce_egress(float(req._ack[0]), len(still_open), still_open)
         return progressed
 
     def _next_due(self, finish):

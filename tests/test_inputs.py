@@ -181,7 +181,7 @@ def test_static_and_trace_scenarios(tmp_path):
 
 @pytest.mark.parametrize("text,fragment", [
     ("time,a,b,bw\n", "line 1: header must be"),
-    ("time_seconds,a,b,bandwidth_mbps\n0,n1,n9,50\n", "line 2: n1-n9 is not a link"),
+    ("time_seconds,a,b,bandwidth_mbps\n0,n1,n99,50\n", "line 2: n1-n99 is not a link"),
     ("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,-5\n", "line 2: bandwidth_mbps must be positive"),
     ("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,500\n", "exceeds the link capacity"),
     ("time_seconds,a,b,bandwidth_mbps\n5,n1,n2,50\n1,n1,n2,50\n", "line 3: times must not decrease"),
@@ -282,3 +282,12 @@ def test_help_lists_subcommands_with_examples():
     assert proc.returncode == 0
     for word in ("demo", "cluster", "scenario", "select", "patterns", "examples:"):
         assert word in proc.stdout
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    blocks = readme.split("```")
+    commands = [blocks[1].strip(), blocks[3].strip()]
+    assert commands[0].endswith("nodesel demo")
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    assert commands[1] in ci.splitlines()

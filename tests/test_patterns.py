@@ -91,7 +91,7 @@ def test_matrix_threshold_keeps_dominant_edges():
 
 def test_pattern_files(tmp_path):
     csv = tmp_path / "m.csv"
-    csv.write_text("0,1,2\n10,0,0\n0,0,0\n5,0,0\n")
+    csv.write_text("0,1,2\n0,10,0\n0,0,0\n5,0,0\n")
     graph = load_pattern(csv)
     assert edges(graph) == [(0, 1), (0, 2)]
     js = tmp_path / "m.json"
