@@ -18,6 +18,7 @@ examples:
   nodesel select --network G.json --pattern cg --nprocs 4 --candidates 3 --method pattern --seed 1
   nodesel patterns list
   nodesel patterns show cg --nprocs 4
+  nodesel trace cg --nprocs 4 --class S --out cg4.json --plot cg4.png
 """
 
 
@@ -94,6 +95,15 @@ def build_parser():
     sel.add_argument("--threshold", type=float, default=0.1,
                      help="dominance threshold for matrix pattern files (default 0.1)")
     sel.add_argument("--time-budget-seconds", type=_positive_float, default=5.0)
+
+    tr = sub.add_parser("trace", help="trace a skeleton's traffic into a pattern (launches mpiexec)",
+                        epilog="example: nodesel trace cg --nprocs 4 --class S --out cg4.json --plot cg4.png")
+    tr.add_argument("benchmark")
+    tr.add_argument("--nprocs", type=int, required=True)
+    tr.add_argument("--class", dest="npb_class", default="S")
+    tr.add_argument("--out", required=True, help="matrix JSON; CSV and .pattern.json beside it")
+    tr.add_argument("--plot", help="Figure-2-style PNG")
+    tr.add_argument("--iterations", type=_positive_int)
 
     pat = sub.add_parser("patterns", help="communication pattern library")
     psub = pat.add_subparsers(dest="action", metavar="ACTION")
@@ -291,8 +301,32 @@ def cmd_patterns(args):
     return 0
 
 
+def cmd_trace(args):
+    from skeletons import check, describe
+
+    describe()
+    try:
+        check(args.benchmark.lower(), args.npb_class, args.nprocs)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for path in filter(None, (args.out, args.plot)):
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise UserError(f"output folder {parent} does not exist")
+    mpiexec = mpiexec_path()
+    if mpiexec is None:
+        raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
+    argv = [mpiexec, "-n", str(args.nprocs), sys.executable, "-m", "skeletons",
+            args.benchmark.lower(), "--class", args.npb_class, "--trace", args.out]
+    if args.plot:
+        argv += ["--plot", args.plot]
+    if args.iterations:
+        argv += ["--iterations", str(args.iterations)]
+    return subprocess.call(argv)
+
+
 COMMANDS = {"demo": cmd_demo, "cluster": cmd_cluster, "scenario": cmd_scenario,
-            "select": cmd_select, "patterns": cmd_patterns}
+            "select": cmd_select, "patterns": cmd_patterns, "trace": cmd_trace}
 
 
 def main(argv=None):

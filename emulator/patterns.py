@@ -200,30 +200,52 @@ def mg_grid(nprocs):
     return pi1, pi2, nprocs // (pi1 * pi2)
 
 
+def mg_comm3_levels(n):
+    """Levels (1 = coarsest, log2 n = finest) of the ``comm3`` calls of one MG iteration:
+    ``rprj3`` on the way down, ``psinv`` at the bottom, ``resid`` and ``psinv`` on the way
+    up, and the closing ``resid`` on the finest grid."""
+    top = int(round(math.log2(n)))
+    down = list(range(top - 1, 0, -1))
+    up = [level for level in range(2, top + 1) for _ in range(2)]
+    return down + [1] + up + [top]
+
+
+def mg_local_shape(n, dims, level):
+    """Local sub-grid (with one ghost layer each side) of a level on the process grid."""
+    side = 2 ** level
+    return [max(side // d, 1) + 2 for d in dims]
+
+
+def mg_neighbours(me, dims):
+    """(axis, neighbour) for the two neighbours along each axis of the periodic grid."""
+    coord = [me % dims[0], me // dims[0] % dims[1], me // (dims[0] * dims[1])]
+    out = []
+    for axis in range(3):
+        if dims[axis] == 1:
+            continue
+        for step in (1, -1):
+            nb = list(coord)
+            nb[axis] = (coord[axis] + step) % dims[axis]
+            out.append((axis, nb[0] + nb[1] * dims[0] + nb[2] * dims[0] * dims[1]))
+    return out
+
+
 def mg_pattern(nprocs, npb_class="A"):
     """MG: ``comm3`` face exchanges with the two neighbours along each axis of the periodic
-    3-D process grid. Per V-cycle iteration about four ``comm3`` calls per level (resid,
-    rprj3, interp and psinv), each face holding the local sub-grid's other two sides."""
+    3-D process grid, at every level of the V-cycle (:func:`mg_comm3_levels`); each face
+    holds the local sub-grid's other two sides."""
     check_nprocs("mg", nprocs)
     p = CLASS_PARAMS["mg"][npb_class]
     dims = mg_grid(nprocs)
-    levels = int(round(math.log2(p["n"])))
+    levels = mg_comm3_levels(p["n"])
     graph = _new("mg", nprocs, npb_class)
     for me in range(nprocs):
-        coord = [me % dims[0], me // dims[0] % dims[1], me // (dims[0] * dims[1])]
-        for axis in range(3):
-            if dims[axis] == 1:
-                continue
-            for step in (1, -1):
-                nb = list(coord)
-                nb[axis] = (coord[axis] + step) % dims[axis]
-                other = nb[0] + nb[1] * dims[0] + nb[2] * dims[0] * dims[1]
-                face = 0
-                for level in range(1, levels + 1):
-                    side = 2 ** level
-                    local = [max(side // d, 1) + 2 for d in dims]
-                    face += 4 * local[(axis + 1) % 3] * local[(axis + 2) % 3] * DOUBLE_BYTES
-                _add_bytes(graph, me, other, face)  # what ``me`` sends; the peer adds its own
+        for axis, other in mg_neighbours(me, dims):
+            face = 0
+            for level in levels:
+                local = mg_local_shape(p["n"], dims, level)
+                face += local[(axis + 1) % 3] * local[(axis + 2) % 3] * DOUBLE_BYTES
+            _add_bytes(graph, me, other, face)  # what ``me`` sends; the peer adds its own
     return graph
 
 
@@ -274,8 +296,9 @@ def multipartition_neighbours(nprocs):
     return out
 
 
-# doubles sent per face point: copy_faces (5 variables x 2 layers); solve forward, backward
-_MULTIPARTITION_DOUBLES = {"bt": (10, 30, 5), "sp": (10, 11, 2)}
+# BT/SP doubles sent per face point: copy_faces (5 variables x 2 layers), forward solve, back
+# substitution
+MULTIPARTITION_DOUBLES = {"bt": (10, 30, 5), "sp": (10, 11, 2)}
 
 
 def _multipartition_pattern(name, nprocs, npb_class):
@@ -283,7 +306,7 @@ def _multipartition_pattern(name, nprocs, npb_class):
     p = CLASS_PARAMS[name][npb_class]
     q = math.isqrt(nprocs)
     cell_face = math.ceil(p["n"] / q) ** 2
-    copy, forward, backward = _MULTIPARTITION_DOUBLES[name]
+    copy, forward, backward = MULTIPARTITION_DOUBLES[name]
     graph = _new(name, nprocs, npb_class)
     for me, (succ, _) in enumerate(multipartition_neighbours(nprocs)):
         for direction in range(3):

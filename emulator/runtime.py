@@ -112,6 +112,14 @@ def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_secon
     return time.time() - start
 
 
+@work
+def skeleton(comm, *, name, npb_class="S", iterations=None, compute="modeled"):
+    """Run a NAS skeleton (:mod:`skeletons`) on the shaped group; returns its result."""
+    from skeletons import run
+
+    return run(name, comm, npb_class, compute=compute, iterations=iterations).to_json()
+
+
 # -- node side ---------------------------------------------------------------------------
 
 

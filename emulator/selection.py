@@ -17,7 +17,6 @@ thresholds instead of E. :func:`figure1_select` keeps the literal loop, with net
 matcher as the test, as the reference.
 """
 
-import heapq
 import itertools
 import math
 import random
@@ -138,12 +137,46 @@ def _pattern_order(pattern):
     return order, back, ahead, degree
 
 
+def _symmetry_chains(pattern, order):
+    """For each search position, an earlier position whose node index it must exceed.
+
+    Two safe kinds of symmetry are broken: twins (ranks u, v with N(u) - {v} = N(v) - {u}
+    can swap, so a class of pairwise twins can be sorted), and interchangeable clique
+    components (K1, K2, ... of the same size can swap whole, so they can be sorted by their
+    first node). Every node group keeps an embedding that obeys the chains, so searches
+    stay exact while visiting far fewer symmetric copies.
+    """
+    pos = {r: i for i, r in enumerate(order)}
+    prev = [None] * len(order)
+    classes = []
+    for r in order:  # greedy classes of pairwise twins, in search order
+        for cls in classes:
+            if all(set(pattern[r]) - {q} == set(pattern[q]) - {r} for q in cls):
+                cls.append(r)
+                break
+        else:
+            classes.append([r])
+    for cls in classes:
+        for a, b in zip(cls, cls[1:]):
+            prev[pos[b]] = pos[a]
+    anchors = {}
+    for comp in nx.connected_components(pattern):
+        if all(pattern.degree(r) == len(comp) - 1 for r in comp):  # a clique component
+            anchors.setdefault(len(comp), []).append(min(pos[r] for r in comp))
+    for firsts in anchors.values():
+        firsts.sort()
+        for a, b in zip(firsts, firsts[1:]):
+            if prev[b] is None:
+                prev[b] = a
+    return prev
+
+
 class _Matcher:
     """Subgraph-monomorphism search of a pattern into thresholded pair graphs, on bitsets.
 
     At each threshold the graph's vertices are relabelled by decreasing degree, so the search
     tries well-connected nodes first; neighbourhoods are Python integers used as bitsets. A
-    search can be told to use every node of ``include`` and none of ``exclude``.
+    search can be told to find a node group different from given ones.
     """
 
     CACHE_LEVELS = 24
@@ -151,10 +184,56 @@ class _Matcher:
     def __init__(self, matrix, pattern, deadline):
         self.matrix = matrix
         self.order, self.back, self.ahead, self.degree = _pattern_order(pattern)
+        self.after = _symmetry_chains(pattern, self.order)
         self.m = len(self.order)
+        self.complete = self.m >= 3 and pattern.number_of_edges() == self.m * (self.m - 1) // 2
         self.deadline = deadline
         self.steps = 0
         self._cache = {}
+
+    def _clique(self, adj, cand, avoid):
+        """A clique of size m (node bits) by branch and bound with a greedy-colouring bound
+        (Tomita and Seki's MCQ): a candidate set that colours with c colours holds no clique
+        larger than c."""
+        m, chosen = self.m, []
+
+        def colour_order(cand):
+            order, colours, colour, rest = [], [], 0, cand
+            while rest:
+                colour += 1
+                q = rest
+                while q:
+                    low = q & -q
+                    v = low.bit_length() - 1
+                    rest &= ~low
+                    q &= ~low & ~adj[v]
+                    order.append(v)
+                    colours.append(colour)
+            return order, colours
+
+        def grow(cand, need, used):
+            if need == 0:
+                return True
+            order, colours = colour_order(cand)
+            for v, colour in zip(reversed(order), reversed(colours)):
+                if colour < need:
+                    return False
+                self.steps += 1
+                if self.steps & 1023 == 0 and time.monotonic() > self.deadline:
+                    raise _OutOfTime
+                bit = 1 << v
+                now = used | bit
+                if need == 1 and any(now & ~group == 0 for group in avoid):
+                    cand &= ~bit
+                    continue
+                chosen.append(v)
+                if grow(cand & adj[v], need - 1, now):
+                    return True
+                chosen.pop()
+                cand &= ~bit
+            return False
+
+        return chosen if grow(cand, m, 0) else None
 
     def _graph(self, threshold):
         if threshold in self._cache:
@@ -174,16 +253,21 @@ class _Matcher:
         self._cache[threshold] = (perm, inverse, bits, masks)
         return self._cache[threshold]
 
-    def embed(self, threshold, include=(), exclude=()):
+    def embed(self, threshold, avoid=()):
         """One embedding at ``threshold`` as a tuple of node indices by rank, or ``None``.
 
-        Raises ``_OutOfTime`` past the deadline.
+        ``avoid`` lists node groups (sets of indices) the embedding's group must differ from:
+        it must use, for each of them, a node outside it. Raises ``_OutOfTime`` past the
+        deadline.
         """
         perm, inverse, adj, masks = self._graph(threshold)
-        order, back, ahead, m = self.order, self.back, self.ahead, self.m
+        order, back, ahead, m, after = self.order, self.back, self.ahead, self.m, self.after
         dmask = [masks[d] for d in self.degree]
-        inc = sum(1 << int(inverse[i]) for i in include)
-        exc = sum(1 << int(inverse[i]) for i in exclude)
+        avoid = [sum(1 << int(inverse[i]) for i in group) for group in avoid]
+        everyone = masks[min(self.degree)]  # nodes with enough pairs at this threshold
+        if self.complete:
+            found = self._clique(adj, everyone, avoid)
+            return None if found is None else tuple(sorted(int(perm[v]) for v in found))
         assign = [0] * m
 
         def domain(pos, used, placed):
@@ -196,12 +280,19 @@ class _Matcher:
         def extend(pos, used):
             if pos == m:
                 return True
-            missing = (inc & ~used).bit_count()
-            if missing > m - pos:
-                return False
+            free = everyone & ~used
+            if free.bit_count() < m - pos:
+                return False  # not enough nodes left
+            for group in avoid:  # still inside an avoided group, with no way out of it
+                if used & ~group == 0 and free & ~group == 0:
+                    return False
             cand = domain(pos, used, pos)
-            if missing == m - pos:
-                cand &= inc
+            if after[pos] is not None:  # symmetry: above the chained position's node
+                cand &= ~((2 << assign[after[pos]]) - 1)
+            if pos == m - 1:  # the last node must take the group out of every avoided one
+                for group in avoid:
+                    if used & ~group == 0:
+                        cand &= ~group
             while cand:
                 self.steps += 1
                 if self.steps & 1023 == 0 and time.monotonic() > self.deadline:
@@ -210,11 +301,12 @@ class _Matcher:
                 cand ^= low
                 assign[pos] = low.bit_length() - 1
                 now = used | low
+                # forward check: every later neighbour still has a candidate
                 if all(domain(f, now, pos + 1) for f in ahead[pos]) and extend(pos + 1, now):
                     return True
             return False
 
-        if not extend(0, exc):
+        if not extend(0, 0):
             return None
         by_rank = [0] * m
         for i, r in enumerate(order):
@@ -280,7 +372,8 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     weight : str
         Edge attribute holding the available bandwidth.
     time_budget_seconds : float
-        Wall-clock budget. When the exact search would pass it, the best embedding found is
+        Wall-clock budget for the whole call: 80% for the optimum, the rest for further
+        candidates. When the exact search would pass it, the best embedding found is
         returned with ``exact=False``.
     max_groups : int, optional
         How many groups to collect and rank at most (default ``max(8k, 64)``).
@@ -293,12 +386,16 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
 
     Notes
     -----
-    Candidate groups are enumerated as seed 004 describes, by backtracking the last edge
-    deletions: starting at the optimal threshold, every embedding of the pattern into the
-    graph of pairs at or above the threshold is enumerated and its node set kept; while fewer
-    than k distinct groups are known, the threshold is lowered to the next distinct bandwidth
-    (re-adding the edges deleted last) and the enumeration repeats. A group first found at
-    threshold t has bottleneck exactly t, because every higher threshold was searched before.
+    Candidate groups follow seed 004's "backtracking the last few edge deletions": each next
+    group is found at the highest threshold where the pattern embeds in a node group that
+    differs from every group found so far, by bisection below the previous group's
+    threshold, so deleted edges are re-added only as far as needed. Every higher threshold
+    was searched first, so a group first found at threshold t has bottleneck exactly t and
+    the groups come out best first. Groups tied with the k-th are collected briefly and
+    ranked by the predicted communication time of a flow model
+    (:func:`emulator.flowmodel.predict_comm_seconds`). Searches break two safe symmetries
+    (twin ranks, interchangeable clique components), and complete patterns use a clique
+    search with a colouring bound.
 
     Raises
     ------
@@ -323,7 +420,7 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     nodes, m = _check_request(network, pattern)
     max_groups = max_groups or max(8 * candidates, 64)
     start = time.monotonic()
-    deadline = start + time_budget_seconds
+    deadline = start + 0.8 * time_budget_seconds  # the rest is for further candidates
     _, matrix = pair_bandwidths(network, weight=weight)
     ports = _port_lookup(network, nodes)
     relabel = {r: i for i, r in enumerate(sorted(pattern.nodes))}
@@ -357,83 +454,54 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
             lo, best = mid, found
         else:
             hi = mid
-    level_of = {v: i for i, v in enumerate(values)}
-    cands = _lawler_groups(matcher, values, level_of, best, candidates, max_groups,
-                           deadline + 0.2 * time_budget_seconds)
+    cands = _next_groups(matcher, values, lo, best, candidates, max_groups,
+                         start + time_budget_seconds, 0.02 * time_budget_seconds)
     cands = [_candidate(pattern, nodes, matrix, emb, ports) for emb in cands]
     cands.sort(key=lambda c: (-c.bottleneck_mbps, c.predicted_seconds, repr(c.nodes)))
     return Selection(method, cands[0].bottleneck_mbps, exact, cands[:candidates])
 
 
-def _lawler_groups(matcher, values, level_of, best, k, max_groups, deadline):
-    """Embeddings of the best distinct node groups, by Lawler's partition of the search space.
+def _next_groups(matcher, values, top, best, k, max_groups, deadline, tie_seconds):
+    """Embeddings of the best distinct node groups, best first.
 
-    After a group {v1..vm} is taken, the groups that remain are split into m disjoint
-    subproblems: subproblem i must use v1..v(i-1) and must not use vi. Each subproblem's
-    optimum is found lazily, searching down from its parent's bottleneck, so groups come out
-    in order of bottleneck. Groups tied with the k-th are collected too (up to
-    ``max_groups``) so the caller can rank ties by predicted time.
+    Seed 004 backtracks the last few edge deletions to find more groups. Here, each next
+    group is the highest threshold at which the pattern embeds in a node group different
+    from every group found so far, found by bisection below the previous group's threshold
+    (re-adding deleted edges only as far as needed). Because every higher threshold was
+    searched first, a group first found at threshold t has bottleneck exactly t. Groups
+    tied with the k-th are collected too (up to ``max_groups``), for the caller to rank by
+    predicted time. Stops early, with the groups found so far, past ``deadline``.
     """
     matcher.deadline = deadline
-    matrix = matcher.matrix
-    edges = [(matcher.order[i], matcher.order[q])
-             for i in range(matcher.m) for q in matcher.back[i]]
-
-    def level(emb):
-        return level_of[min(matrix[emb[a], emb[b]] for a, b in edges)]
-
-    def solve(include, exclude, top):
-        """Embedding at the highest level <= top: gallop down from top, then bisect."""
-        emb = matcher.embed(values[top], include, exclude)
-        if emb is not None:
-            return emb
-        bad, step = top, 1
-        while True:
-            probe = max(bad - step, 0)
-            emb = matcher.embed(values[probe], include, exclude)
-            if emb is not None:
-                break
-            if probe == 0:
-                return None
-            bad, step = probe, step * 2
-        lo = probe
-        while bad - lo > 1:
-            mid = (lo + bad) // 2
-            found = matcher.embed(values[mid], include, exclude)
-            if found is not None:
-                lo, emb = mid, found
-            else:
-                bad = mid
-        return emb
-
-    taken = []
-    # heap entries: (-level, is_lazy, counter, include, exclude, embedding or parent level)
-    counter = itertools.count()
-    heap = [(-level(best), 0, next(counter), (), (), best)]
-    kth_level = None
-    while heap and len(taken) < max_groups:
-        neg, lazy, _, include, exclude, payload = heapq.heappop(heap)
-        if kth_level is not None and -neg < kth_level:
-            break
-        if lazy:
-            try:
-                emb = solve(include, exclude, payload)
-            except _OutOfTime:
-                break
-            if emb is not None:
-                heapq.heappush(heap, (-level(emb), 0, next(counter), include, exclude, emb))
-            continue
-        emb = payload
-        taken.append(emb)
-        if len(taken) == k:
-            kth_level = -neg
-        group = sorted(set(emb))
-        for i, v in enumerate(group):
-            if v in include:
-                continue
-            sub_inc = tuple(sorted(set(include) | set(group[:i])))
-            heapq.heappush(heap, (neg, 1, next(counter), sub_inc, exclude + (v,), -neg))
-    return taken
+    groups, level = [best], top
+    tie_level = top if k == 1 else None
+    every_group = math.comb(matcher.matrix.shape[0], matcher.m)
+    try:
+        while len(groups) < min(max_groups, every_group):
+            avoid = [set(g) for g in groups]
+            if tie_level is not None:  # ties only sharpen the ranking: a short search
+                matcher.deadline = min(deadline, time.monotonic() + tie_seconds)
+            emb = matcher.embed(values[level], avoid)
+            if emb is None:
+                if tie_level is not None or level == 0:
+                    break
+                bad, lo = level, -1  # bisect for the highest level that still has one
+                while bad - lo > 1:
+                    mid = (lo + bad) // 2
+                    found = matcher.embed(values[mid], avoid)
+                    if found is not None:
+                        lo, emb = mid, found
+                    else:
+                        bad = mid
+                if emb is None:
+                    break
+                level = lo
+            groups.append(emb)
+            if len(groups) == k:
+                tie_level = level
+    except _OutOfTime:
+        pass
+    return groups
 
 
 def _upper_bound_index(values, matrix, pattern):

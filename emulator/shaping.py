@@ -24,9 +24,8 @@ changes). Waiting ranks never spin: every wait polls MPI with ``Test``/``Iprobe`
 between polls, and sleeps exactly until the next computed delivery when one is due, so
 timing holds on an oversubscribed machine.
 
-Collectives are built from these shaped point-to-point messages with the standard
-algorithms: dissemination barrier, binomial-tree broadcast and reduce, recursive-doubling
-allreduce and allgather (ring for non-powers of two), pairwise-exchange alltoall(v).
+Collectives (:mod:`emulator.collectives`) are built from these shaped point-to-point
+messages, so they are shaped too.
 """
 
 import bisect
@@ -38,6 +37,7 @@ from collections import deque
 import numpy as np
 from mpi4py import MPI
 
+from .collectives import COLLECTIVE_TAG_BASE, Collectives
 from .errors import NodeFailure
 
 POLL_MIN_SECONDS = 0.0002
@@ -46,8 +46,6 @@ MIN_STEP_SECONDS = 1e-6
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
-COLLECTIVE_TAG_BASE = 1 << 18
-MAX_USER_TAG = COLLECTIVE_TAG_BASE - 1
 
 
 def _nbytes(buf):
@@ -139,7 +137,7 @@ class Request:
     wait, test = Wait, Test
 
 
-class ShapedComm:
+class ShapedComm(Collectives):
     """An mpi4py-like communicator over a group of node ranks, shaped by :class:`Network`.
 
     Parameters
@@ -465,124 +463,3 @@ class ShapedComm:
         """Let ``seconds`` of wall time pass while still progressing incoming messages."""
         end = time.time() + seconds
         self._wait_until(lambda: time.time() >= end)
-
-    # -- collectives -------------------------------------------------------------------
-
-    def _coll_tag(self, k):
-        return COLLECTIVE_TAG_BASE + k
-
-    def Barrier(self):
-        token = np.zeros(0, dtype=np.uint8)
-        sink = np.zeros(0, dtype=np.uint8)
-        dist = 1
-        while dist < self.size:
-            r = self.Irecv(sink, (self.rank - dist) % self.size, self._coll_tag(1))
-            s = self.Isend(token, (self.rank + dist) % self.size, self._coll_tag(1))
-            Request.Waitall([r, s])
-            dist *= 2
-
-    def Bcast(self, buf, root=0):
-        rel = (self.rank - root) % self.size
-        mask = 1
-        while mask < self.size:
-            if rel & mask:
-                self.Recv(buf, (rel - mask + root) % self.size, self._coll_tag(2))
-                break
-            mask <<= 1
-        mask >>= 1
-        while mask > 0:
-            if rel + mask < self.size:
-                self.Send(buf, (rel + mask + root) % self.size, self._coll_tag(2))
-            mask >>= 1
-
-    def Reduce(self, sendbuf, recvbuf, op=MPI.SUM, root=0):
-        acc = np.array(sendbuf, copy=True)
-        tmp = np.empty_like(acc)
-        rel = (self.rank - root) % self.size
-        mask = 1
-        while mask < self.size:
-            if rel & mask:
-                self.Send(acc, (rel - mask + root) % self.size, self._coll_tag(3))
-                break
-            if rel + mask < self.size:
-                self.Recv(tmp, (rel + mask + root) % self.size, self._coll_tag(3))
-                acc = _apply(op, acc, tmp)
-            mask <<= 1
-        if self.rank == root:
-            np.copyto(np.asarray(recvbuf), acc)
-
-    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
-        acc = np.array(sendbuf, copy=True)
-        if self.size & (self.size - 1) == 0:  # recursive doubling
-            tmp = np.empty_like(acc)
-            mask = 1
-            while mask < self.size:
-                self.Sendrecv(acc, self.rank ^ mask, self._coll_tag(4), tmp)
-                acc = _apply(op, acc, tmp)
-                mask <<= 1
-            np.copyto(np.asarray(recvbuf), acc)
-        else:
-            self.Reduce(acc, recvbuf, op, 0)
-            self.Bcast(recvbuf, 0)
-
-    def Allgather(self, sendbuf, recvbuf):
-        send = np.asarray(sendbuf)
-        out = np.asarray(recvbuf).reshape(self.size, -1)
-        out[self.rank] = send.reshape(-1)
-        if self.size & (self.size - 1) == 0:  # recursive doubling on blocks
-            mask = 1
-            while mask < self.size:
-                peer = self.rank ^ mask
-                mine = self.rank & ~(mask - 1)
-                theirs = peer & ~(mask - 1)
-                block = np.ascontiguousarray(out[mine:mine + mask])
-                got = np.empty_like(block)
-                self.Sendrecv(block, peer, self._coll_tag(5), got)
-                out[theirs:theirs + mask] = got
-                mask <<= 1
-        else:  # ring
-            for step in range(self.size - 1):
-                send_idx = (self.rank - step) % self.size
-                recv_idx = (self.rank - step - 1) % self.size
-                got = np.empty_like(out[0])
-                self.Sendrecv(np.ascontiguousarray(out[send_idx]), (self.rank + 1) % self.size,
-                              self._coll_tag(5), got, (self.rank - 1) % self.size)
-                out[recv_idx] = got
-
-    def Alltoall(self, sendbuf, recvbuf):
-        send = np.asarray(sendbuf).reshape(self.size, -1)
-        recv = np.asarray(recvbuf).reshape(self.size, -1)
-        recv[self.rank] = send[self.rank]
-        for step in range(1, self.size):  # pairwise exchange
-            dest = (self.rank + step) % self.size
-            src = (self.rank - step) % self.size
-            got = np.empty_like(recv[src])
-            self.Sendrecv(np.ascontiguousarray(send[dest]), dest, self._coll_tag(6), got, src)
-            recv[src] = got
-
-    def Alltoallv(self, sendbuf, sendcounts, recvbuf, recvcounts):
-        """Counts are in elements; displacements are the running sums of the counts."""
-        send, recv = np.asarray(sendbuf).reshape(-1), np.asarray(recvbuf).reshape(-1)
-        sdispl = np.concatenate([[0], np.cumsum(sendcounts)[:-1]]).astype(int)
-        rdispl = np.concatenate([[0], np.cumsum(recvcounts)[:-1]]).astype(int)
-        me = self.rank
-        recv[rdispl[me]:rdispl[me] + recvcounts[me]] = send[sdispl[me]:sdispl[me] + sendcounts[me]]
-        for step in range(1, self.size):
-            dest = (me + step) % self.size
-            src = (me - step) % self.size
-            got = np.empty(int(recvcounts[src]), dtype=recv.dtype)
-            self.Sendrecv(np.ascontiguousarray(send[sdispl[dest]:sdispl[dest] + sendcounts[dest]]),
-                          dest, self._coll_tag(7), got, src)
-            recv[rdispl[src]:rdispl[src] + recvcounts[src]] = got
-
-
-def _apply(op, a, b):
-    if op == MPI.SUM:
-        return a + b
-    if op == MPI.MAX:
-        return np.maximum(a, b)
-    if op == MPI.MIN:
-        return np.minimum(a, b)
-    if op == MPI.PROD:
-        return a * b
-    raise ValueError(f"unsupported reduction {op}")
