@@ -12,6 +12,7 @@ from .errors import UserError
 EXAMPLES = """\
 examples:
   nodesel demo                                  run the emulated 10-node cluster briefly
+  nodesel measure --rounds 3                    measure every pair, with forecasts
   nodesel cluster show hostfiles/cluster10.toml --json
   nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json
   nodesel scenario show s.json --plot s.png
@@ -43,19 +44,30 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
+    def cluster_options(p):
+        p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default 10-node crossbar")
+        p.add_argument("--nodes", type=_positive_int, help="use only the first N nodes")
+        p.add_argument("--scenario", help="scenario file; default: the stream model, --seed")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--time-scale", type=_positive_float, default=10.0,
+                       help="scenario seconds per wall second (default 10)")
+        p.add_argument("--timeout-seconds", type=_positive_float, default=30.0,
+                       help="how long the coordinator waits for a node (default 30)")
+        p.add_argument("--probe-bytes", type=_positive_int, default=1 << 20)
+
     demo = sub.add_parser("demo", help="run the emulated cluster briefly (launches mpiexec)",
                           epilog="example: nodesel demo --nodes 10 --time-scale 10")
-    demo.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default 10-node crossbar")
-    demo.add_argument("--nodes", type=_positive_int, help="use only the first N nodes")
-    demo.add_argument("--scenario", help="scenario file; default: the stream model, --seed")
-    demo.add_argument("--seed", type=int, default=1)
-    demo.add_argument("--time-scale", type=_positive_float, default=10.0,
-                      help="scenario seconds per wall second (default 10)")
+    cluster_options(demo)
     demo.add_argument("--loaded-fraction", type=float, default=0.25,
                       help="fraction of nodes with local load (default 0.25)")
-    demo.add_argument("--probe-bytes", type=_positive_int, default=1 << 20)
-    demo.add_argument("--timeout-seconds", type=_positive_float, default=30.0)
     demo.add_argument("--out", default="results/demo.json", help="results JSON (default %(default)s)")
+
+    meas = sub.add_parser("measure", help="measure every pair, NWS-style (launches mpiexec)",
+                          epilog="example: nodesel measure --scenario s.json --rounds 3 --json")
+    cluster_options(meas)
+    meas.add_argument("--rounds", type=int, default=1, help="measurements of every pair (default 1)")
+    meas.add_argument("--repetitions", type=_positive_int, default=1, help="probes per pair per round")
+    meas.add_argument("--json", action="store_true", help="the status graph as node-link JSON")
 
     cluster = sub.add_parser("cluster", help="cluster descriptions")
     csub = cluster.add_subparsers(dest="action", metavar="ACTION")
@@ -143,19 +155,19 @@ def _load_cluster(path, nodes=None):
     return graph
 
 
-def cmd_demo(args):
+def _on_cluster(args, program):
+    """Run ``program(coordinator)`` on the emulated cluster of ``args``.
+
+    Outside mpiexec this launches ``mpiexec -n N+1`` on the same command line; under
+    mpiexec every rank checks the rank count, then rank 0 coordinates and the rest serve.
+    """
     from . import cluster as clusters
     from .scenario import default_timeline, load_scenario
 
-    if not 0 <= args.loaded_fraction <= 1:
-        raise UserError(f"--loaded-fraction must lie in [0, 1], got {args.loaded_fraction}")
     cluster = _load_cluster(args.cluster, args.nodes)
     timeline = (load_scenario(args.scenario, cluster) if args.scenario
                 else default_timeline(cluster, seed=args.seed))
     n = len(clusters.node_names(cluster))
-    if args.out:
-        parent = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(parent, exist_ok=True)
     if not _under_mpiexec():
         mpiexec = mpiexec_path()
         if mpiexec is None:
@@ -163,12 +175,11 @@ def cmd_demo(args):
         # -disable-auto-cleanup: a dead node must not take the coordinator with it, so the
         # coordinator can name the node before it aborts the job.
         argv = [mpiexec, "-disable-auto-cleanup", "-n", str(n + 1), sys.executable, "-m",
-                "emulator"] + (args.argv or ["demo"])
+                "emulator"] + args.argv
         return subprocess.call(argv)
 
     from mpi4py import MPI
 
-    from .demo import run_demo
     from .runtime import Settings, launch
 
     world = MPI.COMM_WORLD
@@ -183,14 +194,52 @@ def cmd_demo(args):
         import time
 
         settings.epoch = time.time()
-
-    def program(coordinator):
-        return run_demo(coordinator, seed=args.seed, loaded_fraction=args.loaded_fraction,
-                        probe_bytes=args.probe_bytes, out=args.out,
-                        echo=lambda *a, **k: print(*a, **k, flush=True))
-
     launch(program, settings)
     return 0
+
+
+def _echo(*args, **kwargs):
+    print(*args, **kwargs, flush=True)
+
+
+def cmd_demo(args):
+    if not 0 <= args.loaded_fraction <= 1:
+        raise UserError(f"--loaded-fraction must lie in [0, 1], got {args.loaded_fraction}")
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+
+    def program(coordinator):
+        from .demo import run_demo
+
+        return run_demo(coordinator, seed=args.seed, loaded_fraction=args.loaded_fraction,
+                        probe_bytes=args.probe_bytes, out=args.out, echo=_echo)
+
+    return _on_cluster(args, program)
+
+
+def cmd_measure(args):
+    if args.rounds < 1:
+        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
+
+    def program(coordinator):
+        from .measure import Monitor, error_table, matrix_lines
+        from .netgraph import to_node_link
+
+        monitor = Monitor(coordinator, size_bytes=args.probe_bytes, repetitions=args.repetitions)
+        for i in range(args.rounds):
+            if not args.json:
+                _echo(f"measuring every pair ({i + 1}/{args.rounds}) ...", file=sys.stderr)
+            graph = monitor.measure()
+        if args.json:
+            _echo(json.dumps(to_node_link(graph), indent=1))
+            return
+        _echo("\n".join(matrix_lines(graph, monitor.nodes)))
+        errors = error_table(graph)
+        _echo(f"forecast error against the scenario's true bandwidth: mean "
+              f"{sum(errors.values()) / len(errors):.1f}%, max {max(errors.values()):.1f}% "
+              f"({len(errors)} pairs, {monitor.seconds:.1f} s per measurement)")
+
+    return _on_cluster(args, program)
 
 
 def cmd_cluster(args):
@@ -325,7 +374,7 @@ def cmd_trace(args):
     return subprocess.call(argv)
 
 
-COMMANDS = {"demo": cmd_demo, "cluster": cmd_cluster, "scenario": cmd_scenario,
+COMMANDS = {"demo": cmd_demo, "measure": cmd_measure, "cluster": cmd_cluster, "scenario": cmd_scenario,
             "select": cmd_select, "patterns": cmd_patterns, "trace": cmd_trace}
 
 

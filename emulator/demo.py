@@ -8,41 +8,10 @@ are disjoint) and reports what the local load used.
 """
 
 import random
-import time
-
-import networkx as nx
-
-from . import cluster as clusters
+from .measure import Monitor, error_table
 from .netgraph import to_node_link, write_json_atomic
 from .patterns import builtin_pattern
-from .runtime import round_robin_pairs
 from .selection import max_min_select, random_select
-
-
-def measure_all_pairs(coordinator, *, size_bytes, repetitions=1, progress=None):
-    """Probe every pair in rounds of disjoint pairs; returns {(a, b): (measured, true)}."""
-    rounds = round_robin_pairs(coordinator.names)
-    out = {}
-    for i, pairs in enumerate(rounds, 1):
-        handles = [coordinator.submit(list(pair), "probe", size_bytes=size_bytes,
-                                      repetitions=repetitions) for pair in pairs]
-        for pair, handle in zip(pairs, handles):
-            t_true = coordinator.scenario_time()
-            replies = coordinator.wait(handle)
-            rates = replies[pair[1]]["result"]
-            out[pair] = (sum(rates) / len(rates), coordinator.true_pair_mbps(*pair, t_true))
-        if progress:
-            progress(i, len(rounds))
-    return out
-
-
-def status_graph(measurements, cluster):
-    graph = nx.Graph(timestamp=time.time())
-    for n in clusters.node_names(cluster):
-        graph.add_node(n, kind="compute", capacity_mbps=cluster.nodes[n]["capacity_mbps"])
-    for (a, b), (measured, true) in measurements.items():
-        graph.add_edge(a, b, bandwidth_mbps=round(measured, 3), true_bandwidth_mbps=true)
-    return graph
 
 
 def run_demo(coordinator, *, seed=1, loaded_fraction=0.25, probe_bytes=1 << 20, out=None,
@@ -58,21 +27,20 @@ def run_demo(coordinator, *, seed=1, loaded_fraction=0.25, probe_bytes=1 << 20, 
         coordinator.broadcast({"op": "report"}, [coordinator.rank_of(node)])  # start the window
 
     echo(f"measuring {len(names) * (len(names) - 1) // 2} pairs with {probe_bytes} B probes ...")
-    t0 = time.time()
-    measured = measure_all_pairs(
-        coordinator, size_bytes=probe_bytes,
+    monitor = Monitor(coordinator, size_bytes=probe_bytes)
+    graph = monitor.measure(
         progress=lambda i, n: echo(f"  round {i}/{n}", end="\r" if i < n else "\n"))
-    seconds = time.time() - t0
-    errors = [abs(m - t) / t * 100 for m, t in measured.values()]
+    seconds = monitor.seconds
+    errors = list(error_table(graph).values())
     echo(f"measured in {seconds:.1f} s; error against the scenario: mean {sum(errors) / len(errors):.1f}%, "
          f"max {max(errors):.1f}%")
     echo(f"{'pair':<10}{'measured [Mbit/s]':>19}{'true [Mbit/s]':>15}")
-    for (a, b), (m, t) in list(measured.items())[:12]:
-        echo(f"{a + '-' + b:<10}{m:>19.1f}{t:>15.1f}")
-    if len(measured) > 12:
-        echo(f"... {len(measured) - 12} more pairs in the results file")
+    shown = list(graph.edges(data=True))
+    for a, b, d in shown[:12]:
+        echo(f"{a + '-' + b:<10}{d['measured_mbps']:>19.1f}{d['true_bandwidth_mbps']:>15.1f}")
+    if len(shown) > 12:
+        echo(f"... {len(shown) - 12} more pairs in the results file")
 
-    graph = status_graph(measured, coordinator.settings.cluster)
     runs = {}
     m = min(4, len(names))
     if m >= 2:

@@ -21,6 +21,8 @@ from .errors import InputFileError, ProcessCountError, UnknownPatternError
 from .netgraph import load_json
 
 DOUBLE_BYTES = 8
+IS_NUM_BUCKETS = 1 << 10
+IS_TEST_ARRAY_SIZE = 5
 INT_BYTES = 4
 COMPLEX_BYTES = 16
 
@@ -169,19 +171,31 @@ def cg_pattern(nprocs, npb_class="A"):
 
 def is_pattern(nprocs, npb_class="A"):
     """IS: all-to-all. Each ranking iteration does ``MPI_Alltoall`` of the bucket counts and
-    ``MPI_Alltoallv`` of the keys (about total_keys/p^2 keys between each pair)."""
+    ``MPI_Alltoallv`` of the keys (about total_keys/p^2 keys between each pair), after an
+    ``MPI_Allreduce`` of the bucket sizes (recursive doubling: partners r XOR 2^k), which at
+    class S on 8 ranks weighs as much as the keys."""
     check_nprocs("is", nprocs)
     p = CLASS_PARAMS["is"][npb_class]
     per_pair = p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES
-    return _all_pairs(_new("is", nprocs, npb_class), 2 * per_pair)
+    graph = _all_pairs(_new("is", nprocs, npb_class), 2 * per_pair)
+    bucket_bytes = (IS_NUM_BUCKETS + IS_TEST_ARRAY_SIZE) * INT_BYTES
+    mask = 1
+    while mask < nprocs:
+        for r in range(nprocs):
+            if r < r ^ mask:
+                _add_bytes(graph, r, r ^ mask, 2 * bucket_bytes)
+        mask <<= 1
+    return graph
 
 
 def ft_pattern(nprocs, npb_class="A"):
     """FT: all-to-all. With the 1-D layout each iteration's inverse 3-D FFT does one global
-    transpose (``MPI_Alltoall``) of nx*ny*nz complex values."""
+    transpose (``MPI_Alltoall``) of nx*ny*nz complex values; the initial forward FFT's
+    transpose is spread over the iterations ((niter + 1) / niter)."""
     check_nprocs("ft", nprocs)
     p = CLASS_PARAMS["ft"][npb_class]
-    per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES // (nprocs * nprocs)
+    per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES * (p["niter"] + 1) \
+        // (nprocs * nprocs * p["niter"])
     return _all_pairs(_new("ft", nprocs, npb_class), 2 * per_pair)
 
 

@@ -297,19 +297,6 @@ class Coordinator:
         self.broadcast({"op": "stop"})
 
 
-def round_robin_pairs(nodes):
-    """Rounds of disjoint pairs covering every pair once (the circle method): N-1 rounds for
-    even N, N rounds for odd N."""
-    items = list(nodes) + ([None] if len(nodes) % 2 else [])
-    n = len(items)
-    rounds = []
-    for _ in range(n - 1):
-        pairs = [(items[i], items[n - 1 - i]) for i in range(n // 2)]
-        rounds.append([p for p in pairs if None not in p])
-        items = [items[0], items[-1]] + items[1:-1]
-    return rounds
-
-
 def launch(program, settings, *, world=None):
     """Run on every rank: rank 0 runs ``program(coordinator)``, the others serve.
 

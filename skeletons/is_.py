@@ -10,10 +10,9 @@ operations per local key per iteration.
 
 import numpy as np
 
-from . import register
+from emulator.patterns import IS_NUM_BUCKETS, IS_TEST_ARRAY_SIZE
 
-NUM_BUCKETS = 1 << 10
-TEST_ARRAY_SIZE = 5
+from . import register
 
 
 @register
@@ -23,7 +22,7 @@ def is_(run):
     counts = [keys_local // n + (1 if d < keys_local % n else 0) for d in range(n)]
     keys = run.buffer(keys_local, np.int32)
     received = run.buffer(sum(counts), np.int32)
-    buckets = run.buffer(NUM_BUCKETS + TEST_ARRAY_SIZE, np.int32)
+    buckets = run.buffer(IS_NUM_BUCKETS + IS_TEST_ARRAY_SIZE, np.int32)
     totals = np.empty_like(buckets)
     send_counts = np.array(counts, dtype=np.int32)
     recv_counts = np.empty_like(send_counts)

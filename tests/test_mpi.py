@@ -120,3 +120,18 @@ def test_no_stray_processes_after_runs():
     strays = [line for line in ps.splitlines()
               if ("hydra_pmi_proxy" in line or "emulator.load" in line)]
     assert not strays, strays
+
+
+def test_measure_gives_a_status_graph_with_forecasts():
+    proc = subprocess.run([sys.executable, "-m", "emulator", "measure", "--nodes", "4",
+                           "--rounds", "2", "--json"], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    graph = json.loads(proc.stdout)
+    assert "timestamp" in graph["graph"]
+    assert len(graph["links"]) == 6  # every pair of 4 nodes
+    for edge in graph["links"]:
+        assert edge["forecast_error_mbps"] is not None  # scored after the second round
+        assert edge["predictor"]
+        true = edge["true_bandwidth_mbps"]
+        assert abs(edge["measured_mbps"] - true) / true < 0.1, edge

@@ -15,7 +15,7 @@ from skeletons.recorder import trace_files
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = mpiexec_path()
 # Traced bytes per edge against the library's, per iteration: the trace also holds the
-# small collectives the library leaves out, and FT's extra forward transform.
+# small collectives the library leaves out.
 BYTES_TOLERANCE = 0.35
 
 pytestmark = [pytest.mark.mpi,
@@ -79,7 +79,7 @@ CASES = [(name, 4) for name in ("bt", "cg", "ep", "ft", "is", "lu", "mg", "sp")]
 def test_traced_pattern_matches_the_library(tmp_path, name, n):
     out = str(tmp_path / f"{name}{n}.json")
     proc = subprocess.run([sys.executable, "-m", "emulator", "trace", name, "--nprocs", str(n),
-                           "--class", "S", "--out", out, "--iterations", "2"],
+                           "--class", "S", "--out", out],
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     files = trace_files(out)
@@ -88,7 +88,7 @@ def test_traced_pattern_matches_the_library(tmp_path, name, n):
     edges = lambda g: sorted(tuple(sorted(e)) for e in g.edges)  # noqa: E731
     assert edges(traced) == edges(library)
     data = json.load(open(files["json"]))
-    assert data["iterations"] == (1 if name == "ep" else 2)
+    assert data["iterations"] == CLASS_PARAMS[name]["S"].get("niter", 1)
     for a, b, nbytes in library.edges(data="bytes"):
         per_iteration = (data["bytes"][a][b] + data["bytes"][b][a]) / data["iterations"]
         assert per_iteration == pytest.approx(nbytes, rel=BYTES_TOLERANCE), (a, b)

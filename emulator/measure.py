@@ -1,0 +1,107 @@
+"""Network measurement, the Network Weather Service role.
+
+Every pair of nodes is probed in rounds of disjoint pairs (the circle method: N-1 rounds
+for even N), so no node is in two probes at once; probes are timed at the receiver. Each
+measurement feeds the pair's forecasters (:mod:`emulator.forecast`), and the status graph
+carries the winning forecast as ``bandwidth_mbps`` with its error, the last measurement and,
+in emulation, the scenario's true bandwidth at probe time.
+"""
+
+import time
+
+import networkx as nx
+
+from . import cluster as clusters
+from .forecast import PairForecasts
+
+DEFAULT_PROBE_BYTES = 1 << 20  # 84 ms at 100 Mbit/s: start-up costs stay small
+DEFAULT_REPETITIONS = 1
+
+
+def round_robin_pairs(nodes):
+    """Rounds of disjoint pairs covering every pair once (the circle method): N-1 rounds for
+    even N, N rounds for odd N.
+
+    >>> round_robin_pairs(["a", "b", "c", "d"])
+    [[('a', 'd'), ('b', 'c')], [('a', 'c'), ('d', 'b')], [('a', 'b'), ('c', 'd')]]
+    """
+    items = list(nodes) + ([None] if len(nodes) % 2 else [])
+    n = len(items)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = [(items[i], items[n - 1 - i]) for i in range(n // 2)]
+        rounds.append([p for p in pairs if None not in p])
+        items = [items[0], items[-1]] + items[1:-1]
+    return rounds
+
+
+class Monitor:
+    """Measures a cluster through a coordinator and keeps per-pair forecasts."""
+
+    def __init__(self, coordinator, *, size_bytes=DEFAULT_PROBE_BYTES,
+                 repetitions=DEFAULT_REPETITIONS, nodes=None):
+        if size_bytes < 1024 or repetitions < 1:
+            raise ValueError("probes need at least 1 KiB and one repetition")
+        self.coordinator = coordinator
+        self.size_bytes, self.repetitions = size_bytes, repetitions
+        self.nodes = list(nodes or coordinator.names)
+        self.forecasts = PairForecasts()
+        self.last = {}  # pair -> (measured, true at probe time)
+        self.graph = None
+        self.seconds = 0.0
+
+    def measure(self, progress=None):
+        """Probe every pair once more; returns the new status graph."""
+        start = time.time()
+        rounds = round_robin_pairs(self.nodes)
+        for i, pairs in enumerate(rounds, 1):
+            handles = [(pair, self.coordinator.scenario_time(),
+                        self.coordinator.submit(list(pair), "probe", size_bytes=self.size_bytes,
+                                                repetitions=self.repetitions))
+                       for pair in pairs]
+            for pair, t, handle in handles:
+                rates = self.coordinator.wait(handle)[pair[1]]["result"]
+                measured = sum(rates) / len(rates)
+                self.forecasts.update(*pair, measured)
+                self.last[frozenset(pair)] = (measured, self.coordinator.true_pair_mbps(*pair, t))
+            if progress:
+                progress(i, len(rounds))
+        self.seconds = time.time() - start
+        self.graph = self.status_graph()
+        return self.graph
+
+    def status_graph(self):
+        cluster = self.coordinator.settings.cluster
+        graph = nx.Graph(timestamp=time.time(), scenario_seconds=self.coordinator.scenario_time(),
+                         measurement_seconds=self.seconds)
+        for n in self.nodes:
+            graph.add_node(n, kind="compute", capacity_mbps=cluster.nodes[n]["capacity_mbps"])
+        for pair, (measured, true) in self.last.items():
+            a, b = sorted(pair, key=self.nodes.index)
+            value, error, predictor = self.forecasts.forecast(a, b)
+            graph.add_edge(a, b, bandwidth_mbps=round(value, 3), measured_mbps=round(measured, 3),
+                           forecast_error_mbps=None if error is None else round(error, 3),
+                           predictor=predictor, true_bandwidth_mbps=true)
+        return graph
+
+
+def error_table(graph):
+    """Per-pair error of the status graph against the true bandwidths, in percent."""
+    return {(a, b): abs(d["bandwidth_mbps"] - d["true_bandwidth_mbps"]) / d["true_bandwidth_mbps"] * 100
+            for a, b, d in graph.edges(data=True)}
+
+
+def matrix_lines(graph, nodes, key="bandwidth_mbps"):
+    """The bandwidth matrix as text lines (Mbit/s)."""
+    lines = ["[Mbit/s] " + "".join(f"{n:>8}" for n in nodes)]
+    for a in nodes:
+        cells = []
+        for b in nodes:
+            cells.append(f"{'-':>8}" if a == b or not graph.has_edge(a, b)
+                         else f"{graph[a][b][key]:>8.1f}")
+        lines.append(f"{a:<9}" + "".join(cells))
+    return lines
+
+
+def default_nodes(cluster):
+    return clusters.node_names(cluster)
