@@ -32,6 +32,7 @@ IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
 DEFAULT_TIMEOUT_SECONDS = 30.0
 CONTROL_TAG = 7
+GRACE_SECONDS = 2.0
 
 
 @dataclass
@@ -233,6 +234,9 @@ class Coordinator:
     def _collect(self, reqs, what, timeout=None):
         """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout."""
         timeout = self.timeout_seconds if timeout is None else timeout
+        # Peers of a silent node give up on it after the same timeout and say so: a short
+        # grace lets their replies in, so only the silent node is blamed.
+        grace = min(timeout, GRACE_SECONDS)
         replies, start, pause, last_check = {}, time.monotonic(), 0.0005, 0.0
         while len(replies) < len(reqs):
             for rank, req in reqs.items():
@@ -248,7 +252,7 @@ class Coordinator:
                 for rank in reqs:
                     if rank not in replies and not self._alive(rank):
                         raise NodeFailure(self.node(rank), f"rank {rank} died during {what}")
-            if elapsed > timeout:
+            if elapsed > timeout + grace:
                 late = [self.node(r) for r in reqs if r not in replies]
                 raise NodeFailure(", ".join(late), f"no answer to {what} within {timeout:g} s")
             time.sleep(pause)
@@ -269,12 +273,12 @@ class Coordinator:
         """Results of a submitted group, by node name."""
         replies = self._collect(handle["reqs"], f"{handle['fn']} on {','.join(handle['nodes'])}",
                                 timeout)
-        out = {}
-        for rank, reply in replies.items():
-            if not reply.get("ok"):
-                raise NodeFailure(reply.get("failed") or self.node(rank), reply.get("error", "?"))
-            out[self.node(rank)] = reply
-        return out
+        failed = [r for r in replies.values() if not r.get("ok")]
+        if failed:  # a node that names the peer it waited for points at the culprit
+            named = next((r for r in failed if r.get("failed") not in (None, "?")), failed[0])
+            rank = next(k for k, v in replies.items() if v is named)
+            raise NodeFailure(named.get("failed") or self.node(rank), named.get("error", "?"))
+        return {self.node(rank): reply for rank, reply in replies.items()}
 
     def run(self, nodes, fn, **kwargs):
         return self.wait(self.submit(nodes, fn, **kwargs))

@@ -16,8 +16,9 @@ change during a long message is honoured from the instant it happens. The sender
 receivers of its open flows whenever its number of flows changes (a message posted, or one
 finished at the time its receiver reports in the ack), so the egress share follows too. Links are full
 duplex: the two directions of a pair do not share. A message is delivered ``latency``
-after its last byte arrives. Sends complete when the receiver has the message (synchronous
-send semantics), so the sender feels the same pacing.
+after its last byte arrives. Sends of up to ``EAGER_BYTES`` complete at once, as with MPI's
+eager protocol; larger sends complete when the receiver has the message (rendezvous), so
+the sender feels the same pacing.
 
 The model is evaluated lazily in event order (flow starts, flow completions, scenario
 changes). Waiting ranks never spin: every wait polls MPI with ``Test``/``Iprobe`` and sleeps
@@ -41,8 +42,9 @@ from .collectives import COLLECTIVE_TAG_BASE, Collectives
 from .errors import NodeFailure
 
 POLL_MIN_SECONDS = 0.0002
-POLL_MAX_SECONDS = 0.002
+POLL_MAX_SECONDS = 0.0005
 MIN_STEP_SECONDS = 1e-6
+EAGER_BYTES = 16 * 1024  # sends up to this size complete at once, as MPI's eager protocol
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
@@ -169,7 +171,7 @@ class ShapedComm(Collectives):
         self._flows = []  # incoming, not yet delivered, in arrival order
         self._posted = deque()  # posted receives, in order
         self._sends = []  # outstanding sends awaiting an ack
-        self._acks = {}  # (dest, tag) -> deque of send requests
+        self._eager = []  # completed small sends whose ack has not come back yet
         self._clock = None  # wall time up to which the fluid model has run
         self._commit = None  # (wall time, {flow: (remaining bits, done_at)}) at the last delivery
         self._seq = 0
@@ -196,20 +198,28 @@ class ShapedComm(Collectives):
     def Isend(self, buf, dest, tag=0):
         req = Request(self, "send", dest, tag)
         data = _as_bytes(buf)
-        req.nbytes = data.nbytes
+        nbytes = req.nbytes = data.nbytes
+        eager = nbytes <= EAGER_BYTES
+        if eager:
+            data = bytearray(data)  # the caller may reuse its buffer at once
         world_dest = self.members[dest]
         now = time.time()
         open_flows = [r for r in self._sends if r.nbytes]
-        egress = len(open_flows) + (1 if data.nbytes else 0)
-        header = np.array([now, data.nbytes, egress], dtype=np.float64)
+        egress = len(open_flows) + (0 if eager else 1)
+        header = np.array([now, nbytes, max(egress, 1)], dtype=np.float64)
         req._mpi = [self.comm.Isend(header, world_dest, self._mpi_tag(tag, _HEADER))]
-        if data.nbytes:
+        if nbytes:
             req._mpi.append(self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD)))
+        if not eager:
             self._announce_egress(now, egress, open_flows, skip=dest)
         req._ack = np.empty(1, dtype=np.float64)
         req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
-        self._sends.append(req)
-        self.bytes_sent += data.nbytes
+        if eager:  # done now, as MPI's eager protocol; the ack is collected in the background
+            req.done = True
+            self._eager.append(req)
+        else:
+            self._sends.append(req)
+        self.bytes_sent += nbytes
         self.messages_sent += 1
         return req
 
@@ -394,6 +404,9 @@ class ShapedComm(Collectives):
             progressed = True
         if progressed:
             self._commit_model()
+        for req in list(self._eager):
+            if req._ack_req.Test() and not req._mpi:
+                self._eager.remove(req)
         for req in list(self._sends):
             if req._ack_req.Test():
                 if req._mpi:
@@ -426,7 +439,7 @@ class ShapedComm(Collectives):
                     f.request = None
                 else:
                     moving = True
-        for req in self._sends:
+        for req in self._sends + self._eager:
             if req._mpi:
                 if MPI.Request.Testall(req._mpi):
                     req._mpi = []
@@ -441,7 +454,8 @@ class ShapedComm(Collectives):
         self._finish = self._run_model(now)
         return self._deliver(now)
 
-    def _wait_until(self, condition):
+    def _wait_until(self, condition, timeout=None):
+        timeout = self.timeout_seconds if timeout is None else timeout
         start = time.monotonic()
         pause = POLL_MIN_SECONDS
         while True:
@@ -449,7 +463,7 @@ class ShapedComm(Collectives):
                 pause = POLL_MIN_SECONDS
             if condition():
                 return
-            if time.monotonic() - start > self.timeout_seconds:
+            if time.monotonic() - start > timeout:
                 waiting = sorted({self.nodes[r.peer] for r in list(self._posted) + self._sends
                                   if not r.done})
                 raise NodeFailure(", ".join(map(str, waiting)) or "?",
@@ -462,4 +476,4 @@ class ShapedComm(Collectives):
     def compute(self, seconds):
         """Let ``seconds`` of wall time pass while still progressing incoming messages."""
         end = time.time() + seconds
-        self._wait_until(lambda: time.time() >= end)
+        self._wait_until(lambda: time.time() >= end, timeout=seconds + self.timeout_seconds)

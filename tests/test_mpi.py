@@ -83,11 +83,12 @@ def test_failed_node_is_named_within_the_timeout(mode):
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
     assert "probe ok" in proc.stdout
-    assert "nodesel: error: node n2 failed" in proc.stderr, proc.stderr
+    assert "nodesel: error: node n2 failed:" in proc.stderr, proc.stderr  # n2 alone
     reason = "died" if mode == "crash" else f"within {timeout:g} s"
     assert reason in proc.stderr
     # start-up and the probe take about a second; the failure is found within the timeout
-    assert elapsed < timeout + 6, elapsed
+    # (plus the 2 s grace for the peers' reports)
+    assert elapsed < timeout + 8, elapsed
     if mode == "crash":
         assert elapsed < timeout, "a dead local rank should be seen before the timeout"
 

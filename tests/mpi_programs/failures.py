@@ -25,10 +25,10 @@ def crash(comm, *, after_seconds):
 
 @work
 def stall(comm):
-    """The group's rank 0 stops answering (alive, but silent)."""
+    """The group's rank 0 stops answering (alive, but silent); rank 1 waits for it."""
     if comm.rank == 0:
         time.sleep(3600)
-    comm.compute(3600)
+    comm.Recv(bytearray(8), 0, tag=1)
 
 
 mode, timeout = sys.argv[1], float(sys.argv[2])
