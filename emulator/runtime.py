@@ -12,7 +12,6 @@ hangs the job: the coordinator gives every wait a timeout, checks that node proc
 its own host are still alive, and on a failure names the node and aborts the job.
 """
 
-import math
 import os
 import socket
 import sys
