@@ -45,6 +45,9 @@ POLL_MIN_SECONDS = 0.0002
 POLL_MAX_SECONDS = 0.0005
 MIN_STEP_SECONDS = 1e-6
 EAGER_BYTES = 16 * 1024  # sends up to this size complete at once, as MPI's eager protocol
+# Sends still in flight, kept here (not on a communicator) so their buffers live until MPI is
+# done with them, even after the group's communicator is gone.
+_IN_FLIGHT = []
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
@@ -101,28 +104,26 @@ class Network:
 
 class _Flow:
     __slots__ = ("src", "tag", "nbytes", "start", "remaining_bits", "done_at",
-                 "buffer", "request", "seq", "bound")
+                 "buffer", "request", "bound")
 
-    def __init__(self, src, tag, nbytes, start, seq):
+    def __init__(self, src, tag, nbytes, start):
         self.src, self.tag, self.nbytes, self.start = src, tag, nbytes, start
         self.remaining_bits = nbytes * 8.0
         self.done_at = None if nbytes else start
         self.buffer = None
         self.request = None
         self.bound = None
-        self.seq = seq
 
 
 class Request:
     """A pending shaped send or receive; finish it with :meth:`Wait` or :meth:`Test`."""
 
-    def __init__(self, comm, kind, peer, tag, buf=None):
-        self.comm, self.kind, self.peer, self.tag, self.buf = comm, kind, peer, tag, buf
+    def __init__(self, comm, peer, tag, buf=None):
+        self.comm, self.peer, self.tag, self.buf = comm, peer, tag, buf
         self.done = False
         self.nbytes = 0
         self.flow = None  # the incoming flow bound to this receive
         self._mpi = []
-        self.source = peer
 
     def Test(self):
         self.comm._progress()
@@ -171,11 +172,8 @@ class ShapedComm(Collectives):
         self._flows = []  # incoming, not yet delivered, in arrival order
         self._posted = deque()  # posted receives, in order
         self._sends = []  # outstanding sends awaiting an ack
-        self._eager = []  # completed small sends whose ack has not come back yet
         self._clock = None  # wall time up to which the fluid model has run
         self._commit = None  # (wall time, {flow: (remaining bits, done_at)}) at the last delivery
-        self._seq = 0
-        self._notes = []  # egress announcements in flight
         self._egress = {}  # source -> ([times], [flow counts]) of that sender's egress
         self._finish = math.inf
         self._busy = False
@@ -184,19 +182,13 @@ class ShapedComm(Collectives):
 
     # -- mpi4py-like surface -----------------------------------------------------------
 
-    def Get_rank(self):
-        return self.rank
-
-    def Get_size(self):
-        return self.size
-
     def _mpi_tag(self, tag, slot):
         if not 0 <= tag < 2 * COLLECTIVE_TAG_BASE:
             raise ValueError(f"tag {tag} out of range")
         return self._tag_base + tag * _TAG_SLOTS + slot
 
     def Isend(self, buf, dest, tag=0):
-        req = Request(self, "send", dest, tag)
+        req = Request(self, dest, tag)
         data = _as_bytes(buf)
         nbytes = req.nbytes = data.nbytes
         eager = nbytes <= EAGER_BYTES
@@ -212,12 +204,13 @@ class ShapedComm(Collectives):
             req._mpi.append(self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD)))
         if not eager:
             self._announce_egress(now, egress, open_flows, skip=dest)
-        req._ack = np.empty(1, dtype=np.float64)
-        req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
-        if eager:  # done now, as MPI's eager protocol; the ack is collected in the background
+        if eager:  # done now, as MPI's eager protocol, and never acknowledged
             req.done = True
-            self._eager.append(req)
+            _IN_FLIGHT.extend(req._mpi)  # the buffers must outlive this communicator
+            req._mpi = []
         else:
+            req._ack = np.empty(1, dtype=np.float64)
+            req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
             self._sends.append(req)
         self.bytes_sent += nbytes
         self.messages_sent += 1
@@ -227,12 +220,17 @@ class ShapedComm(Collectives):
         """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``."""
         msg = np.array([t, count], dtype=np.float64)
         for peer in sorted({r.peer for r in flows} - {skip}):
-            self._notes.append(self.comm.Isend(msg.copy(), self.members[peer],
-                                               self._mpi_tag(0, _EGRESS)))
-        self._notes = [r for r in self._notes if not r.Test()]
+            _IN_FLIGHT.append(self.comm.Isend(msg.copy(), self.members[peer],
+                                              self._mpi_tag(0, _EGRESS)))
 
     def Irecv(self, buf, source, tag=0):
-        req = Request(self, "recv", source, tag, buf)
+        req = Request(self, source, tag, buf)
+        # MPI order: a receive takes the earliest message from (source, tag) that no earlier
+        # receive has taken, so a header that came first is bound now, before later ones.
+        flow = next((f for f in self._flows if f.src == source and f.tag == tag
+                     and f.bound is None), None)
+        if flow is not None:
+            flow.bound, req.flow = req, flow
         self._posted.append(req)
         return req
 
@@ -279,9 +277,8 @@ class ShapedComm(Collectives):
             self.comm.Recv(header, world, status.Get_tag())
             if header[1] > 0:
                 self._note_egress(src, float(header[0]), int(header[2]))
-            self._seq += 1
             start = float(header[0])
-            flow = _Flow(src, tag, int(header[1]), start, self._seq)
+            flow = _Flow(src, tag, int(header[1]), start)
             # Bind the flow to the first matching posted receive, in order (MPI matching
             # semantics); its payload then lands in the user's buffer with no extra copy.
             flow.bound = next((r for r in self._posted if r.peer == src and r.tag == tag
@@ -381,8 +378,7 @@ class ShapedComm(Collectives):
         """Complete posted receives whose message has been delivered by ``now``."""
         progressed = False
         for req in list(self._posted):
-            flow = req.flow or next((f for f in self._flows if f.src == req.peer
-                                     and f.tag == req.tag and f.bound is None), None)
+            flow = req.flow
             if flow is None or flow.done_at is None or flow.request is not None:
                 continue  # not arrived, not finished in the model, or payload still moving
             if flow.done_at + self.network.latency_seconds > now:
@@ -391,7 +387,7 @@ class ShapedComm(Collectives):
             self._posted.remove(req)
             if req.buf is None:
                 req.data = bytes(flow.buffer)
-            elif flow.bound is not req or flow.buffer.__class__ is bytearray:
+            elif flow.buffer.__class__ is bytearray:  # staged: it came before the receive
                 target = _as_bytes(req.buf)
                 if flow.nbytes > target.nbytes:
                     raise ValueError(f"message of {flow.nbytes} bytes from rank {req.peer} "
@@ -399,14 +395,12 @@ class ShapedComm(Collectives):
                 target[:flow.nbytes] = flow.buffer
             req.nbytes = flow.nbytes
             req.done = True
-            self.comm.Send(np.array([flow.done_at], dtype=np.float64), self.members[req.peer],
-                           self._mpi_tag(req.tag, _ACK))
+            if flow.nbytes > EAGER_BYTES:  # rendezvous: the sender waits for this
+                self.comm.Send(np.array([flow.done_at], dtype=np.float64),
+                               self.members[req.peer], self._mpi_tag(req.tag, _ACK))
             progressed = True
         if progressed:
             self._commit_model()
-        for req in list(self._eager):
-            if req._ack_req.Test() and not req._mpi:
-                self._eager.remove(req)
         for req in list(self._sends):
             if req._ack_req.Test():
                 if req._mpi:
@@ -439,7 +433,8 @@ class ShapedComm(Collectives):
                     f.request = None
                 else:
                     moving = True
-        for req in self._sends + self._eager:
+        _IN_FLIGHT[:] = [r for r in _IN_FLIGHT if not r.Test()]
+        for req in self._sends:
             if req._mpi:
                 if MPI.Request.Testall(req._mpi):
                     req._mpi = []
