@@ -34,7 +34,13 @@ def _apply(op, a, b):
 
 
 class Collectives:
-    """Mixin: collectives over ``Send``/``Recv``/``Sendrecv``."""
+    """Mixin: collectives over ``Send``/``Recv``/``Sendrecv``, and ``Get_rank``/``Get_size``."""
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return self.size
 
     def _coll_tag(self, k):
         return COLLECTIVE_TAG_BASE + k

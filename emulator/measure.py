@@ -11,7 +11,6 @@ import time
 
 import networkx as nx
 
-from . import cluster as clusters
 from .forecast import PairForecasts
 
 DEFAULT_PROBE_BYTES = 1 << 20  # 84 ms at 100 Mbit/s: start-up costs stay small
@@ -101,7 +100,3 @@ def matrix_lines(graph, nodes, key="bandwidth_mbps"):
                          else f"{graph[a][b][key]:>8.1f}")
         lines.append(f"{a:<9}" + "".join(cells))
     return lines
-
-
-def default_nodes(cluster):
-    return clusters.node_names(cluster)

@@ -45,10 +45,6 @@ def write_json_atomic(path, data):
         raise
 
 
-def write_graph(graph, path):
-    write_json_atomic(path, to_node_link(graph))
-
-
 def load_json(path):
     """Parse a JSON file, turning syntax errors into :class:`InputFileError`."""
     try:

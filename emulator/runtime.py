@@ -211,6 +211,7 @@ class Coordinator:
         self.info = {}
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
+        self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
 
     def node(self, rank):
         return self.names[rank - 1]
@@ -294,7 +295,7 @@ class Coordinator:
 
     def true_pair_mbps(self, a, b, scenario_seconds=None):
         t = self.scenario_time() if scenario_seconds is None else scenario_seconds
-        return pair_bandwidth_function(self.settings.cluster, self.settings.timeline)(a, b, t)
+        return self._true_pair(a, b, t)
 
     def stop(self):
         self.broadcast({"op": "stop"})

@@ -22,7 +22,6 @@ than the wall clock, so a 30 s interval passes in 30/k s.
 
 import bisect
 import csv
-import json
 import math
 import os
 import random
@@ -68,9 +67,6 @@ class Timeline:
         times = self._times[link]
         k = bisect.bisect_right(times, t)
         return times[k] if k < len(times) else math.inf
-
-    def change_times(self):
-        return sorted({t for t, _, _ in self.events})
 
     def duration_seconds(self):
         return self.meta.get("duration_seconds", self.events[-1][0] if self.events else 0.0)
@@ -275,7 +271,3 @@ def pair_bandwidth_function(cluster, timeline):
     bandwidth.next_change = next_change
     bandwidth.timeline = timeline
     return bandwidth
-
-
-def dumps(timeline):
-    return json.dumps(timeline.to_json(), indent=1)

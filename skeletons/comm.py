@@ -38,12 +38,6 @@ class MPIComm(Collectives):
         self.bytes_sent = 0
         self.messages_sent = 0
 
-    def Get_rank(self):
-        return self.rank
-
-    def Get_size(self):
-        return self.size
-
     def Isend(self, buf, dest, tag=0):
         self.bytes_sent += np.asarray(buf).nbytes
         self.messages_sent += 1

@@ -7,7 +7,6 @@ Tracing a skeleton gives the communication matrix from which the selection patte
 (step 1 of the framework).
 """
 
-import json
 import math
 import os
 
@@ -41,12 +40,6 @@ class RecordingComm(Collectives):
     @property
     def messages_sent(self):
         return int(self.messages.sum())
-
-    def Get_rank(self):
-        return self.rank
-
-    def Get_size(self):
-        return self.size
 
     def Isend(self, buf, dest, tag=0):
         self._record(buf, dest)
@@ -166,8 +159,3 @@ def plot_pattern(pattern, path, title):
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, path)
-
-
-def load_trace(path):
-    with open(path) as f:
-        return json.load(f)
