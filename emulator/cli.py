@@ -8,10 +8,13 @@ import subprocess
 import sys
 
 from .errors import UserError
+from .pipeline import METHODS
 
 EXAMPLES = """\
 examples:
-  nodesel demo                                  run the emulated 10-node cluster briefly
+  nodesel demo                                  a short node-selection experiment (about 2 min)
+  nodesel experiment --benchmarks bt,cg,is,lu,mg --methods pattern,all-all,random \
+      --repeats 4 --seed 1 --out results/experiment   the Figure 3 experiment of seed 004
   nodesel measure --rounds 3                    measure every pair, with forecasts
   nodesel cluster show hostfiles/cluster10.toml --json
   nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json
@@ -37,6 +40,13 @@ def _positive_float(text):
     return value
 
 
+def _actions(sub, name, help):
+    """A command with sub-actions (``nodesel NAME ACTION``); returns its subparsers."""
+    actions = sub.add_parser(name, help=help).add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    return actions
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="nodesel", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -53,14 +63,58 @@ def build_parser():
                        help="scenario seconds per wall second (default 10)")
         p.add_argument("--timeout-seconds", type=_positive_float, default=30.0,
                        help="how long the coordinator waits for a node (default 30)")
-        p.add_argument("--probe-bytes", type=_positive_int, default=1 << 20)
+        p.add_argument("--probe-bytes", type=_positive_int, default=256 * 1024,
+                       help="bytes per bandwidth probe (default 256 KiB)")
+        p.add_argument("--shaping", choices=("inproc", "tc"), default="inproc",
+                       help="inproc: the emulator paces messages (default, no root); tc: the "
+                            "kernel shapes real traffic (needs --testbed netns and root)")
+        p.add_argument("--testbed", choices=("netns",),
+                       help="with --shaping tc: run node ranks in network namespaces of this "
+                            "machine")
+        p.add_argument("--testbed-name", default="nselx",
+                       help="name of the testbed a tc run brings up (default nselx)")
 
-    demo = sub.add_parser("demo", help="run the emulated cluster briefly (launches mpiexec)",
-                          epilog="example: nodesel demo --nodes 10 --time-scale 10")
+    def experiment_options(p, *, benchmarks, repeats, out):
+        p.add_argument("--benchmarks", default=benchmarks,
+                       help="comma-separated NAS benchmarks (default %(default)s)")
+        p.add_argument("--methods", default=",".join(METHODS),
+                       help="comma-separated selection methods (default %(default)s)")
+        p.add_argument("--repeats", type=int, default=repeats,
+                       help="jobs per benchmark and method (default %(default)s)")
+        p.add_argument("--nprocs", type=int, default=4, help="nodes per job (default 4)")
+        p.add_argument("--candidates", type=_positive_int, default=3,
+                       help="candidate groups tried with the skeleton (default 3)")
+        p.add_argument("--app-iterations", type=_positive_int, default=3,
+                       help="iterations of the class-A application actually run; its full "
+                            "time is extrapolated from them (default 3)")
+        p.add_argument("--full-app", action="store_true",
+                       help="run the class-A applications to their full iteration count")
+        p.add_argument("--trial-iterations", type=_positive_int,
+                       help="cut the class-S skeleton trials to this many iterations")
+        p.add_argument("--spacing-seconds", type=_positive_float, default=600.0,
+                       help="scenario seconds between job slots (default 600)")
+        p.add_argument("--measure-interval-seconds", type=_positive_float, default=600.0,
+                       help="scenario seconds between measurements of every pair (default 600)")
+        p.add_argument("--no-oracle", action="store_true", help="skip the oracle reference runs")
+        p.add_argument("--out", default=out, help="output folder (default %(default)s)")
+
+    demo = sub.add_parser(
+        "demo", help="a short node-selection experiment on the emulated cluster (launches mpiexec)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: nodesel demo\n         nodesel demo --repeats 2 --out results/demo2")
     cluster_options(demo)
-    demo.add_argument("--loaded-fraction", type=float, default=0.25,
-                      help="fraction of nodes with local load (default 0.25)")
-    demo.add_argument("--out", default="results/demo.json", help="results JSON (default %(default)s)")
+    experiment_options(demo, benchmarks="cg,is,mg", repeats=2, out="results/demo")
+
+    exp = sub.add_parser(
+        "experiment", help="the Figure 3 experiment: selection methods compared (launches mpiexec)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  nodesel experiment --benchmarks bt,cg,is,lu,mg --methods pattern,all-all,random \\\n"
+               "      --repeats 4 --seed 1 --out results/experiment\n"
+               "  nodesel experiment --time-scale 1 --spacing-seconds 600   # the paper's real timing\n"
+               "  nodesel experiment --benchmarks cg,is --repeats 1 --app-iterations 1 --out /tmp/tiny")
+    cluster_options(exp)
+    experiment_options(exp, benchmarks="bt,cg,is,lu,mg", repeats=6, out="results/experiment")
 
     meas = sub.add_parser("measure", help="measure every pair, NWS-style (launches mpiexec)",
                           epilog="example: nodesel measure --scenario s.json --rounds 3 --json")
@@ -69,17 +123,13 @@ def build_parser():
     meas.add_argument("--repetitions", type=_positive_int, default=1, help="probes per pair per round")
     meas.add_argument("--json", action="store_true", help="the status graph as node-link JSON")
 
-    cluster = sub.add_parser("cluster", help="cluster descriptions")
-    csub = cluster.add_subparsers(dest="action", metavar="ACTION")
-    csub.required = True
+    csub = _actions(sub, "cluster", "cluster descriptions")
     show = csub.add_parser("show", help="print nodes and links",
                            epilog="example: nodesel cluster show hostfiles/tree16.toml --json")
     show.add_argument("file", nargs="?", help="cluster TOML/JSON or hostfile (default: 10-node crossbar)")
     show.add_argument("--json", action="store_true", help="networkx node-link JSON")
 
-    scen = sub.add_parser("scenario", help="bandwidth scenarios")
-    ssub = scen.add_subparsers(dest="action", metavar="ACTION")
-    ssub.required = True
+    ssub = _actions(sub, "scenario", "bandwidth scenarios")
     gen = ssub.add_parser("generate", help="write a stream-model timeline",
                           epilog="example: nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json")
     gen.add_argument("--seed", type=int, required=True)
@@ -117,9 +167,57 @@ def build_parser():
     tr.add_argument("--plot", help="Figure-2-style PNG")
     tr.add_argument("--iterations", type=_positive_int)
 
-    pat = sub.add_parser("patterns", help="communication pattern library")
-    psub = pat.add_subparsers(dest="action", metavar="ACTION")
-    psub.required = True
+    tsub = _actions(sub, "testbed", "a network-namespace testbed shaped by tc (needs root)")
+    tup = tsub.add_parser(
+        "up", help="create namespaces, veths, a bridge and HTB shaping",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  sudo nodesel testbed up --nodes 10 --capacity-mbps 100\n"
+               "  sudo nodesel testbed up --nodes 4 --scenario s.json --out /tmp\n"
+               "then: mpiexec -launcher ssh -launcher-exec hostfiles/nsel-launcher "
+               "-f hostfiles/nsel.hosts -n 5 python prog.py")
+    tup.add_argument("--nodes", type=_positive_int, default=10)
+    tup.add_argument("--capacity-mbps", type=_positive_float, default=100.0,
+                     help="port capacity of every node (default 100)")
+    tup.add_argument("--scenario", help="shape pairs at the scenario's bandwidths at time 0 "
+                                        "(default: every pair at port capacity)")
+    tup.add_argument("--bandwidth-mbps", type=_positive_float,
+                     help="shape every pair at this bandwidth instead")
+    tup.add_argument("--name", default="nsel", help="testbed name, prefix of every object (default nsel)")
+    tup.add_argument("--subnet", default="10.77.0.0/24")
+    tup.add_argument("--out", default="hostfiles", help="where the hostfile and launcher go "
+                                                        "(default hostfiles)")
+    tup.add_argument("--state-dir", default="/run/nodesel")
+    tdown = tsub.add_parser("down", help="remove everything 'up' made (idempotent)",
+                            epilog="example: sudo nodesel testbed down --name nsel")
+    tdown.add_argument("--name", default="nsel")
+    tdown.add_argument("--state-dir", default="/run/nodesel")
+    tplay = tsub.add_parser("play", help="play a scenario into the testbed's tc classes",
+                            epilog="example: sudo nodesel testbed play --scenario s.json --time-scale 10")
+    tplay.add_argument("--scenario", required=True)
+    tplay.add_argument("--time-scale", type=_positive_float, default=1.0)
+    tplay.add_argument("--name", default="nsel")
+    tplay.add_argument("--state-dir", default="/run/nodesel")
+
+    tcsub = _actions(sub, "tc", "traffic-control plans for a real cluster")
+    plan = tcsub.add_parser(
+        "plan", help="write one shaping script per host (run them with sudo)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: nodesel tc plan --hostfile hosts --scenario s.json --out plan/\n"
+               "on each host: sudo sh plan/HOST.sh up; sudo sh plan/HOST.sh play; "
+               "sudo sh plan/HOST.sh down")
+    plan.add_argument("--hostfile", required=True, help="MPICH or Open MPI hostfile; hosts "
+                                                         "are IPv4 addresses or resolvable names")
+    plan.add_argument("--scenario", required=True)
+    plan.add_argument("--out", required=True, help="folder for the scripts")
+    plan.add_argument("--interface", default="eth0", help="each host's cluster interface")
+    plan.add_argument("--capacity-mbps", type=_positive_float, default=100.0)
+    plan.add_argument("--time-scale", type=_positive_float, default=1.0)
+    plan.add_argument("--apply", action="store_true",
+                      help="instead, play the scenario into the local testbed (--name)")
+    plan.add_argument("--name", default="nsel")
+    plan.add_argument("--state-dir", default="/run/nodesel")
+
+    psub = _actions(sub, "patterns", "communication pattern library")
     psub.add_parser("list", help="list built-in patterns", epilog="example: nodesel patterns list")
     pshow = psub.add_parser("show", help="print a pattern as node-link JSON",
                             epilog="example: nodesel patterns show cg --nprocs 4")
@@ -141,6 +239,25 @@ def mpiexec_path():
     return local if os.path.exists(local) else shutil.which("mpiexec")
 
 
+def run_mpiexec(argv, *, grace_seconds=10.0):
+    """Run an mpiexec command line and return its status. On Ctrl-C, mpiexec gets SIGINT
+    (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
+    ranks of the job are not left behind either way."""
+    import signal
+
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=grace_seconds)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            proc.wait()
+        raise
+
+
 def _load_cluster(path, nodes=None):
     from . import cluster as clusters
 
@@ -155,7 +272,7 @@ def _load_cluster(path, nodes=None):
     return graph
 
 
-def _on_cluster(args, program):
+def _on_cluster(args, program, *, scenario_seconds=3600.0):
     """Run ``program(coordinator)`` on the emulated cluster of ``args``.
 
     Outside mpiexec this launches ``mpiexec -n N+1`` on the same command line; under
@@ -166,17 +283,23 @@ def _on_cluster(args, program):
 
     cluster = _load_cluster(args.cluster, args.nodes)
     timeline = (load_scenario(args.scenario, cluster) if args.scenario
-                else default_timeline(cluster, seed=args.seed))
+                else default_timeline(cluster, seed=args.seed, duration_seconds=scenario_seconds))
     n = len(clusters.node_names(cluster))
+    if args.shaping == "tc" and args.testbed != "netns":
+        raise UserError("--shaping tc needs --testbed netns (node ranks in network namespaces)")
+    if args.testbed and args.shaping != "tc":
+        raise UserError("--testbed netns goes with --shaping tc")
     if not _under_mpiexec():
         mpiexec = mpiexec_path()
         if mpiexec is None:
             raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
-        # -disable-auto-cleanup: a dead node must not take the coordinator with it, so the
-        # coordinator can name the node before it aborts the job.
+        if args.shaping == "tc":
+            return _on_testbed(args, cluster, mpiexec)
+        # -disable-auto-cleanup and the supervisor: a dead node must not take the others with
+        # it, so the coordinator can name it and go on without it.
         argv = [mpiexec, "-disable-auto-cleanup", "-n", str(n + 1), sys.executable, "-m",
-                "emulator"] + args.argv
-        return subprocess.call(argv)
+                "emulator.supervise", sys.executable, "-m", "emulator"] + args.argv
+        return run_mpiexec(argv)
 
     from mpi4py import MPI
 
@@ -190,6 +313,15 @@ def _on_cluster(args, program):
         return 2
     settings = Settings(cluster, timeline, time_scale=args.time_scale,
                         timeout_seconds=args.timeout_seconds)
+    if args.shaping == "tc":
+        from .testbed import STATE_DIR, state_path
+
+        with open(state_path(args.testbed_name, STATE_DIR)) as f:
+            state = json.load(f)
+        settings.shaping = "tc"
+        settings.extra["testbed"] = {"name": args.testbed_name, "nodes": state["nodes"],
+                                     "subnet": state["subnet"], "state_dir": STATE_DIR,
+                                     "capacity_mbps": state["capacity_mbps"]}
     if world.Get_rank() == 0:
         import time
 
@@ -198,23 +330,104 @@ def _on_cluster(args, program):
     return 0
 
 
+def _on_testbed(args, cluster, mpiexec):
+    """Bring up a namespace testbed for ``cluster``, run the command's ranks in it (rank 0 in
+    the coordinator namespace, rank i in node i's), and take the testbed down again."""
+    import tempfile
+
+    from . import cluster as clusters
+    from .testbed import Layout, Testbed, require_root
+
+    names = clusters.node_names(cluster)
+    capacities = {cluster.nodes[n]["capacity_mbps"] for n in names}
+    if cluster.graph.get("topology") != "crossbar" or len(capacities) != 1 \
+            or names != [f"n{i}" for i in range(1, len(names) + 1)]:
+        raise UserError("the namespace testbed emulates a crossbar of nodes n1..nN with one "
+                        "port capacity; use the default cluster or --nodes")
+    layout = Layout(args.testbed_name, len(names))
+    require_root()
+    testbed = Testbed(layout)
+    capacity = capacities.pop()
+    with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
+        files = testbed.up(capacity, lambda a, b: capacity, out_dir=tmp)
+        try:
+            argv = [mpiexec, "-disable-auto-cleanup", "-launcher", "ssh", "-launcher-exec",
+                    files["launcher"], "-f", files["hostfile"], "-n", str(len(names) + 1),
+                    sys.executable, "-m", "emulator.supervise", sys.executable, "-m",
+                    "emulator"] + args.argv
+            return run_mpiexec(argv)
+        finally:
+            testbed.down()
+
+
 def _echo(*args, **kwargs):
     print(*args, **kwargs, flush=True)
 
 
-def cmd_demo(args):
-    if not 0 <= args.loaded_fraction <= 1:
-        raise UserError(f"--loaded-fraction must lie in [0, 1], got {args.loaded_fraction}")
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+def _experiment_config(args):
+    from . import cluster as clusters
+    from .experiment import ExperimentConfig
+
+    def names(text):
+        return tuple(x.strip().lower() for x in text.split(",") if x.strip())
+
+    config = ExperimentConfig(
+        benchmarks=names(args.benchmarks), methods=names(args.methods), repeats=args.repeats,
+        seed=args.seed, nprocs=args.nprocs, candidates=args.candidates,
+        app_iterations=None if args.full_app else args.app_iterations,
+        trial_iterations=args.trial_iterations, spacing_seconds=args.spacing_seconds,
+        measure_interval_seconds=args.measure_interval_seconds, probe_bytes=args.probe_bytes,
+        oracle=not args.no_oracle, time_scale=args.time_scale)
+    cluster = _load_cluster(args.cluster, args.nodes)
+    config.validate(len(clusters.node_names(cluster)))
+    out = os.path.abspath(args.out)
+    parent = os.path.dirname(out)
+    if not os.path.isdir(parent):
+        raise UserError(f"the parent of the output folder, {parent}, does not exist")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"{out} exists and is not a folder")
+    os.makedirs(out, exist_ok=True)
+    return config, out
+
+
+def cmd_experiment(args):
+    config, out = _experiment_config(args)
+    started = __import__("time").time()
 
     def program(coordinator):
-        from .demo import run_demo
+        from .experiment import Experiment
+        from .report import markdown_table
 
-        return run_demo(coordinator, seed=args.seed, loaded_fraction=args.loaded_fraction,
-                        probe_bytes=args.probe_bytes, out=args.out, echo=_echo)
+        names = coordinator.names
+        _echo(f"cluster: {len(names)} nodes ({coordinator.settings.cluster.graph['topology']}); "
+              f"scenario: {coordinator.settings.timeline.meta.get('kind')}, time scale "
+              f"{config.time_scale:g}; {len(config.slots())} slots x "
+              f"{len(config.methods)} methods of {config.nprocs}-node jobs", file=sys.stderr)
+        summary = Experiment(coordinator, config, out, echo=_echo).run()
+        _echo(markdown_table(summary))
+        for event in summary["failures"]:
+            _echo(f"failure: slot {event['slot']} {event['method']}: {event['error']}")
+        _echo(f"results in {out}: jobs.csv, summary.json, table.md, figure3.png "
+              f"({summary['wall_seconds']:.0f} s)")
+        return summary
 
-    return _on_cluster(args, program)
+    status = _on_cluster(args, program, scenario_seconds=config.scenario_seconds())
+    if status and not _under_mpiexec():
+        # a run that lost nodes but finished still has complete results
+        summary = os.path.join(out, "summary.json")
+        try:
+            with open(summary) as f:
+                done = json.load(f).get("complete") and os.path.getmtime(summary) >= started
+        except (OSError, ValueError):
+            done = False
+        if done:
+            print("nodesel: the experiment finished despite node failures (see summary.json)",
+                  file=sys.stderr)
+            return 0
+    return status
+
+
+cmd_demo = cmd_experiment
 
 
 def cmd_measure(args):
@@ -290,13 +503,11 @@ def cmd_scenario(args):
 
 
 def _plot_timeline(timeline, path):
-    try:
-        import matplotlib
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UserError("plotting needs matplotlib: pip install 'nodesel[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     end = max(timeline.duration_seconds(), 1.0)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     changed = sorted({i for _, i, _ in timeline.events})
@@ -333,6 +544,116 @@ def cmd_select(args):
     else:
         result = random_select(network, pattern, seed=args.seed, candidates=args.candidates)
     print(json.dumps(result.to_json(), indent=1))
+    return 0
+
+
+def _testbed(name, state_dir, nodes=None):
+    from .testbed import Layout, Testbed, state_path
+
+    if nodes is None:
+        try:
+            with open(state_path(name, state_dir)) as f:
+                state = json.load(f)
+        except FileNotFoundError:
+            raise UserError(f"no testbed named {name!r} is up (no {state_path(name, state_dir)})") \
+                from None
+        return Testbed(Layout(name, state["nodes"], state["subnet"]), state_dir=state_dir), state
+    return Testbed(Layout(name, nodes), state_dir=state_dir), None
+
+
+def _play(testbed, state, scenario, time_scale):
+    from . import cluster as clusters
+    from .scenario import load_scenario
+    from .tcplayer import ScenarioPlayer
+
+    cluster = clusters.crossbar(state["nodes"], capacity_mbps=state["capacity_mbps"])
+    timeline = load_scenario(scenario, cluster)
+    player = ScenarioPlayer(cluster, timeline, testbed.set_pair, clusters.node_names(cluster))
+    print(f"playing {len(timeline.events)} changes over {timeline.duration_seconds():g} "
+          f"scenario seconds at time scale {time_scale:g}; Ctrl-C stops", flush=True)
+    player.play(time_scale=time_scale,
+                progress=lambda t, n: print(f"  t={t:g} s: {n} class change(s)", flush=True))
+    return 0
+
+
+def cmd_testbed(args):
+    from .testbed import Layout, require_root
+
+    if args.action == "up":
+        testbed, _ = _testbed(args.name, args.state_dir, args.nodes)
+        Layout(args.name, args.nodes, args.subnet)  # validates before root is checked
+        testbed.layout = Layout(args.name, args.nodes, args.subnet)
+        require_root()
+        if args.scenario and args.bandwidth_mbps:
+            raise UserError("give --scenario or --bandwidth-mbps, not both")
+        if args.scenario:
+            from . import cluster as clusters
+            from .scenario import load_scenario, pair_bandwidth_function
+
+            cluster = clusters.crossbar(args.nodes, capacity_mbps=args.capacity_mbps)
+            pair_at = pair_bandwidth_function(cluster, load_scenario(args.scenario, cluster))
+
+            def pair(a, b):
+                return pair_at(a, b, 0.0)
+        else:
+            rate = args.bandwidth_mbps or args.capacity_mbps
+
+            def pair(a, b):
+                return rate
+        files = testbed.up(args.capacity_mbps, pair, out_dir=args.out)
+        print(f"testbed {args.name}: {args.nodes} node namespaces ({testbed.layout.namespace('n1')} "
+              f"...) and a coordinator namespace on bridge {testbed.layout.bridge} "
+              f"({testbed.layout.bridge_address}); state in {testbed.path}")
+        print(f"hostfile {files['hostfile']}, launcher {files['launcher']}")
+        print(f"run: mpiexec -launcher ssh -launcher-exec {files['launcher']} -f "
+              f"{files['hostfile']} -n {args.nodes + 1} python prog.py")
+        return 0
+    require_root()
+    if args.action == "down":
+        testbed, _ = _testbed(args.name, args.state_dir, nodes=1)
+        removed = testbed.down()
+        print(f"removed {len(removed)} objects of testbed {args.name}" if removed
+              else f"nothing to remove: no testbed named {args.name!r} is up")
+        return 0
+    testbed, state = _testbed(args.name, args.state_dir)
+    return _play(testbed, state, args.scenario, args.time_scale)
+
+
+def cmd_tc(args):
+    from . import cluster as clusters
+    from .files import write_text_atomic
+    from .scenario import load_scenario
+    from .tcplayer import plan_scripts
+
+    if args.apply:
+        from .testbed import require_root
+
+        require_root()
+        testbed, state = _testbed(args.name, args.state_dir)
+        return _play(testbed, state, args.scenario, args.time_scale)
+    import socket
+
+    names = list(clusters.parse_hostfile(args.hostfile))
+    addresses = {}
+    for host in names:
+        try:
+            addresses[host] = socket.gethostbyname(host)
+        except OSError:
+            raise UserError(f"{args.hostfile}: host {host!r} has no address; give IPv4 "
+                            "addresses or resolvable names") from None
+    cluster = clusters.crossbar(names, capacity_mbps=args.capacity_mbps)
+    timeline = load_scenario(args.scenario, cluster)
+    if not os.path.isdir(args.out):
+        parent = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(parent):
+            raise UserError(f"the parent of the output folder, {parent}, does not exist")
+        os.makedirs(args.out)
+    scripts = plan_scripts(cluster, timeline, addresses, interface=args.interface,
+                           time_scale=args.time_scale)
+    for host, text in scripts.items():
+        write_text_atomic(os.path.join(args.out, f"{host}.sh"), text)
+    print(f"wrote {len(scripts)} scripts to {args.out}: "
+          f"{', '.join(sorted(f'{h}.sh' for h in scripts))}")
     return 0
 
 
@@ -374,7 +695,8 @@ def cmd_trace(args):
     return subprocess.call(argv)
 
 
-COMMANDS = {"demo": cmd_demo, "measure": cmd_measure, "cluster": cmd_cluster, "scenario": cmd_scenario,
+COMMANDS = {"demo": cmd_demo, "experiment": cmd_experiment, "testbed": cmd_testbed,
+            "tc": cmd_tc, "measure": cmd_measure, "cluster": cmd_cluster, "scenario": cmd_scenario,
             "select": cmd_select, "patterns": cmd_patterns, "trace": cmd_trace}
 
 

@@ -18,7 +18,7 @@ running sums of the counts.
 import numpy as np
 from mpi4py import MPI
 
-COLLECTIVE_TAG_BASE = 1 << 18  # user tags must stay below this
+COLLECTIVE_TAG_BASE = 1 << 12  # user tags must stay below this
 
 
 def _apply(op, a, b):

@@ -49,7 +49,8 @@ class ProcessCountError(SelectionError):
 class NodeFailure(RuntimeError):
     """A node rank died or stopped answering within the timeout."""
 
-    def __init__(self, node, reason):
+    def __init__(self, node, reason, *, nodes=None):
         self.node = node
+        self.nodes = list(nodes) if nodes is not None else [node]
         self.reason = reason
         super().__init__(f"node {node} failed: {reason}")

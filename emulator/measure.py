@@ -48,15 +48,20 @@ class Monitor:
         self.last = {}  # pair -> (measured, true at probe time)
         self.graph = None
         self.seconds = 0.0
+        self.epoch = None
 
-    def measure(self, progress=None):
-        """Probe every pair once more; returns the new status graph."""
+    def measure(self, progress=None, *, epoch=None):
+        """Probe every pair once more; returns the new status graph.
+
+        ``epoch`` runs the probes on that scenario clock (see ``Coordinator.clock``).
+        """
         start = time.time()
+        self.epoch = epoch
         rounds = round_robin_pairs(self.nodes)
         for i, pairs in enumerate(rounds, 1):
-            handles = [(pair, self.coordinator.scenario_time(),
+            handles = [(pair, self.coordinator.scenario_time(epoch),
                         self.coordinator.submit(list(pair), "probe", size_bytes=self.size_bytes,
-                                                repetitions=self.repetitions))
+                                                repetitions=self.repetitions, epoch=epoch))
                        for pair in pairs]
             for pair, t, handle in handles:
                 rates = self.coordinator.wait(handle)[pair[1]]["result"]
@@ -71,11 +76,14 @@ class Monitor:
 
     def status_graph(self):
         cluster = self.coordinator.settings.cluster
-        graph = nx.Graph(timestamp=time.time(), scenario_seconds=self.coordinator.scenario_time(),
+        graph = nx.Graph(timestamp=time.time(),
+                         scenario_seconds=self.coordinator.scenario_time(self.epoch),
                          measurement_seconds=self.seconds)
         for n in self.nodes:
             graph.add_node(n, kind="compute", capacity_mbps=cluster.nodes[n]["capacity_mbps"])
         for pair, (measured, true) in self.last.items():
+            if not pair <= set(self.nodes):
+                continue  # a node no longer measured (down)
             a, b = sorted(pair, key=self.nodes.index)
             value, error, predictor = self.forecasts.forecast(a, b)
             graph.add_edge(a, b, bandwidth_mbps=round(value, 3), measured_mbps=round(measured, 3),

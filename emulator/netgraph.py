@@ -7,12 +7,11 @@ available bandwidth ``bandwidth_mbps`` and, optionally, ``capacity_mbps`` and ``
 
 import json
 import math
-import os
-import tempfile
 
 import networkx as nx
 
 from .errors import InputFileError
+from .files import write_json_atomic  # noqa: F401  (re-exported)
 
 COMPUTE = "compute"
 ROUTER_KINDS = ("router", "switch")
@@ -27,22 +26,6 @@ def compute_nodes(graph):
 def to_node_link(graph):
     """Node-link data of ``graph`` (edges under the ``"links"`` key, as networkx and d3 use)."""
     return nx.node_link_data(graph, edges="links")
-
-
-def write_json_atomic(path, data):
-    """Write ``data`` as JSON to ``path`` atomically (temporary file, then rename)."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_json(path):

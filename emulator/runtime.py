@@ -22,10 +22,12 @@ import numpy as np
 from mpi4py import MPI
 
 from . import cluster as clusters
-from .errors import NodeFailure
+from .errors import NodeFailure, UserError
 from .load import LoadSpec, LocalLoad, modeled_compute_seconds
-from .scenario import pair_bandwidth_function
+from .scenario import full_capacity_timeline, pair_bandwidth_function
 from .shaping import Network, ShapedComm
+
+from skeletons.comm import MPIComm, wait_all  # noqa: E402  (plain communicators, no spinning)
 
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
@@ -84,11 +86,9 @@ def transfer(comm, *, size_bytes, flows=1):
     stamp = bufs[0][:8].view(np.float64)
     if comm.rank == 0:
         stamp[0] = time.time()
-        reqs = [comm.Isend(b, 1, tag=10 + i) for i, b in enumerate(bufs)]
-        reqs[0].Waitall(reqs)
+        wait_all([comm.Isend(b, 1, tag=10 + i) for i, b in enumerate(bufs)])
         return None
-    reqs = [comm.Irecv(b, 0, tag=10 + i) for i, b in enumerate(bufs)]
-    reqs[0].Waitall(reqs)
+    wait_all([comm.Irecv(b, 0, tag=10 + i) for i, b in enumerate(bufs)])
     return time.time() - float(stamp[0])
 
 
@@ -106,8 +106,7 @@ def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_secon
             comm.compute(modeled_compute_seconds(compute_seconds, local_cpu_fraction))
         reqs = [comm.Irecv(b, peer, tag=3) for b, peer in zip(ins, mine)]
         reqs += [comm.Isend(out, peer, tag=3) for peer in mine]
-        if reqs:
-            reqs[0].Waitall(reqs)
+        wait_all(reqs)
     comm.Barrier()
     return time.time() - start
 
@@ -134,7 +133,9 @@ def _wait_quietly(req, *, timeout=None):
     return True
 
 
-def _network(settings):
+def _network(settings, *, dedicated=False):
+    """The node's view of the network: the scenario, or with ``dedicated`` every link at
+    its full capacity (the baseline of slowdowns)."""
     cluster = settings.cluster
     names = clusters.node_names(cluster)
     ports = {n: cluster.nodes[n]["capacity_mbps"] for n in names}
@@ -142,7 +143,8 @@ def _network(settings):
         pair = (lambda a, b, t: 1e6)
         ports = {n: 1e6 for n in names}
     else:
-        pair = pair_bandwidth_function(cluster, settings.timeline)
+        timeline = full_capacity_timeline(cluster) if dedicated else settings.timeline
+        pair = pair_bandwidth_function(cluster, timeline)
     latency = cluster.graph.get("latency_ms", 0.0) / 1000.0
     return Network(pair, ports, latency_seconds=latency, epoch=settings.epoch,
                    time_scale=settings.time_scale)
@@ -152,7 +154,7 @@ def serve_node(world, control, data, settings):
     """Serve the coordinator until it says stop."""
     names = clusters.node_names(settings.cluster)
     me = world.Get_rank()
-    network = _network(settings)
+    networks = {False: _network(settings), True: _network(settings, dedicated=True)}
     load = None
     control.send({"pid": os.getpid(), "host": socket.gethostname()}, 0, CONTROL_TAG)
     try:
@@ -170,8 +172,24 @@ def serve_node(world, control, data, settings):
                 control.send({"ok": True}, 0, CONTROL_TAG)
                 return
             try:
-                if op == "work":
+                if op == "work" and settings.shaping == "tc":
+                    # the kernel shapes: a real communicator over the group's ranks
+                    group = data.Get_group().Incl(msg["members"])
+                    raw = data.Create_group(group, msg["job"] % 32768)
+                    group.Free()
+                    try:
+                        comm = MPIComm(raw)
+                        result = WORK[msg["fn"]](comm, **msg["kwargs"])
+                    finally:
+                        raw.Free()
+                    reply = {"ok": True, "job": msg["job"], "result": result,
+                             "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
+                elif op == "work":
                     members = msg["members"]
+                    network = networks[bool(msg.get("dedicated"))]
+                    # a job may run on its own scenario clock (the experiment replays the
+                    # same scenario time for every method)
+                    network.epoch = msg.get("epoch") or settings.epoch
                     comm = ShapedComm(data, members, [names[r - 1] for r in members], network,
                                       context=msg["job"], timeout_seconds=settings.timeout_seconds)
                     result = WORK[msg["fn"]](comm, **msg["kwargs"])
@@ -186,7 +204,7 @@ def serve_node(world, control, data, settings):
                 else:
                     reply = {"ok": False, "error": f"unknown command {op!r}"}
             except NodeFailure as e:
-                reply = {"ok": False, "job": msg.get("job"), "error": str(e), "failed": e.node}
+                reply = {"ok": False, "job": msg.get("job"), "error": e.reason, "failed": e.node}
             except Exception as e:  # reported to the coordinator, which decides
                 reply = {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
             control.send(reply, 0, CONTROL_TAG)
@@ -199,7 +217,12 @@ def serve_node(world, control, data, settings):
 
 
 class Coordinator:
-    """Rank 0's handle on the node ranks."""
+    """Rank 0's handle on the node ranks.
+
+    A node found dead or silent is marked down (:attr:`down`) and never sent work again;
+    the peers it left waiting answer once their own timeout passes, and those late replies
+    are drained before the peers get new work, so a failure costs one job, not the run.
+    """
 
     def __init__(self, world, control, settings):
         self.world, self.control, self.settings = world, control, settings
@@ -209,6 +232,9 @@ class Coordinator:
         self._jobs = 0
         self.host = socket.gethostname()
         self.info = {}
+        self.down = set()  # node names
+        self.shaper = None  # a KernelShaper when the kernel shapes (settings.shaping "tc")
+        self._stale = {}  # rank -> replies still owed for a failed job
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
         self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
@@ -218,6 +244,11 @@ class Coordinator:
 
     def rank_of(self, node):
         return self.names.index(node) + 1
+
+    @property
+    def up(self):
+        """Names of the nodes not marked down, in cluster order."""
+        return [n for n in self.names if n not in self.down]
 
     def _alive(self, rank):
         info = self.info.get(rank)
@@ -232,72 +263,130 @@ class Coordinator:
             return False
 
     def _collect(self, reqs, what, timeout=None):
-        """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout."""
+        """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout.
+
+        The exception carries ``pending``: the requests of the ranks that had not answered.
+        """
         timeout = self.timeout_seconds if timeout is None else timeout
         # Peers of a silent node give up on it after the same timeout and say so: a short
         # grace lets their replies in, so only the silent node is blamed.
         grace = min(timeout, GRACE_SECONDS)
         replies, start, pause, last_check = {}, time.monotonic(), 0.0005, 0.0
         while len(replies) < len(reqs):
+            failure = None
             for rank, req in reqs.items():
                 if rank not in replies:
                     done, msg = req.test()
                     if done:
                         replies[rank] = msg
-            if len(replies) == len(reqs):
+                        if isinstance(msg, dict) and msg.get("ok") is False \
+                                and msg.get("failed") is None:
+                            # an error on the node itself: its peers would only time out
+                            failure = NodeFailure(self.node(rank), msg.get("error", "?"))
+            if len(replies) == len(reqs) and failure is None:
                 break
             elapsed = time.monotonic() - start
             if elapsed - last_check > 0.25:
                 last_check = elapsed
-                for rank in reqs:
-                    if rank not in replies and not self._alive(rank):
-                        raise NodeFailure(self.node(rank), f"rank {rank} died during {what}")
-            if elapsed > timeout + grace:
+                dead = [r for r in reqs if r not in replies and not self._alive(r)]
+                if dead:
+                    failure = NodeFailure(", ".join(self.node(r) for r in dead),
+                                          f"rank {', '.join(map(str, dead))} died during {what}",
+                                          nodes=[self.node(r) for r in dead])
+            if failure is None and elapsed > timeout + grace:
                 late = [self.node(r) for r in reqs if r not in replies]
-                raise NodeFailure(", ".join(late), f"no answer to {what} within {timeout:g} s")
+                failure = NodeFailure(", ".join(late), f"no answer to {what} within {timeout:g} s",
+                                      nodes=late)
+            if failure is not None:
+                failure.pending = {r: q for r, q in reqs.items() if r not in replies}
+                raise failure
             time.sleep(pause)
             pause = min(pause * 1.5, 0.01)
         return replies
 
-    def submit(self, nodes, fn, **kwargs):
-        """Start ``fn`` on a group of nodes (names); returns a handle for :meth:`wait`."""
-        self._jobs += 1
+    def _settle(self, ranks):
+        """Drain the replies that ``ranks`` still owe for failed jobs; a rank that does not
+        answer within the timeout is marked down."""
+        for rank in ranks:
+            owed = self._stale.pop(rank, [])
+            for req in owed:
+                try:
+                    self._collect({rank: req}, "a failed job", self.timeout_seconds + GRACE_SECONDS)
+                except NodeFailure:
+                    self.down.add(self.node(rank))
+                    break
+
+    def submit(self, nodes, fn, *, epoch=None, dedicated=False, **kwargs):
+        """Start ``fn`` on a group of nodes (names); returns a handle for :meth:`wait`.
+
+        ``epoch`` runs the job on its own scenario clock (wall time at scenario time 0);
+        ``dedicated`` runs it with every link at full capacity.
+        """
         members = [self.rank_of(n) for n in nodes]
+        if self.shaper is not None:  # kernel shaping: bring tc to this job's network
+            self.shaper.use(self.settings.epoch if epoch is None else epoch, dedicated)
+        self._settle(members)
+        gone = [n for n in nodes if n in self.down]
+        if gone:
+            raise NodeFailure(", ".join(gone), "marked down earlier", nodes=gone)
+        self._jobs += 1
         for rank in members:
             self.control.send({"op": "work", "job": self._jobs, "members": members, "fn": fn,
-                               "kwargs": kwargs}, rank, CONTROL_TAG)
+                               "kwargs": kwargs, "epoch": epoch, "dedicated": dedicated},
+                              rank, CONTROL_TAG)
         reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
 
     def wait(self, handle, *, timeout=None):
-        """Results of a submitted group, by node name."""
-        replies = self._collect(handle["reqs"], f"{handle['fn']} on {','.join(handle['nodes'])}",
-                                timeout)
+        """Results of a submitted group, by node name. On a failure the culprit is marked
+        down and :class:`NodeFailure` names it."""
+        try:
+            replies = self._collect(handle["reqs"],
+                                    f"{handle['fn']} on {','.join(handle['nodes'])}", timeout)
+        except NodeFailure as e:
+            self.down.update(e.nodes)
+            for rank, req in e.pending.items():
+                if self.node(rank) not in self.down:
+                    self._stale.setdefault(rank, []).append(req)
+            raise
         failed = [r for r in replies.values() if not r.get("ok")]
         if failed:  # a node that names the peer it waited for points at the culprit
             named = next((r for r in failed if r.get("failed") not in (None, "?")), failed[0])
             rank = next(k for k, v in replies.items() if v is named)
-            raise NodeFailure(named.get("failed") or self.node(rank), named.get("error", "?"))
+            culprit = named.get("failed") or self.node(rank)
+            culprits = [n.strip() for n in str(culprit).split(",") if n.strip() in self.names]
+            if named.get("failed"):
+                self.down.update(culprits)
+            raise NodeFailure(culprit, named.get("error", "?"), nodes=culprits)
         return {self.node(rank): reply for rank, reply in replies.items()}
 
     def run(self, nodes, fn, **kwargs):
         return self.wait(self.submit(nodes, fn, **kwargs))
 
     def broadcast(self, msg, ranks=None):
-        ranks = ranks or range(1, self.nranks + 1)
+        ranks = [r for r in (ranks or range(1, self.nranks + 1)) if self.node(r) not in self.down]
+        self._settle(ranks)
+        ranks = [r for r in ranks if self.node(r) not in self.down]
         for r in ranks:
             self.control.send(msg, r, CONTROL_TAG)
         reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in ranks}
         return {self.node(r): m for r, m in self._collect(reqs, msg["op"]).items()}
 
-    def scenario_time(self):
-        return (time.time() - self.settings.epoch) * self.settings.time_scale
+    def clock(self, scenario_seconds):
+        """An epoch that puts scenario time ``scenario_seconds`` at this instant."""
+        return time.time() - scenario_seconds / self.settings.time_scale
+
+    def scenario_time(self, epoch=None):
+        return (time.time() - (self.settings.epoch if epoch is None else epoch)) \
+            * self.settings.time_scale
 
     def true_pair_mbps(self, a, b, scenario_seconds=None):
         t = self.scenario_time() if scenario_seconds is None else scenario_seconds
         return self._true_pair(a, b, t)
 
     def stop(self):
+        if self.shaper is not None:
+            self.shaper.close()
         self.broadcast({"op": "stop"})
 
 
@@ -317,12 +406,24 @@ def launch(program, settings, *, world=None):
     coordinator = None
     try:
         coordinator = Coordinator(world, control, settings)
+        if settings.shaping == "tc":
+            from .kernelshaper import KernelShaper
+
+            coordinator.shaper = KernelShaper.from_settings(settings)
         result = program(coordinator)
         coordinator.stop()
+        if coordinator.down:  # dead ranks cannot take part in MPI's finalize
+            print(f"nodesel: nodes down at the end: {', '.join(sorted(coordinator.down))}",
+                  file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            world.Abort(0)
         return result
     except NodeFailure as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
         world.Abort(3)
+    except UserError as e:
+        print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
+        world.Abort(2)
     except BaseException:
         import traceback
 

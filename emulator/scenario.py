@@ -249,6 +249,12 @@ def load_scenario(path, cluster):
     return timeline
 
 
+def full_capacity_timeline(cluster):
+    """Every link at its full capacity, for ever: the dedicated network."""
+    link_list = [tuple(l) for l in clusters.links(cluster)]
+    return Timeline(link_list, [cap for _, _, cap in link_list], [], {"kind": "dedicated"})
+
+
 def default_timeline(cluster, *, seed=1, duration_seconds=3600.0):
     return generate_streams(cluster, seed=seed, duration_seconds=duration_seconds)
 

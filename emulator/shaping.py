@@ -168,7 +168,12 @@ class ShapedComm(Collectives):
         self.size = len(self.members)
         self.node = self.nodes[self.rank]
         self.timeout_seconds = timeout_seconds
-        self._tag_base = context * _TAG_SLOTS * (COLLECTIVE_TAG_BASE * 2)
+        # Each context owns a block of tags. Groups that run at once never share a rank, so
+        # contexts only keep a job apart from the late messages of earlier ones: they are
+        # reused cyclically within the MPI tag bound.
+        span = _TAG_SLOTS * (COLLECTIVE_TAG_BASE * 2)
+        contexts = max(1, (comm.Get_attr(MPI.TAG_UB) + 1) // span)
+        self._tag_base = (context % contexts) * span
         self._flows = []  # incoming, not yet delivered, in arrival order
         self._posted = deque()  # posted receives, in order
         self._sends = []  # outstanding sends awaiting an ack

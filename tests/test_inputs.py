@@ -291,3 +291,34 @@ def test_ci_runs_the_readme_test_command():
     assert commands[0].endswith("nodesel demo")
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
     assert commands[1] in ci.splitlines()
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--benchmarks", "cg,xx"], "unknown benchmark 'xx'"),
+    (["--methods", "pattern,best"], "unknown method 'best'"),
+    (["--repeats", "0"], "--repeats must be >= 1"),
+    (["--out", "/nonexistent/parent/out"], "/nonexistent/parent"),
+    (["--benchmarks", "bt", "--nprocs", "8"], "bt cannot run on 8 ranks"),
+    (["--nprocs", "16"], "need a cluster of at least that many"),
+    (["--shaping", "tc"], "--shaping tc needs --testbed netns"),
+])
+def test_experiment_bad_configuration(args, fragment):
+    assert_clean_error(nodesel("experiment", *args), fragment)
+
+
+def test_tc_plan_writes_a_script_per_host(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1\n127.0.0.2:2\n")
+    cluster_hosts = tmp_path / "s.json"
+    proc = nodesel("scenario", "generate", "--seed", "3", "--duration-seconds", "300",
+                   "--cluster", str(hosts), "--out", str(cluster_hosts))
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "plan"
+    proc = nodesel("tc", "plan", "--hostfile", str(hosts), "--scenario", str(cluster_hosts),
+                   "--out", str(out), "--interface", "ens3")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["127.0.0.1.sh", "127.0.0.2.sh"]
+    text = (out / "127.0.0.1.sh").read_text()
+    assert "match ip dst 127.0.0.2/32" in text and "sleep" in text
+    assert_clean_error(nodesel("tc", "plan", "--hostfile", str(hosts), "--scenario",
+                               str(cluster_hosts), "--out", "/nonexistent/x/y"), "does not exist")

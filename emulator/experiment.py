@@ -1,0 +1,343 @@
+"""The Figure 3 experiment of seed 004 §3.3-3.4: node selection methods on a shared network.
+
+Jobs run in *slots*. Slot ``j`` starts at scenario time ``j * spacing_seconds`` of one
+stream-model timeline; the slots cycle through the benchmarks, ``repeats`` times. In a slot:
+
+1. the coordinator measures every pair (NWS style) at the latest multiple of
+   ``measure_interval_seconds``, unless it already has that measurement; the methods decide
+   from the latest status graph, from the scenario time the measurement ended at, ``D``;
+2. the application runs once on a dedicated network (every link at full capacity): the
+   baseline of the slot's slowdowns;
+3. the oracle (the least flow-model time under the true bandwidths at ``D``) and every
+   method run their job, each on a scenario clock restarted at ``D``: every method faces
+   the same network, and a method's own decision time (selection, skeleton trials) delays
+   its application within that same timeline, as it would on a real cluster.
+
+A node that dies is marked down; the job is retried on the remaining nodes and the report
+lists what happened. Results are rewritten atomically after every slot (``jobs.csv``,
+``summary.json``); the table and the plot come at the end.
+"""
+
+import csv
+import io
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+
+from .errors import NodeFailure, UserError
+from .files import write_json_atomic, write_text_atomic
+from .measure import Monitor
+from .patterns import NAS_BENCHMARKS, allowed_nprocs
+from .pipeline import METHODS, JobSpec, decide, oracle, predicted_seconds, run_skeleton
+from .report import markdown_table, plot_figure3, summarize
+from .scenario import full_capacity_timeline, pair_bandwidth_function
+
+DEFAULT_BENCHMARKS = ("bt", "cg", "is", "lu", "mg")
+COLUMNS = ("slot", "repeat", "benchmark", "method", "scenario_start_seconds", "nodes",
+           "mapping", "bottleneck_mbps", "measurement_seconds", "selection_seconds",
+           "trial_seconds", "trials", "overhead_seconds", "app_seconds", "app_iterations",
+           "full_iterations", "app_full_seconds", "dedicated_seconds", "slowdown_pct",
+           "overhead_pct", "predicted_seconds", "oracle_predicted_seconds", "attempts", "note")
+
+
+@dataclass
+class ExperimentConfig:
+    benchmarks: tuple = DEFAULT_BENCHMARKS
+    methods: tuple = METHODS
+    repeats: int = 3
+    seed: int = 1
+    nprocs: int = 4
+    candidates: int = 3
+    app_iterations: int | None = 3
+    trial_iterations: int | None = None
+    spacing_seconds: float = 600.0
+    measure_interval_seconds: float = 600.0
+    probe_bytes: int = 256 * 1024
+    oracle: bool = True
+    max_attempts: int = 3
+    time_scale: float = 10.0
+    extra: dict = field(default_factory=dict)
+
+    def validate(self, node_count):
+        """Raise :class:`UserError` for a configuration that cannot run."""
+        from skeletons import SKELETONS, describe
+
+        describe()  # registers the skeletons
+        if not self.benchmarks:
+            raise UserError("no benchmarks given")
+        for b in self.benchmarks:
+            if b not in NAS_BENCHMARKS or b not in SKELETONS:
+                raise UserError(f"unknown benchmark {b!r}; choose from {', '.join(NAS_BENCHMARKS)}")
+            try:
+                JobSpec(b, self.nprocs).pattern()
+            except UserError:
+                raise UserError(f"{b} cannot run on {self.nprocs} ranks: it needs "
+                                f"{allowed_nprocs(b)}") from None
+        if not self.methods:
+            raise UserError("no methods given")
+        for m in self.methods:
+            if m not in METHODS:
+                raise UserError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+        if len(set(self.methods)) != len(self.methods) or \
+                len(set(self.benchmarks)) != len(self.benchmarks):
+            raise UserError("a benchmark or method is named twice")
+        if self.repeats < 1:
+            raise UserError(f"--repeats must be >= 1, got {self.repeats}")
+        if self.nprocs > node_count:
+            raise UserError(f"jobs of {self.nprocs} nodes need a cluster of at least that many; "
+                            f"it has {node_count}")
+        for name in ("spacing_seconds", "measure_interval_seconds"):
+            if not getattr(self, name) > 0:
+                raise UserError(f"--{name.replace('_', '-')} must be > 0")
+
+    def slots(self):
+        """(repeat, benchmark) of every slot, in run order: repeats of all benchmarks."""
+        return [(r, b) for r in range(self.repeats) for b in self.benchmarks]
+
+    def scenario_seconds(self):
+        """Scenario time the experiment needs, with room for the last slot's jobs."""
+        return len(self.slots()) * self.spacing_seconds + 3600.0
+
+    def to_json(self):
+        data = asdict(self)
+        data["benchmarks"], data["methods"] = list(self.benchmarks), list(self.methods)
+        return data
+
+
+class _Progress:
+    """A tqdm bar over the jobs of the experiment, or plain lines when not on a terminal."""
+
+    def __init__(self, total, echo):
+        self.echo = echo
+        try:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="job", dynamic_ncols=True, mininterval=0.5)
+        except ImportError:  # pragma: no cover - tqdm is a dependency
+            self.bar = None
+        self.done, self.total = 0, total
+
+    def step(self, label):
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(label, refresh=False)
+            self.bar.update(1)
+        else:
+            self.echo(f"[{self.done}/{self.total}] {label}")
+
+    def write(self, text):
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            self.echo(text)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Experiment:
+    """Runs the experiment through a coordinator and writes ``out_dir``."""
+
+    def __init__(self, coordinator, config, out_dir, *, echo=print):
+        self.coordinator, self.config, self.out_dir, self.echo = coordinator, config, out_dir, echo
+        self.rows, self.events = [], []
+        cluster = coordinator.settings.cluster
+        self.ports = {n: float(cluster.nodes[n]["capacity_mbps"]) for n in coordinator.names}
+        self.full_pair = pair_bandwidth_function(cluster, full_capacity_timeline(cluster))
+        self.monitor = Monitor(coordinator, size_bytes=config.probe_bytes)
+        self.measured_at = None
+        self.graph = None
+        self.paths = {k: os.path.join(out_dir, name) for k, name in (
+            ("csv", "jobs.csv"), ("summary", "summary.json"), ("table", "table.md"),
+            ("plot", "figure3.png"))}
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self):
+        config = self.config
+        slots = config.slots()
+        per_slot = 1 + len(config.methods) + (1 if config.oracle else 0)
+        self.progress = _Progress(len(slots) * per_slot, self.echo)
+        started = time.monotonic()
+        try:
+            for j, (repeat, benchmark) in enumerate(slots):
+                self._slot(j, repeat, benchmark)
+                self._write(complete=False)
+        finally:
+            self.progress.close()
+        summary = self._write(complete=True)
+        plot_figure3(summary, self.paths["plot"])
+        summary["wall_seconds"] = time.monotonic() - started
+        write_json_atomic(self.paths["summary"], summary)
+        return summary
+
+    def _slot(self, j, repeat, benchmark):
+        config, coord = self.config, self.coordinator
+        spec = JobSpec(benchmark, config.nprocs, config.candidates,
+                       app_iterations=config.app_iterations,
+                       trial_iterations=config.trial_iterations)
+        start = j * config.spacing_seconds
+        measurement_seconds, decided_at = self._measure(start)
+        base = {"slot": j, "repeat": repeat, "benchmark": benchmark,
+                "scenario_start_seconds": round(decided_at, 3),
+                "full_iterations": spec.full_iterations()}
+        pattern = spec.pattern()
+
+        # the baseline: the best placement on the dedicated network
+        def dedicated_attempt():
+            mapping, _ = oracle(pattern, coord.up, lambda u, v: self.full_pair(u, v, 0.0),
+                                self.ports.get, spec.full_iterations())
+            app = run_skeleton(coord, mapping, benchmark, spec.app_class,
+                               iterations=spec.app_iterations, dedicated=True,
+                               timeout=10 * coord.timeout_seconds)
+            return {"mapping": mapping}, app
+        ded = self._attempts(dedicated_attempt, base, "dedicated")
+        if ded is None:
+            return
+        dedicated_seconds = ded["app_seconds"]
+
+        def truth(u, v):
+            return coord.true_pair_mbps(u, v, decided_at)
+
+        def predicted(mapping):
+            return predicted_seconds(pattern, mapping, truth, self.ports.get,
+                                     spec.full_iterations())
+
+        up_before = list(coord.up)
+        best, best_predicted = oracle(pattern, up_before, truth, self.ports.get,
+                                      spec.full_iterations())
+        # each run waits at most the timeout plus 20 dedicated runs (bandwidth >= 10% of it)
+        timeout = coord.timeout_seconds + 20 * dedicated_seconds
+        jobs = (["oracle"] if config.oracle else []) + list(config.methods)
+        random.Random(config.seed * 7919 + j).shuffle(jobs)  # no method always goes first
+        for method in jobs:
+            def attempt(method=method):
+                epoch = coord.clock(decided_at)
+                if method == "oracle":
+                    mapping = best
+                    if any(n in coord.down for n in mapping.values()):
+                        mapping, _ = oracle(pattern, coord.up, truth, self.ports.get,
+                                            spec.full_iterations())
+                    info = {"mapping": mapping}
+                else:
+                    graph = self.graph.subgraph(coord.up).copy()
+                    info = decide(coord, method, graph, spec, epoch=epoch,
+                                  seed=config.seed * 1_000_003 + j, timeout=timeout)
+                app = run_skeleton(coord, info["mapping"], benchmark, spec.app_class,
+                                   iterations=spec.app_iterations, epoch=epoch, timeout=timeout)
+                return info, app
+
+            row = self._attempts(attempt, base, method,
+                                 measurement_seconds=measurement_seconds if method in (
+                                     "pattern", "all-all") else 0.0)
+            if row is None:
+                continue
+            row["dedicated_seconds"] = dedicated_seconds
+            row["slowdown_pct"] = 100.0 * (row["app_seconds"] / dedicated_seconds - 1.0)
+            row["predicted_seconds"] = predicted(_mapping(row))
+            row["oracle_predicted_seconds"] = best_predicted
+        ded["dedicated_seconds"] = dedicated_seconds
+        ded["slowdown_pct"] = 0.0
+        ded["predicted_seconds"] = predicted_seconds(
+            pattern, _mapping(ded), lambda u, v: self.full_pair(u, v, 0.0), self.ports.get,
+            spec.full_iterations())
+
+    def _attempts(self, attempt, base, method, *, measurement_seconds=0.0):
+        """Run ``attempt()`` until it succeeds, retrying on the nodes still up after a node
+        failure; returns the job's row (also appended to the results), or None."""
+        config, coord = self.config, self.coordinator
+        label = f"{base['benchmark']} #{base['repeat'] + 1} {method}"
+        notes = []
+        for n in range(1, config.max_attempts + 1):
+            try:
+                if len(coord.up) < config.nprocs:
+                    raise UserError(f"only {len(coord.up)} nodes are up "
+                                    f"({', '.join(coord.up)}); the jobs need {config.nprocs}")
+                info, app = attempt()
+            except NodeFailure as e:
+                message = (f"slot {base['slot']} {label}: {e}; node(s) "
+                           f"{', '.join(sorted(coord.down)) or '?'} marked down")
+                notes.append(str(e))
+                self.events.append({"slot": base["slot"], "benchmark": base["benchmark"],
+                                    "method": method, "attempt": n, "error": str(e),
+                                    "down": sorted(coord.down)})
+                self.progress.write(message + ("; retrying on the remaining nodes"
+                                               if n < config.max_attempts else "; giving up"))
+                continue
+            row = dict(base)
+            mapping = info["mapping"]
+            overhead = measurement_seconds + info.get("selection_seconds", 0.0) \
+                + info.get("trials_total_seconds", 0.0)
+            full_seconds = app["seconds"] * base["full_iterations"] / max(1, app["iterations"])
+            row.update({
+                "method": method,
+                "nodes": " ".join(sorted(mapping.values(), key=coord.names.index)),
+                "mapping": " ".join(mapping[r] for r in sorted(mapping)),
+                "bottleneck_mbps": info.get("bottleneck_mbps"),
+                "measurement_seconds": measurement_seconds,
+                "selection_seconds": info.get("selection_seconds", 0.0),
+                "trial_seconds": info.get("trials_total_seconds", 0.0),
+                "trials": ";".join(f"{s:.4f}" for s in info.get("trial_seconds", [])),
+                "overhead_seconds": overhead,
+                "app_seconds": app["seconds"], "app_iterations": app["iterations"],
+                "app_full_seconds": full_seconds,
+                "overhead_pct": 100.0 * overhead / full_seconds if full_seconds > 0 else None,
+                "attempts": n, "note": " | ".join(notes)})
+            self.rows.append(row)
+            self.progress.step(label)
+            return row
+        self.progress.step(label + " (failed)")
+        return None
+
+    def _measure(self, slot_start):
+        """Measure at the latest multiple of the interval, unless done already. Returns the
+        wall seconds spent (0 when reused) and the scenario time the decisions start at."""
+        interval = self.config.measure_interval_seconds
+        at = math.floor(slot_start / interval + 1e-9) * interval
+        if self.measured_at == at:
+            return 0.0, max(slot_start, self._measure_end)
+        for _ in range(self.config.max_attempts):
+            self.monitor.nodes = list(self.coordinator.up)
+            try:
+                self.graph = self.monitor.measure(epoch=self.coordinator.clock(at))
+                break
+            except NodeFailure as e:
+                self.events.append({"slot": None, "method": "measurement", "error": str(e),
+                                    "down": sorted(self.coordinator.down)})
+                self.progress.write(f"measurement at {at:g} s: {e}; measuring the rest again")
+        else:
+            raise UserError("measurement kept failing; see the failures above")
+        self.measured_at = at
+        self._measure_end = at + self.monitor.seconds * self.coordinator.settings.time_scale
+        return self.monitor.seconds, max(slot_start, self._measure_end)
+
+    # -- output --------------------------------------------------------------------------
+
+    def _write(self, *, complete):
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in self.rows:
+            writer.writerow({k: _cell(row.get(k)) for k in COLUMNS})
+        write_text_atomic(self.paths["csv"], buf.getvalue())
+        summary = summarize(self.rows, self.config.to_json(), complete=complete,
+                            events=self.events)
+        summary["files"] = {k: os.path.basename(v) for k, v in self.paths.items()}
+        write_json_atomic(self.paths["summary"], summary)
+        write_text_atomic(self.paths["table"], markdown_table(summary))
+        return summary
+
+
+def _mapping(row):
+    return dict(enumerate(row["mapping"].split()))
+
+
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value

@@ -1,0 +1,35 @@
+"""Atomic result files: written to a temporary file beside the target, then renamed, so a
+reader (or an interrupted run) never sees half a file."""
+
+import json
+import os
+import tempfile
+
+
+def write_atomic(path, write, *, mode="w"):
+    """Call ``write(file)`` on a temporary file, then rename it to ``path``."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    suffix = os.path.splitext(path)[1]  # keeps tools that look at extensions happy
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path, data):
+    """Write ``data`` as JSON to ``path`` atomically."""
+    def write(f):
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    write_atomic(path, write)
+
+
+def write_text_atomic(path, text):
+    write_atomic(path, lambda f: f.write(text))

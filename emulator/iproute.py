@@ -1,0 +1,176 @@
+"""argv lists for iproute2 (``ip``, ``tc``): namespaces, veths, a bridge, HTB shaping.
+
+Pure functions: each returns a list of argv lists and runs nothing (see
+:mod:`emulator.command` for the runner). Every name, address and rate is validated first,
+so nothing malformed ever reaches a command line.
+
+Shaping follows the tc vocabulary: each node's egress interface gets an HTB root qdisc; one
+parent class holds the node's port capacity (rate = ceil = capacity), and under it one leaf
+class per destination node holds the pair's available bandwidth (rate = ceil = available, so
+HTB never lends a pair more than it has), selected by a u32 filter on the destination
+address. Unclassified traffic (to the bridge address, say) goes to a default class at port
+capacity. ``tc class change`` moves a pair to a new bandwidth without touching the others.
+"""
+
+import ipaddress
+import re
+
+from .errors import UserError
+
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")  # Linux interface names: at most 15 characters
+MAX_RATE_MBPS = 100_000.0
+MIN_RATE_MBPS = 0.01
+DEFAULT_CLASS = 0xFFF  # HTB minor of the default class
+PORT_CLASS = 1
+
+
+class InvalidTestbedValue(UserError, ValueError):
+    """A name, address or rate that must not reach a command."""
+
+
+def check_name(name, what="name"):
+    """A namespace, interface or bridge name: lowercase letters, digits and '-', 1-15
+    characters, starting with a letter."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidTestbedValue(
+            f"invalid {what} {name!r}: use 1-15 lowercase letters, digits or '-', "
+            "starting with a letter")
+    return name
+
+
+def check_rate(rate_mbps, what="rate"):
+    if isinstance(rate_mbps, bool) or not isinstance(rate_mbps, (int, float)) \
+            or not MIN_RATE_MBPS <= rate_mbps <= MAX_RATE_MBPS:
+        raise InvalidTestbedValue(f"invalid {what} {rate_mbps!r} Mbit/s: must lie in "
+                                  f"[{MIN_RATE_MBPS}, {MAX_RATE_MBPS:g}]")
+    return float(rate_mbps)
+
+
+def check_interface_address(text):
+    """An address with prefix length, e.g. ``10.77.0.1/24``."""
+    try:
+        iface = ipaddress.IPv4Interface(text)
+    except (ValueError, TypeError):
+        raise InvalidTestbedValue(f"invalid address {text!r}: expected IPv4 with a prefix, "
+                                  "e.g. 10.77.0.1/24") from None
+    if "/" not in str(text):
+        raise InvalidTestbedValue(f"invalid address {text!r}: give the prefix length")
+    return str(iface)
+
+
+def check_address(text):
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except (ValueError, TypeError):
+        raise InvalidTestbedValue(f"invalid IPv4 address {text!r}") from None
+
+
+def rate_arg(rate_mbps):
+    """A tc rate: kbit, exact to 1 kbit/s (tc reads 'mbit' as 10^6 bit/s, 'kbit' as 10^3)."""
+    return f"{max(1, round(check_rate(rate_mbps) * 1000))}kbit"
+
+
+def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.002):
+    """HTB burst for a rate: what the rate sends in ``seconds`` (2 ms, beyond the kernel's
+    timer granularity), and never less than ten full frames."""
+    return max(10 * mtu_bytes, int(check_rate(rate_mbps) * 1e6 / 8 * seconds))
+
+
+def _htb(rate_mbps, ceil_mbps=None):
+    ceil_mbps = rate_mbps if ceil_mbps is None else ceil_mbps
+    return ["htb", "rate", rate_arg(rate_mbps), "ceil", rate_arg(ceil_mbps),
+            "burst", str(burst_bytes(rate_mbps)), "cburst", str(burst_bytes(ceil_mbps))]
+
+
+def class_id(minor):
+    if not 1 <= minor <= 0xFFFF:
+        raise InvalidTestbedValue(f"class minor {minor} out of range")
+    return f"1:{minor:x}"
+
+
+# -- namespaces, links, addresses -----------------------------------------------------------
+
+
+def add_namespace(ns):
+    return [["ip", "netns", "add", check_name(ns, "namespace")]]
+
+
+def delete_namespace(ns):
+    return [["ip", "netns", "delete", check_name(ns, "namespace")]]
+
+
+def add_bridge(bridge, address):
+    check_name(bridge, "bridge")
+    return [["ip", "link", "add", "name", bridge, "type", "bridge"],
+            ["ip", "addr", "add", check_interface_address(address), "dev", bridge],
+            ["ip", "link", "set", "dev", bridge, "up"]]
+
+
+def delete_link(name):
+    return [["ip", "link", "delete", "dev", check_name(name, "interface")]]
+
+
+def add_veth(host_end, ns, ns_end, bridge):
+    """A veth pair: ``host_end`` on the bridge, ``ns_end`` inside namespace ``ns``."""
+    check_name(host_end, "interface"), check_name(ns, "namespace")
+    check_name(ns_end, "interface"), check_name(bridge, "bridge")
+    return [["ip", "link", "add", "name", host_end, "type", "veth", "peer", "name", ns_end,
+             "netns", ns],
+            ["ip", "link", "set", "dev", host_end, "master", bridge],
+            ["ip", "link", "set", "dev", host_end, "up"]]
+
+
+def configure_namespace(ns, ns_end, address, gateway):
+    """Address, loopback, link up and a default route via the bridge's address."""
+    check_name(ns, "namespace"), check_name(ns_end, "interface")
+    return [["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+            ["ip", "-n", ns, "addr", "add", check_interface_address(address), "dev", ns_end],
+            ["ip", "-n", ns, "link", "set", "dev", ns_end, "up"],
+            ["ip", "-n", ns, "route", "add", "default", "via", check_address(gateway)]]
+
+
+# -- shaping ---------------------------------------------------------------------------------
+
+
+def _tc(ns, dev):
+    """``tc`` in namespace ``ns`` (None: the host's own, as on a real cluster node)."""
+    check_name(dev, "interface")
+    return ["tc"] if ns is None else ["tc", "-n", check_name(ns, "namespace")]
+
+
+def add_shaping(ns, dev, capacity_mbps, destinations):
+    """HTB on ``dev`` in ``ns``: the port class, then one class and filter per destination.
+
+    ``destinations`` is a list of ``(minor, destination address, rate_mbps)``; minors must
+    be distinct, between 2 and 0xFFE. ``ns`` None shapes the host's own interface.
+    """
+    tc = _tc(ns, dev)
+    cap = check_rate(capacity_mbps, "port capacity")
+    cmds = [tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
+                  f"{DEFAULT_CLASS:x}"],
+            tc + ["class", "add", "dev", dev, "parent", "1:", "classid", class_id(PORT_CLASS)]
+            + _htb(cap),
+            tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
+                  class_id(DEFAULT_CLASS)] + _htb(cap)]
+    seen = set()
+    for minor, address, rate in destinations:
+        if not 2 <= minor < DEFAULT_CLASS or minor in seen:
+            raise InvalidTestbedValue(f"destination class minor {minor} invalid or repeated")
+        seen.add(minor)
+        cmds += [tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
+                       class_id(minor)] + _htb(min(check_rate(rate), cap)),
+                 tc + ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
+                       "1", "u32", "match", "ip", "dst", f"{check_address(address)}/32",
+                       "flowid", class_id(minor)]]
+    return cmds
+
+
+def change_rate(ns, dev, minor, rate_mbps, capacity_mbps):
+    """``tc class change`` of one destination class to ``rate_mbps`` (capped at the port)."""
+    rate = min(check_rate(rate_mbps), check_rate(capacity_mbps, "port capacity"))
+    return [_tc(ns, dev) + ["class", "change", "dev", dev, "parent", class_id(PORT_CLASS),
+             "classid", class_id(minor)] + _htb(rate)]
+
+
+def delete_shaping(ns, dev):
+    return [_tc(ns, dev) + ["qdisc", "delete", "dev", dev, "root"]]

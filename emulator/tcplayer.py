@@ -1,0 +1,116 @@
+"""Play a bandwidth scenario into the kernel: ``tc class change`` as scenario time passes.
+
+:class:`ScenarioPlayer` knows, for every ordered pair of nodes, the available bandwidth at
+any scenario time (:func:`emulator.scenario.pair_bandwidth_function`). ``apply(t)`` sets
+every pair to its bandwidth at time t; ``play`` then applies each change when its time comes,
+only for the pairs it changes, both directions. ``plan_scripts`` writes the same plan as one
+script per host of a real cluster, for an administrator to run.
+"""
+
+import shlex
+import time
+
+from . import iproute
+from .scenario import pair_bandwidth_function
+
+
+class ScenarioPlayer:
+    """Drives ``set_pair(a, b, rate_mbps)`` (e.g. :meth:`Testbed.set_pair`) from a timeline."""
+
+    def __init__(self, cluster, timeline, set_pair, nodes):
+        self.pair = pair_bandwidth_function(cluster, timeline)
+        self.timeline = timeline
+        self.set_pair = set_pair
+        self.nodes = list(nodes)
+        self.current = {}
+        self.changes = 0
+
+    def rates_at(self, t):
+        return {(a, b): self.pair(a, b, t) for a in self.nodes for b in self.nodes if a != b}
+
+    def apply(self, t):
+        """Bring every pair to its bandwidth at scenario time ``t``; returns the number of
+        ``tc class change`` commands run."""
+        return self.apply_rates(self.rates_at(t))
+
+    def apply_rates(self, rates):
+        """Bring the pairs of ``rates`` ({(a, b): Mbit/s}) there, changing only what differs."""
+        count = 0
+        for (a, b), rate in rates.items():
+            if self.current.get((a, b)) != rate:
+                self.set_pair(a, b, rate)
+                self.current[(a, b)] = rate
+                count += 1
+        self.changes += count
+        return count
+
+    def event_times(self, start, end):
+        return sorted({t for t, _, _ in self.timeline.events if start < t <= end})
+
+    def play(self, *, start=0.0, end=None, time_scale=1.0, epoch=None, sleep=time.sleep,
+             clock=time.time, progress=None):
+        """Apply the state at ``start``, then every change up to ``end`` at its wall time
+        (``epoch`` + scenario seconds / ``time_scale``)."""
+        end = self.timeline.duration_seconds() if end is None else end
+        epoch = clock() - start / time_scale if epoch is None else epoch
+        self.apply(start)
+        for t in self.event_times(start, end):
+            delay = epoch + t / time_scale - clock()
+            if delay > 0:
+                sleep(delay)
+            n = self.apply(t)
+            if progress:
+                progress(t, n)
+
+
+def plan_scripts(cluster, timeline, addresses, *, interface="eth0", time_scale=1.0,
+                 end=None):
+    """One POSIX shell script per host: ``up`` installs HTB shaping toward every other host,
+    ``play`` applies the scenario's changes at their times, ``down`` removes the qdisc.
+
+    ``addresses`` maps node name -> IPv4 address (validated); every argument is quoted.
+    """
+    nodes = list(addresses)
+    for n, a in addresses.items():
+        iproute.check_address(a)
+    iproute.check_name(interface, "interface")
+    pair = pair_bandwidth_function(cluster, timeline)
+    end = timeline.duration_seconds() if end is None else end
+    times = sorted({t for t, _, _ in timeline.events if 0 < t <= end})
+    minor = {n: 2 + i for i, n in enumerate(nodes)}
+    scripts = {}
+    for me in nodes:
+        cap = float(cluster.nodes[me]["capacity_mbps"])
+        dests = [(minor[o], addresses[o], pair(me, o, 0.0)) for o in nodes if o != me]
+        up = iproute.add_shaping(None, interface, cap, dests)
+        play, previous, clock = [], {o: pair(me, o, 0.0) for o in nodes if o != me}, 0.0
+        for t in times:
+            cmds = []
+            for o in previous:
+                rate = pair(me, o, t)
+                if rate != previous[o]:
+                    cmds += iproute.change_rate(None, interface, minor[o], rate, cap)
+                    previous[o] = rate
+            if cmds:
+                play.append(f"sleep {(t - clock) / time_scale:.3f}")
+                play += [shlex.join(c) for c in cmds]
+                clock = t
+        down = iproute.delete_shaping(None, interface)
+        scripts[me] = _script(me, interface, [shlex.join(c) for c in up], play,
+                              [shlex.join(c) for c in down])
+    return scripts
+
+
+def _script(host, interface, up, play, down):
+    def block(lines):
+        return "".join(f"    {line}\n" for line in lines) or "    :\n"
+
+    return ("#!/bin/sh\n"
+            f"# Bandwidth plan for {host} on {interface}; run as root: sh THIS up|play|down\n"
+            "set -e\n"
+            'case "$1" in\n'
+            f"  up)\n{block(up)}    ;;\n"
+            f"  play)\n{block(play)}    ;;\n"
+            f"  down)\n{block(down)}    ;;\n"
+            '  *) echo "usage: $0 up|play|down" >&2; exit 2 ;;\n'
+            "esac\n")

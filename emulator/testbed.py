@@ -1,0 +1,318 @@
+"""A network-namespace testbed on one machine: one namespace per node, shaped by the kernel.
+
+``up`` creates, in order, a bridge with an address, then per node a namespace, a veth pair
+(one end on the bridge, the other as ``eth0`` in the namespace), an address and a default
+route via the bridge, and HTB shaping on the namespace's ``eth0`` (:mod:`emulator.iproute`).
+A coordinator namespace (unshaped) holds MPI rank 0. Each object is recorded in a state file
+as soon as it exists, so ``down`` removes exactly what ``up`` made, in reverse order, even
+after a crash; a failure part-way through ``up`` removes what was already made.
+
+``up`` also writes an MPICH hostfile naming the namespaces and a launcher for Hydra::
+
+    mpiexec -launcher ssh -launcher-exec LAUNCHER -f HOSTFILE -n 5 python prog.py
+
+The launcher runs each proxy inside its namespace under its own hostname (a new UTS
+namespace), points the proxy's control connection at the bridge address, and sets the UCX
+environment that keeps MPICH on TCP over ``eth0`` instead of shared memory.
+"""
+
+import ipaddress
+import json
+import os
+import re
+import shlex
+import socket
+import stat
+import sys
+from dataclasses import dataclass
+
+from . import command, iproute
+from .errors import UserError
+from .files import write_json_atomic, write_text_atomic
+
+STATE_DIR = "/run/nodesel"
+NS_DEV = "eth0"
+DEFAULT_NAME = "nsel"
+DEFAULT_SUBNET = "10.77.0.0/24"
+TESTBED_NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")
+MPI_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": NS_DEV}
+# Bandwidths mean what a TCP stream carries (as NWS measured it): HTB counts whole Ethernet
+# frames, so a class is set this much above the payload rate (1514-byte frames carrying
+# 1448 bytes of TCP payload with timestamps, at the 1500-byte MTU of the veths).
+WIRE_PER_PAYLOAD = 1514 / 1448
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Names and addresses of a testbed of ``nodes`` nodes."""
+
+    name: str
+    nodes: int
+    subnet: str = DEFAULT_SUBNET
+
+    def __post_init__(self):
+        if not TESTBED_NAME.match(self.name or ""):
+            raise iproute.InvalidTestbedValue(
+                f"invalid testbed name {self.name!r}: 1-6 lowercase letters or digits, "
+                "starting with a letter")
+        try:
+            net = ipaddress.IPv4Network(self.subnet)
+        except ValueError:
+            raise iproute.InvalidTestbedValue(f"invalid subnet {self.subnet!r}") from None
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise iproute.InvalidTestbedValue(f"--nodes must be a positive integer, got {self.nodes!r}")
+        if self.nodes + 2 > net.num_addresses - 2:
+            raise iproute.InvalidTestbedValue(
+                f"subnet {self.subnet} has no room for {self.nodes} nodes, a coordinator "
+                "and the bridge")
+
+    @property
+    def bridge(self):
+        return f"{self.name}-br"
+
+    def _addr(self, host):
+        net = ipaddress.IPv4Network(self.subnet)
+        return f"{net.network_address + host}/{net.prefixlen}"
+
+    @property
+    def bridge_address(self):
+        net = ipaddress.IPv4Network(self.subnet)
+        return self._addr(net.num_addresses - 2)
+
+    @property
+    def gateway(self):
+        return self.bridge_address.split("/")[0]
+
+    def node_names(self):
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def namespace(self, node):
+        return f"{self.name}-{node}"
+
+    def veth(self, node):
+        return f"{self.name}-v{node}"
+
+    def address(self, node):
+        """``n<i>`` gets host i of the subnet; the coordinator ``c`` the one below the bridge."""
+        net = ipaddress.IPv4Network(self.subnet)
+        return self._addr(net.num_addresses - 3 if node == "c" else int(node[1:]))
+
+    def hosts(self):
+        """Coordinator first, then the nodes: the order of MPI ranks."""
+        return ["c"] + self.node_names()
+
+
+def state_path(name, state_dir=STATE_DIR):
+    return os.path.join(state_dir, f"{name}.json")
+
+
+def require_root():
+    if os.geteuid() != 0:
+        raise UserError("the namespace testbed needs root (ip netns, tc): run it as root "
+                        "or with sudo")
+
+
+class Testbed:
+    """Brings a :class:`Layout` up and down, recording what it made in a state file.
+
+    ``run`` is the command runner (``command.run``; tests pass a recorder).
+    """
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, layout, *, state_dir=STATE_DIR, run=command.run):
+        self.layout, self.state_dir, self.run = layout, state_dir, run
+        self.path = state_path(layout.name, state_dir)
+        self.created = []
+
+    # -- up --------------------------------------------------------------------------------
+
+    def up(self, capacity_mbps, pair_mbps, *, out_dir=None):
+        """Create everything; shape node i -> node j at ``pair_mbps(ni, nj)`` under a port of
+        ``capacity_mbps``. Returns the paths of the hostfile and launcher."""
+        L = self.layout
+        iproute.check_rate(capacity_mbps, "port capacity")
+        if os.path.exists(self.path):
+            raise UserError(f"testbed {L.name!r} is already up ({self.path}); run "
+                            f"'nodesel testbed down --name {L.name}' first")
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.created = []
+        self.state = {"name": L.name, "nodes": L.nodes, "subnet": L.subnet,
+                      "capacity_mbps": float(capacity_mbps), "created": self.created,
+                      "files": []}
+        try:
+            self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
+            for host in L.hosts():
+                ns, veth = L.namespace(host), L.veth(host)
+                self._make("netns", ns, iproute.add_namespace(ns))
+                self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge))
+                self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway))
+            for i, node in enumerate(L.node_names()):
+                self._make("qdisc", f"{L.namespace(node)}/{NS_DEV}",
+                           iproute.add_shaping(L.namespace(node), NS_DEV,
+                                               capacity_mbps * WIRE_PER_PAYLOAD,
+                                               self.destinations(node, pair_mbps)))
+            files = self._write_files(out_dir) if out_dir else {}
+        except BaseException:
+            self.down()
+            raise
+        return files
+
+    def destinations(self, node, pair_mbps):
+        """HTB destination classes of ``node``: minor 2+j for node j's address."""
+        L = self.layout
+        return [(self.minor(other), L.address(other).split("/")[0],
+                 pair_mbps(node, other) * WIRE_PER_PAYLOAD)
+                for other in L.node_names() if other != node]
+
+    @staticmethod
+    def minor(node):
+        return 1 + int(node[1:])
+
+    def _steps(self, argvs):
+        for argv in argvs:
+            self.run(argv)
+
+    def _make(self, kind, name, argvs):
+        """Run the commands that make one object, recording it once its first command (the
+        one that creates it) succeeds."""
+        self.run(argvs[0])
+        self.created.append({"kind": kind, "name": name})
+        self._save()
+        self._steps(argvs[1:])
+
+    def _save(self):
+        write_json_atomic(self.path, self.state)
+
+    def _write_files(self, out_dir):
+        L = self.layout
+        if not os.path.isdir(out_dir):
+            raise UserError(f"output folder {out_dir} does not exist")
+        hostfile = os.path.join(out_dir, f"{L.name}.hosts")
+        launcher = os.path.join(out_dir, f"{L.name}-launcher")
+        write_text_atomic(hostfile, "".join(f"{L.namespace(h)}:1\n" for h in L.hosts()))
+        self.state["files"].append(hostfile)
+        self._save()
+        write_text_atomic(launcher, launcher_script(L.gateway))
+        os.chmod(launcher, os.stat(launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.state["files"].append(launcher)
+        self._save()
+        return {"hostfile": hostfile, "launcher": launcher}
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def set_pair(self, a, b, rate_mbps):
+        """Shape a -> b at ``rate_mbps`` (``tc class change``)."""
+        L = self.layout
+        cap = self._capacity()
+        self._steps(iproute.change_rate(L.namespace(a), NS_DEV, self.minor(b),
+                                        rate_mbps * WIRE_PER_PAYLOAD, cap * WIRE_PER_PAYLOAD))
+
+    def _capacity(self):
+        with open(self.path) as f:
+            return json.load(f)["capacity_mbps"]
+
+    # -- down ------------------------------------------------------------------------------
+
+    def down(self):
+        """Remove what the state file lists, newest first; idempotent. Returns what was
+        removed."""
+        try:
+            with open(self.path) as f:
+                state = json.load(f)
+        except FileNotFoundError:
+            return []
+        except ValueError:
+            raise UserError(f"testbed state {self.path} is unreadable; remove the testbed's "
+                            "namespaces and links by hand") from None
+        removed, errors = [], []
+        for path in state.get("files", []):
+            if os.path.exists(path):
+                os.unlink(path)
+                removed.append(path)
+        for item in reversed(state.get("created", [])):
+            try:
+                if self._remove(item):
+                    removed.append(f"{item['kind']} {item['name']}")
+            except command.CommandError as e:
+                errors.append(str(e))
+        if errors:
+            raise UserError("could not remove everything: " + "; ".join(errors))
+        os.unlink(self.path)
+        return removed
+
+    def _remove(self, item):
+        kind, name = item["kind"], item["name"]
+        if kind == "netns":
+            if name not in self._namespaces():
+                return False
+            self._steps(iproute.delete_namespace(name))
+        elif kind in ("link", "bridge"):
+            if not self._link_exists(name):
+                return False
+            self._steps(iproute.delete_link(name))
+        elif kind == "qdisc":
+            return False  # goes with its namespace's interface
+        return True
+
+    def _namespaces(self):
+        out = self.run(["ip", "netns", "list"]) or ""
+        return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+    def _link_exists(self, name):
+        try:
+            self.run(["ip", "link", "show", "dev", iproute.check_name(name, "interface")])
+            return True
+        except command.CommandError:
+            return False
+
+
+# -- the launcher ----------------------------------------------------------------------------
+
+
+def launcher_script(gateway):
+    """The launcher file: a Python script that calls :func:`launch_in_namespace`."""
+    return (f"#!{sys.executable}\n"
+            "# Hydra launcher for the nodesel namespace testbed (written by 'nodesel testbed up').\n"
+            "import sys\n"
+            "from emulator.testbed import launch_in_namespace\n"
+            f"sys.exit(launch_in_namespace(sys.argv[1:], gateway={gateway!r}))\n")
+
+
+def launch_in_namespace(argv, *, gateway):
+    """Hydra calls ``LAUNCHER -x HOST CMD...`` as it would call ssh: run CMD in namespace
+    HOST, under hostname HOST, with its control connection pointed at ``gateway``."""
+    args = list(argv)
+    while args and args[0].startswith("-"):  # ssh options Hydra passes (-x)
+        args.pop(0)
+    if len(args) < 2:
+        print("usage: LAUNCHER [-x] NAMESPACE COMMAND...", file=sys.stderr)
+        return 2
+    # ssh joins the words and the remote shell splits them again (Hydra quotes the proxy's
+    # path for it); shlex does the splitting here, and no shell runs
+    host, cmd = iproute.check_name(args[0], "namespace"), shlex.split(" ".join(args[1:]))
+    for i, arg in enumerate(cmd):
+        if arg == "--control-port" and i + 1 < len(cmd):
+            cmd[i + 1] = f"{gateway}:{cmd[i + 1].rsplit(':', 1)[1]}"
+    env = dict(os.environ, **MPI_ENV)
+    argv = ["ip", "netns", "exec", host, "unshare", "--uts", "--", sys.executable, "-m",
+            "emulator.testbed", "as-host", host, "--", *cmd]
+    os.execvpe(argv[0], argv, env)
+
+
+def _as_host(argv):
+    """``python -m emulator.testbed as-host NAME -- CMD...``: set the hostname (in a fresh
+    UTS namespace), then become CMD."""
+    name, sep, *cmd = argv
+    if sep != "--" or not cmd:
+        print("usage: python -m emulator.testbed as-host NAME -- COMMAND...", file=sys.stderr)
+        return 2
+    socket.sethostname(iproute.check_name(name, "hostname"))
+    os.execvp(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "as-host":
+        sys.exit(_as_host(sys.argv[2:]))
+    print("usage: python -m emulator.testbed as-host NAME -- COMMAND...", file=sys.stderr)
+    sys.exit(2)

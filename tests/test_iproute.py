@@ -1,0 +1,216 @@
+"""The iproute2 command builders, the testbed's bookkeeping and the scenario player, with a
+fake runner that records argvs (no root needed)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulator import cluster as clusters
+from emulator import command, iproute
+from emulator.scenario import Timeline
+from emulator.tcplayer import ScenarioPlayer, plan_scripts
+from emulator.testbed import Layout, Testbed, launch_in_namespace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeRunner:
+    """Records every argv; fails on the n-th command whose argv contains ``fail_on``."""
+
+    def __init__(self, fail_on=None, fail_at=1):
+        self.argvs, self.fail_on, self.fail_at, self.seen = [], fail_on, fail_at, 0
+        self.links, self.namespaces = set(), set()
+
+    def __call__(self, argv):
+        assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
+        if self.fail_on and self.fail_on in " ".join(argv):
+            self.seen += 1
+            if self.seen == self.fail_at:
+                raise command.CommandError(argv, 2, "RTNETLINK answers: injected failure")
+        self.argvs.append(argv)
+        # enough of the kernel's state for the testbed's existence checks
+        if argv[:3] == ["ip", "netns", "add"]:
+            self.namespaces.add(argv[3])
+        elif argv[:3] == ["ip", "netns", "delete"]:
+            self.namespaces.discard(argv[3])
+        elif argv[:3] == ["ip", "netns", "list"]:
+            return "".join(f"{n}\n" for n in sorted(self.namespaces))
+        elif argv[:4] == ["ip", "link", "add", "name"]:
+            self.links.add(argv[4])
+        elif argv[:3] == ["ip", "link", "delete"]:
+            self.links.discard(argv[4])
+        elif argv[:4] == ["ip", "link", "show", "dev"]:
+            if argv[4] not in self.links:
+                raise command.CommandError(argv, 1, f'Device "{argv[4]}" does not exist.')
+        return ""
+
+
+def test_rates_and_bursts_follow_the_tc_vocabulary():
+    assert iproute.rate_arg(100) == "100000kbit"
+    assert iproute.rate_arg(33.333) == "33333kbit"
+    assert iproute.burst_bytes(1000) == 250_000  # 2 ms at 1 Gbit/s
+    assert iproute.burst_bytes(10) == 15_140  # never below ten frames
+
+
+def test_shaping_builds_a_port_class_and_one_class_and_filter_per_destination():
+    cmds = iproute.add_shaping("nsel-n1", "eth0", 100, [(3, "10.77.0.2", 25.0),
+                                                        (4, "10.77.0.3", 250.0)])
+    assert cmds[0] == ["tc", "-n", "nsel-n1", "qdisc", "add", "dev", "eth0", "root", "handle",
+                       "1:", "htb", "default", "fff"]
+    port = cmds[1]
+    assert port[port.index("classid") + 1] == "1:1" and "100000kbit" in port
+    leaf = cmds[3]
+    assert leaf[leaf.index("parent") + 1] == "1:1" and leaf[leaf.index("classid") + 1] == "1:3"
+    assert leaf[leaf.index("rate") + 1] == leaf[leaf.index("ceil") + 1] == "25000kbit"
+    assert cmds[4][-4:] == ["dst", "10.77.0.2/32", "flowid", "1:3"]
+    capped = cmds[5]
+    assert capped[capped.index("rate") + 1] == "100000kbit"  # a pair never exceeds the port
+    change = iproute.change_rate("nsel-n1", "eth0", 3, 10, 100)[0]
+    assert change[:6] == ["tc", "-n", "nsel-n1", "class", "change", "dev"]
+    assert change[change.index("rate") + 1] == "10000kbit"
+    assert iproute.add_shaping(None, "eth0", 100, [])[0][:2] == ["tc", "qdisc"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: iproute.add_namespace("bad name; rm -rf /"),
+    lambda: iproute.add_namespace("x" * 16),
+    lambda: iproute.add_bridge("br0", "10.0.0.1"),  # no prefix length
+    lambda: iproute.add_bridge("br0", "10.0.0.300/24"),
+    lambda: iproute.change_rate("ns", "eth0", 3, -5, 100),
+    lambda: iproute.change_rate("ns", "eth0", 3, float("nan"), 100),
+    lambda: iproute.add_shaping("ns", "eth0", 100, [(3, "10.0.0.2", 10), (3, "10.0.0.3", 10)]),
+    lambda: iproute.add_shaping("ns", "eth0", 100, [(3, "$(reboot)", 10)]),
+    lambda: Layout("Bad", 4),
+    lambda: Layout("nsel", 300),
+    lambda: Layout("nsel", 0),
+])
+def test_bad_values_never_reach_a_command(call):
+    with pytest.raises(iproute.InvalidTestbedValue):
+        call()
+
+
+def test_runner_raises_with_argv_and_stderr():
+    with pytest.raises(command.CommandError) as e:
+        command.run([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"])
+    assert e.value.returncode == 3 and e.value.stderr == "boom" and sys.executable in str(e.value)
+    with pytest.raises(command.CommandError, match="not found"):
+        command.run(["/nonexistent/program"])
+    assert command.run([sys.executable, "-c", "print('ok')"]) == "ok\n"
+    with pytest.raises(TypeError):
+        command.run("ls -l")  # a string is not an argv
+
+
+def test_testbed_up_and_down_with_a_fake_runner(tmp_path):
+    run = FakeRunner()
+    bed = Testbed(Layout("tb", 3), state_dir=str(tmp_path), run=run)
+    files = bed.up(100, lambda a, b: 50.0, out_dir=str(tmp_path))
+    assert run.namespaces == {"tb-c", "tb-n1", "tb-n2", "tb-n3"}
+    assert run.links == {"tb-br", "tb-vc", "tb-vn1", "tb-vn2", "tb-vn3"}
+    hosts = open(files["hostfile"]).read().split()
+    assert hosts == ["tb-c:1", "tb-n1:1", "tb-n2:1", "tb-n3:1"]
+    assert os.access(files["launcher"], os.X_OK)
+    classes = [a for a in run.argvs if a[3:5] == ["class", "add"]]
+    assert len(classes) == 3 * (2 + 2)  # port, default and two destinations per node
+    state = json.load(open(bed.path))
+    assert [c["kind"] for c in state["created"]][:3] == ["bridge", "netns", "link"]
+    removed = bed.down()
+    assert not run.namespaces and not run.links
+    assert not os.path.exists(bed.path) and not os.path.exists(files["hostfile"])
+    assert len(removed) == 2 + 4 + 5
+    assert bed.down() == []  # idempotent
+
+
+@pytest.mark.parametrize("fail_on,fail_at", [("netns add", 3), ("veth", 2), ("qdisc add", 2),
+                                             ("filter add", 4), ("route add", 1)])
+def test_failure_part_way_through_up_rolls_back(tmp_path, fail_on, fail_at):
+    run = FakeRunner(fail_on=fail_on, fail_at=fail_at)
+    bed = Testbed(Layout("tb", 3), state_dir=str(tmp_path), run=run)
+    with pytest.raises(command.CommandError, match="injected failure"):
+        bed.up(100, lambda a, b: 50.0, out_dir=str(tmp_path))
+    assert not run.namespaces and not run.links
+    assert not os.path.exists(bed.path)
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_down_touches_only_what_the_state_file_lists(tmp_path):
+    run = FakeRunner()
+    run.links.add("eth0")  # the machine's own interface
+    run.namespaces.add("someone-else")
+    bed = Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=run)
+    bed.up(100, lambda a, b: 100.0)
+    bed.down()
+    assert run.links == {"eth0"} and run.namespaces == {"someone-else"}
+    deleted = [a for a in run.argvs if "delete" in a]
+    assert all(any(x.startswith("tb-") for x in a) for a in deleted)
+
+
+def test_up_refuses_a_testbed_that_is_already_up(tmp_path):
+    bed = Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=FakeRunner())
+    bed.up(100, lambda a, b: 100.0)
+    with pytest.raises(Exception, match="already up"):
+        Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=FakeRunner()).up(
+            100, lambda a, b: 100.0)
+
+
+def _timeline():
+    cluster = clusters.crossbar(3)
+    links = [tuple(l) for l in clusters.links(cluster)]
+    events = [(30.0, 0, 50.0), (60.0, 1, 20.0), (90.0, 0, 100.0)]
+    return cluster, Timeline(links, [100.0] * len(links), events, {"kind": "test"})
+
+
+def test_player_changes_only_the_pairs_a_change_touches():
+    cluster, timeline = _timeline()
+    calls = []
+    player = ScenarioPlayer(cluster, timeline, lambda a, b, r: calls.append((a, b, r)),
+                            ["n1", "n2", "n3"])
+    slept, now = [], [1000.0]
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    player.play(time_scale=10.0, sleep=sleep, clock=lambda: now[0])
+    assert len(calls) == 6 + 3 * 2  # every pair at the start, then both directions per change
+    a, b, _ = timeline.links[0]
+    assert calls[6:8] == [(a, b, 50.0), (b, a, 50.0)]
+    assert slept == pytest.approx([3.0, 3.0, 3.0])  # 30 scenario seconds at time scale 10
+
+
+def test_plan_scripts_quote_everything_and_follow_the_scenario():
+    cluster, timeline = _timeline()
+    addresses = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
+    scripts = plan_scripts(cluster, timeline, addresses, interface="ens3")
+    assert set(scripts) == set(addresses)
+    text = scripts["n1"]
+    assert "tc qdisc add dev ens3 root handle 1: htb default fff" in text
+    assert "sleep 30.000" in text and "tc qdisc delete dev ens3 root" in text
+    proc = subprocess.run(["sh", "-n"], input=text, text=True, capture_output=True)
+    assert proc.returncode == 0, proc.stderr  # valid shell
+    with pytest.raises(iproute.InvalidTestbedValue):
+        plan_scripts(cluster, timeline, dict(addresses, n3="10.0.0.3; reboot"))
+
+
+def test_launcher_rewrites_the_control_port_and_enters_the_namespace(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(os, "execvpe", lambda f, argv, env: seen.update(argv=argv, env=env))
+    launch_in_namespace(["-x", "tb-n1", "/venv/bin/hydra_pmi_proxy", "--control-port",
+                         "myhost:4242", "--rmk", "user"], gateway="10.77.0.254")
+    argv = seen["argv"]
+    assert argv[:6] == ["ip", "netns", "exec", "tb-n1", "unshare", "--uts"]
+    assert argv[argv.index("--control-port") + 1] == "10.77.0.254:4242"
+    assert seen["env"]["UCX_TLS"] == "tcp,self" and seen["env"]["UCX_NET_DEVICES"] == "eth0"
+    with pytest.raises(iproute.InvalidTestbedValue):
+        launch_in_namespace(["-x", "tb-n1;reboot", "cmd"], gateway="10.77.0.254")
+
+
+def test_testbed_commands_explain_missing_root(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("runs as root here; the message is for other users")
+    proc = subprocess.run([sys.executable, "-m", "emulator", "testbed", "up", "--nodes", "2",
+                           "--state-dir", str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 2 and "needs root" in proc.stderr

@@ -1,0 +1,147 @@
+"""The namespace testbed for real: namespaces, veths, a bridge, HTB, and MPI across them.
+
+Needs root (and the ip, tc and unshare programs); skips with a reason elsewhere.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator import command
+from emulator.cli import mpiexec_path
+from emulator.testbed import Layout, Testbed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME = "ntst"
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, tc)"),
+    pytest.mark.skipif(not all(shutil.which(p) for p in ("ip", "tc", "unshare")),
+                       reason="needs ip, tc and unshare (iproute2, util-linux)"),
+]
+
+
+def nodesel(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
+
+
+def traces_of(name):
+    """Every namespace and link whose name starts with the testbed's prefix."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(name + "-")]
+    found += [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
+              if line.split(":")[1].strip().startswith(name + "-")]
+    return found
+
+
+@pytest.fixture
+def testbed(tmp_path):
+    up = nodesel("testbed", "up", "--nodes", "4", "--capacity-mbps", "100", "--bandwidth-mbps",
+                 "20", "--name", NAME, "--out", str(tmp_path), "--state-dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    yield tmp_path
+    down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
+    assert down.returncode == 0, down.stderr
+    assert not traces_of(NAME)
+
+
+def test_up_and_down_leave_nothing(testbed):
+    assert sorted(t for t in traces_of(NAME) if "-v" not in t and not t.endswith("-br")) == \
+        sorted(f"{NAME}-{h}" for h in ("c", "n1", "n2", "n3", "n4"))
+    qdisc = command.run(["tc", "-n", f"{NAME}-n1", "qdisc", "show", "dev", "eth0"])
+    assert "htb" in qdisc
+    down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(testbed))
+    assert down.returncode == 0 and not traces_of(NAME)
+    again = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(testbed))
+    assert again.returncode == 0 and "nothing to remove" in again.stdout  # idempotent
+    assert not list(testbed.glob(f"{NAME}*"))
+
+
+RECEIVER = """
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5201)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept(); got = 0; start = None
+while True:
+    data = c.recv(1 << 16)
+    if not data:
+        break
+    if start is None:
+        start = time.monotonic()
+    got += len(data)
+print(got * 8 / (time.monotonic() - start) / 1e6)
+"""
+SENDER = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], 5201)); s.sendall(b"x" * int(sys.argv[2])); s.close()
+"""
+
+
+def test_a_shaped_pair_measures_its_rate(testbed):
+    receiver = subprocess.Popen(["ip", "netns", "exec", f"{NAME}-n2", sys.executable, "-c",
+                                 RECEIVER], stdout=subprocess.PIPE, text=True)
+    assert receiver.stdout.readline().strip() == "ready"
+    subprocess.run(["ip", "netns", "exec", f"{NAME}-n1", sys.executable, "-c", SENDER,
+                    Layout(NAME, 4).address("n2").split("/")[0], str(5 * 2**20)],
+                   check=True, timeout=60)
+    mbps = float(receiver.communicate(timeout=60)[0].strip())
+    assert 20 * 0.95 <= mbps <= 20 * 1.05, mbps
+
+
+MPI_PROGRAM = """
+import socket, time
+import numpy as np
+from mpi4py import MPI
+w = MPI.COMM_WORLD
+buf = np.ones(1 << 20, dtype=np.uint8)
+w.Barrier()
+if w.rank == 1:
+    w.Send(buf, 2)
+elif w.rank == 2:
+    start = time.monotonic(); w.Recv(buf, 1); took = time.monotonic() - start
+names = w.gather(socket.gethostname())
+took = w.bcast(took if w.rank == 2 else None, root=2)
+if w.rank == 0:
+    print(" ".join(names), took)
+"""
+
+
+@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
+def test_mpi_job_across_namespaces_feels_the_shaping(testbed):
+    program = testbed / "prog.py"
+    program.write_text(MPI_PROGRAM)
+    proc = subprocess.run([mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
+                           str(testbed / f"{NAME}-launcher"), "-f", str(testbed / f"{NAME}.hosts"),
+                           "-n", "4", sys.executable, str(program)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    *names, took = proc.stdout.split()
+    assert names == [f"{NAME}-c", f"{NAME}-n1", f"{NAME}-n2", f"{NAME}-n3"]
+    expected = (1 << 20) * 8 / 20e6  # 0.42 s at 20 Mbit/s
+    assert expected * 0.9 <= float(took) <= expected * 1.3, took
+
+
+def test_a_failed_tc_command_rolls_everything_back(tmp_path):
+    calls = []
+
+    def failing(argv):
+        calls.append(argv)
+        if argv[:1] == ["tc"] and "filter" in argv and len(
+                [a for a in calls if a[:1] == ["tc"] and "filter" in a]) == 5:
+            raise command.CommandError(argv, 2, "injected failure")
+        return command.run(argv)
+
+    bed = Testbed(Layout(NAME, 4), state_dir=str(tmp_path), run=failing)
+    with pytest.raises(command.CommandError, match="injected failure"):
+        bed.up(100, lambda a, b: 50.0, out_dir=str(tmp_path))
+    assert any(a[:3] == ["ip", "netns", "add"] for a in calls)  # things had been made
+    assert not traces_of(NAME)
+    assert not os.path.exists(bed.path) and not list(tmp_path.iterdir())
