@@ -65,9 +65,11 @@ def build_parser():
                        help="how long the coordinator waits for a node (default 30)")
         p.add_argument("--probe-bytes", type=_positive_int, default=256 * 1024,
                        help="bytes per bandwidth probe (default 256 KiB)")
-        p.add_argument("--shaping", choices=("inproc", "tc"), default="inproc",
+        p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
                        help="inproc: the emulator paces messages (default, no root); tc: the "
-                            "kernel shapes real traffic (needs --testbed netns and root)")
+                            "kernel shapes real traffic (needs --testbed netns and root); "
+                            "external: real traffic, shaped by someone else (a real cluster, "
+                            "under your own mpiexec)")
         p.add_argument("--testbed", choices=("netns",),
                        help="with --shaping tc: run node ranks in network namespaces of this "
                             "machine")
@@ -198,6 +200,32 @@ def build_parser():
     tplay.add_argument("--name", default="nsel")
     tplay.add_argument("--state-dir", default="/run/nodesel")
 
+    run = sub.add_parser(
+        "run", help="select nodes for your own MPI programs: skeleton trials, then the app",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples (on the testbed of 'nodesel testbed up'):\n"
+               "  nodesel run --pattern cg --nprocs 4 \\\n"
+               "    --skeleton-cmd 'mpiexec -launcher ssh -launcher-exec hostfiles/nsel-launcher "
+               "-f {machinefile} -n {nprocs} ./cg.S.4' \\\n"
+               "    --app-cmd 'mpiexec -launcher ssh -launcher-exec hostfiles/nsel-launcher "
+               "-f {machinefile} -n {nprocs} ./cg.A.4'\n"
+               "on a real cluster: nodesel run --hostfile hosts --pattern cg --nprocs 4 "
+               "--skeleton-cmd 'mpiexec -f {machinefile} -n {nprocs} ./cg.S.4' --app-cmd '...'")
+    run.add_argument("--pattern", required=True, help="built-in pattern or pattern file")
+    run.add_argument("--nprocs", type=_positive_int, required=True)
+    run.add_argument("--skeleton-cmd", required=True,
+                     help="command run on each candidate; {machinefile} and {nprocs} are filled in")
+    run.add_argument("--app-cmd", required=True, help="command run on the chosen group")
+    run.add_argument("--candidates", type=_positive_int, default=3)
+    run.add_argument("--hostfile", help="a real cluster's hostfile (default: the namespace testbed)")
+    run.add_argument("--testbed-name", default="nsel")
+    run.add_argument("--state-dir", default="/run/nodesel")
+    run.add_argument("--threshold", type=float, default=0.1,
+                     help="dominance threshold for matrix pattern files (default 0.1)")
+    run.add_argument("--out", default="results/run", help="output folder (default %(default)s)")
+    run.add_argument("--timeout-seconds", type=_positive_float, default=600.0,
+                     help="limit for the measurement (default 600)")
+
     tcsub = _actions(sub, "tc", "traffic-control plans for a real cluster")
     plan = tcsub.add_parser(
         "plan", help="write one shaping script per host (run them with sudo)",
@@ -313,6 +341,8 @@ def _on_cluster(args, program, *, scenario_seconds=3600.0):
         return 2
     settings = Settings(cluster, timeline, time_scale=args.time_scale,
                         timeout_seconds=args.timeout_seconds)
+    if args.shaping == "external":
+        settings.shaping = "external"
     if args.shaping == "tc":
         from .testbed import STATE_DIR, state_path
 
@@ -448,6 +478,9 @@ def cmd_measure(args):
             return
         _echo("\n".join(matrix_lines(graph, monitor.nodes)))
         errors = error_table(graph)
+        if not errors:
+            _echo(f"{monitor.seconds:.1f} s per measurement")
+            return
         _echo(f"forecast error against the scenario's true bandwidth: mean "
               f"{sum(errors.values()) / len(errors):.1f}%, max {max(errors.values()):.1f}% "
               f"({len(errors)} pairs, {monitor.seconds:.1f} s per measurement)")
@@ -657,6 +690,62 @@ def cmd_tc(args):
     return 0
 
 
+def cmd_run(args):
+    from . import cluster as clusters
+    from .patterns import resolve_pattern
+    from .userjob import command_argv, measure, run_job
+
+    pattern = resolve_pattern(args.pattern, args.nprocs, threshold=args.threshold)
+    for template in (args.skeleton_cmd, args.app_cmd):
+        command_argv(template, machinefile="m", nprocs=args.nprocs)  # splits cleanly
+    out = os.path.abspath(args.out)
+    if not os.path.isdir(os.path.dirname(out)):
+        raise UserError(f"the parent of the output folder, {os.path.dirname(out)}, does not exist")
+    os.makedirs(out, exist_ok=True)
+    mpiexec = mpiexec_path()
+    if mpiexec is None:
+        raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
+    if args.hostfile:
+        hosts = list(clusters.parse_hostfile(args.hostfile))
+        machinefile = os.path.join(out, "measure.machinefile")
+        from .files import write_text_atomic
+
+        # rank 0 (the coordinator) shares the first host with node 1
+        write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
+        launch = [mpiexec, "-disable-auto-cleanup", "-f", machinefile, "-n", str(len(hosts) + 1)]
+        extra = ["--cluster", os.path.abspath(args.hostfile)]
+
+        def host_of(node):
+            return node
+    else:
+        testbed, state = _testbed(args.testbed_name, args.state_dir)
+        files = {os.path.basename(f): f for f in state.get("files", [])}
+        launcher = files.get(f"{args.testbed_name}-launcher")
+        hostfile = files.get(f"{args.testbed_name}.hosts")
+        if not launcher or not hostfile:
+            raise UserError(f"testbed {args.testbed_name!r} has no launcher and hostfile; bring "
+                            "it up with 'nodesel testbed up --out DIR'")
+        launch = [mpiexec, "-disable-auto-cleanup", "-launcher", "ssh", "-launcher-exec",
+                  launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
+        extra = ["--nodes", str(state["nodes"])]
+        host_of = testbed.layout.namespace
+    print("measuring every pair of nodes ...", flush=True)
+    graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
+    write_json_atomic_graph(os.path.join(out, "status.json"), graph)
+    result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
+                     host_of=host_of, out_dir=out, candidates=args.candidates)
+    print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
+          f"results in {out}/run.json, machinefile {result['machinefile']}")
+    return 0
+
+
+def write_json_atomic_graph(path, graph):
+    from .files import write_json_atomic
+    from .netgraph import to_node_link
+
+    write_json_atomic(path, to_node_link(graph))
+
+
 def cmd_patterns(args):
     from .netgraph import to_node_link
     from .patterns import builtin_pattern, describe_patterns
@@ -696,7 +785,7 @@ def cmd_trace(args):
 
 
 COMMANDS = {"demo": cmd_demo, "experiment": cmd_experiment, "testbed": cmd_testbed,
-            "tc": cmd_tc, "measure": cmd_measure, "cluster": cmd_cluster, "scenario": cmd_scenario,
+            "tc": cmd_tc, "run": cmd_run, "measure": cmd_measure, "cluster": cmd_cluster, "scenario": cmd_scenario,
             "select": cmd_select, "patterns": cmd_patterns, "trace": cmd_trace}
 
 

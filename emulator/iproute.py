@@ -9,7 +9,9 @@ parent class holds the node's port capacity (rate = ceil = capacity), and under 
 class per destination node holds the pair's available bandwidth (rate = ceil = available, so
 HTB never lends a pair more than it has), selected by a u32 filter on the destination
 address. Unclassified traffic (to the bridge address, say) goes to a default class at port
-capacity. ``tc class change`` moves a pair to a new bandwidth without touching the others.
+capacity. What a node receives shares its port too: the bridge side of its veth carries one
+HTB class at port capacity. ``tc class change`` moves a pair to a new bandwidth without
+touching the others.
 """
 
 import ipaddress
@@ -163,6 +165,17 @@ def add_shaping(ns, dev, capacity_mbps, destinations):
                        "1", "u32", "match", "ip", "dst", f"{check_address(address)}/32",
                        "flowid", class_id(minor)]]
     return cmds
+
+
+def add_port_limit(ns, dev, capacity_mbps):
+    """HTB with a single class at ``capacity_mbps`` on ``dev``: everything leaving through it
+    shares the port (on a node's host-side veth this caps what the node receives)."""
+    tc = _tc(ns, dev)
+    cap = check_rate(capacity_mbps, "port capacity")
+    return [tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
+                  f"{PORT_CLASS:x}"],
+            tc + ["class", "add", "dev", dev, "parent", "1:", "classid", class_id(PORT_CLASS)]
+            + _htb(cap)]
 
 
 def change_rate(ns, dev, minor, rate_mbps, capacity_mbps):

@@ -67,7 +67,9 @@ class Monitor:
                 rates = self.coordinator.wait(handle)[pair[1]]["result"]
                 measured = sum(rates) / len(rates)
                 self.forecasts.update(*pair, measured)
-                self.last[frozenset(pair)] = (measured, self.coordinator.true_pair_mbps(*pair, t))
+                emulated = self.coordinator.settings.shaping != "external"
+                self.last[frozenset(pair)] = (
+                    measured, self.coordinator.true_pair_mbps(*pair, t) if emulated else None)
             if progress:
                 progress(i, len(rounds))
         self.seconds = time.time() - start
@@ -88,14 +90,16 @@ class Monitor:
             value, error, predictor = self.forecasts.forecast(a, b)
             graph.add_edge(a, b, bandwidth_mbps=round(value, 3), measured_mbps=round(measured, 3),
                            forecast_error_mbps=None if error is None else round(error, 3),
-                           predictor=predictor, true_bandwidth_mbps=true)
+                           predictor=predictor)
+            if true is not None:  # in emulation: the scenario's value at probe time
+                graph[a][b]["true_bandwidth_mbps"] = true
         return graph
 
 
 def error_table(graph):
     """Per-pair error of the status graph against the true bandwidths, in percent."""
     return {(a, b): abs(d["bandwidth_mbps"] - d["true_bandwidth_mbps"]) / d["true_bandwidth_mbps"] * 100
-            for a, b, d in graph.edges(data=True)}
+            for a, b, d in graph.edges(data=True) if "true_bandwidth_mbps" in d}
 
 
 def matrix_lines(graph, nodes, key="bandwidth_mbps"):

@@ -44,7 +44,10 @@ class Settings:
     timeline: object
     time_scale: float = 1.0
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
-    shaping: str = "inproc"  # or "none"
+    # "inproc": the emulator paces messages; "none": no pacing at all; "tc": real traffic,
+    # shaped by the kernel on the testbed (the coordinator plays the scenario into tc);
+    # "external": real traffic, shaped by someone else or not at all (a real cluster)
+    shaping: str = "inproc"
     epoch: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -172,7 +175,7 @@ def serve_node(world, control, data, settings):
                 control.send({"ok": True}, 0, CONTROL_TAG)
                 return
             try:
-                if op == "work" and settings.shaping == "tc":
+                if op == "work" and settings.shaping in ("tc", "external"):
                     # the kernel shapes: a real communicator over the group's ranks
                     group = data.Get_group().Incl(msg["members"])
                     raw = data.Create_group(group, msg["job"] % 32768)

@@ -41,8 +41,8 @@ from mpi4py import MPI
 from .collectives import COLLECTIVE_TAG_BASE, Collectives
 from .errors import NodeFailure
 
-POLL_MIN_SECONDS = 0.0002
-POLL_MAX_SECONDS = 0.0005
+POLL_MIN_SECONDS = 0.00005
+POLL_MAX_SECONDS = 0.0002
 MIN_STEP_SECONDS = 1e-6
 EAGER_BYTES = 16 * 1024  # sends up to this size complete at once, as MPI's eager protocol
 # Sends still in flight, kept here (not on a communicator) so their buffers live until MPI is

@@ -2,7 +2,9 @@
 
 ``up`` creates, in order, a bridge with an address, then per node a namespace, a veth pair
 (one end on the bridge, the other as ``eth0`` in the namespace), an address and a default
-route via the bridge, and HTB shaping on the namespace's ``eth0`` (:mod:`emulator.iproute`).
+route via the bridge, HTB shaping on the namespace's ``eth0`` (what the node sends) and one
+HTB class at port capacity on the bridge side of its veth (what it receives); see
+:mod:`emulator.iproute`.
 A coordinator namespace (unshaped) holds MPI rank 0. Each object is recorded in a state file
 as soon as it exists, so ``down`` removes exactly what ``up`` made, in reverse order, even
 after a crash; a failure part-way through ``up`` removes what was already made.
@@ -148,6 +150,9 @@ class Testbed:
                 self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge))
                 self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway))
             for i, node in enumerate(L.node_names()):
+                # what the node receives: the bridge side of its veth, at port capacity
+                self._steps(iproute.add_port_limit(None, L.veth(node),
+                                                   capacity_mbps * WIRE_PER_PAYLOAD))
                 self._make("qdisc", f"{L.namespace(node)}/{NS_DEV}",
                            iproute.add_shaping(L.namespace(node), NS_DEV,
                                                capacity_mbps * WIRE_PER_PAYLOAD,

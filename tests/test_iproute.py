@@ -112,8 +112,10 @@ def test_testbed_up_and_down_with_a_fake_runner(tmp_path):
     hosts = open(files["hostfile"]).read().split()
     assert hosts == ["tb-c:1", "tb-n1:1", "tb-n2:1", "tb-n3:1"]
     assert os.access(files["launcher"], os.X_OK)
-    classes = [a for a in run.argvs if a[3:5] == ["class", "add"]]
-    assert len(classes) == 3 * (2 + 2)  # port, default and two destinations per node
+    sent = [a for a in run.argvs if a[3:5] == ["class", "add"]]
+    assert len(sent) == 3 * (2 + 2)  # port, default and two destinations per node
+    received = [a for a in run.argvs if a[:3] == ["tc", "class", "add"]]
+    assert [a[a.index("dev") + 1] for a in received] == ["tb-vn1", "tb-vn2", "tb-vn3"]
     state = json.load(open(bed.path))
     assert [c["kind"] for c in state["created"]][:3] == ["bridge", "netns", "link"]
     removed = bed.down()

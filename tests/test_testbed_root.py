@@ -145,3 +145,40 @@ def test_a_failed_tc_command_rolls_everything_back(tmp_path):
     assert any(a[:3] == ["ip", "netns", "add"] for a in calls)  # things had been made
     assert not traces_of(NAME)
     assert not os.path.exists(bed.path) and not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
+def test_run_tries_the_skeleton_command_and_runs_the_app_on_the_best_group(tmp_path):
+    nodes = [f"n{i}" for i in range(1, 6)]
+    links = [{"source": a, "target": b, "bandwidth_mbps": 10.0 if "n5" in (a, b) else 100.0}
+             for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    scenario = tmp_path / "static.json"
+    scenario.write_text(json.dumps({"directed": False, "multigraph": False, "graph": {},
+                                    "nodes": [{"id": n} for n in nodes], "links": links}))
+    up = nodesel("testbed", "up", "--nodes", "5", "--scenario", str(scenario), "--name", NAME,
+                 "--out", str(tmp_path), "--state-dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    try:
+        launcher = tmp_path / f"{NAME}-launcher"
+        mpi = f"{mpiexec_path()} -launcher ssh -launcher-exec {launcher} -f {{machinefile}} " \
+              f"-n {{nprocs}} {sys.executable} -m skeletons cg --class S"
+        out = tmp_path / "run"
+        run = nodesel("run", "--pattern", "cg", "--nprocs", "4", "--skeleton-cmd",
+                      mpi + " --iterations 1", "--app-cmd", mpi + " --iterations 2",
+                      "--testbed-name", NAME, "--state-dir", str(tmp_path), "--out", str(out),
+                      timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        result = json.loads((out / "run.json").read_text())
+        assert len(result["trial_seconds"]) == len(result["selection"]["candidates"]) >= 1
+        chosen = result["selection"]["candidates"][result["chosen"]]
+        assert "n5" not in chosen["nodes"]  # every pair with n5 is slow
+        lines = (out / "machinefile").read_text().split()
+        assert lines == [f"{NAME}-{chosen['mapping'][str(r)]}:1" for r in range(4)]
+        assert result["app_exit_status"] == 0 and result["app_seconds"] > 0
+        status = json.loads((out / "status.json").read_text())
+        slow = [e["measured_mbps"] for e in status["links"] if "n5" in (e["source"], e["target"])]
+        assert max(slow) < 12  # measured through the kernel's shaping
+    finally:
+        down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
+        assert down.returncode == 0, down.stderr
+    assert not traces_of(NAME)
