@@ -581,17 +581,19 @@ def cmd_select(args):
 
 
 def _testbed(name, state_dir, nodes=None):
+    """The testbed ``name`` that is up, and its state; with ``nodes``, a handle for ``down``
+    whatever its state."""
     from .testbed import Layout, Testbed, state_path
 
-    if nodes is None:
-        try:
-            with open(state_path(name, state_dir)) as f:
-                state = json.load(f)
-        except FileNotFoundError:
-            raise UserError(f"no testbed named {name!r} is up (no {state_path(name, state_dir)})") \
-                from None
-        return Testbed(Layout(name, state["nodes"], state["subnet"]), state_dir=state_dir), state
-    return Testbed(Layout(name, nodes), state_dir=state_dir), None
+    if nodes is not None:
+        return Testbed(Layout(name, nodes), state_dir=state_dir), None
+    try:
+        with open(state_path(name, state_dir)) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"no testbed named {name!r} is up (no {state_path(name, state_dir)})") \
+            from None
+    return Testbed(Layout(name, state["nodes"], state["subnet"]), state_dir=state_dir), state
 
 
 def _play(testbed, state, scenario, time_scale):
@@ -613,10 +615,10 @@ def cmd_testbed(args):
     from .testbed import Layout, require_root
 
     if args.action == "up":
-        testbed, _ = _testbed(args.name, args.state_dir, args.nodes)
-        Layout(args.name, args.nodes, args.subnet)  # validates before root is checked
-        testbed.layout = Layout(args.name, args.nodes, args.subnet)
-        require_root()
+        from .testbed import Testbed
+
+        testbed = Testbed(Layout(args.name, args.nodes, args.subnet), state_dir=args.state_dir)
+        require_root()  # after the names and addresses are checked
         if args.scenario and args.bandwidth_mbps:
             raise UserError("give --scenario or --bandwidth-mbps, not both")
         if args.scenario:

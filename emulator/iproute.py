@@ -23,6 +23,17 @@ NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")  # Linux interface names: at most 1
 MAX_RATE_MBPS = 100_000.0
 MIN_RATE_MBPS = 0.01
 DEFAULT_CLASS = 0xFFF  # HTB minor of the default class
+MAX_GSO_BYTES = 65536
+
+
+def segment_limit(capacity_mbps, *, seconds=0.0002, mtu_bytes=1514):
+    """``gso_max_size`` for a port: a veth hands HTB segmentation-offload packets of up to
+    64 KiB, each of which passes as one burst; capped at what the port sends in ``seconds``
+    (one frame at 100 Mbit/s, 25 kB at 1 Gbit/s), packets are paced about as a real NIC of
+    that speed sends them, while fast ports keep large packets (the CPU cannot shape 1 Gbit/s
+    frame by frame)."""
+    size = int(check_rate(capacity_mbps, "port capacity") * 1e6 / 8 * seconds)
+    return ["gso_max_size", str(min(MAX_GSO_BYTES, max(mtu_bytes, size)))]
 PORT_CLASS = 1
 
 
@@ -72,10 +83,11 @@ def rate_arg(rate_mbps):
     return f"{max(1, round(check_rate(rate_mbps) * 1000))}kbit"
 
 
-def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.002):
-    """HTB burst for a rate: what the rate sends in ``seconds`` (2 ms, beyond the kernel's
-    timer granularity), and never less than ten full frames."""
-    return max(10 * mtu_bytes, int(check_rate(rate_mbps) * 1e6 / 8 * seconds))
+def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
+    """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
+    two full frames. Small, so that a short message after an idle spell is paced like on a
+    real link of that rate rather than let through at once."""
+    return max(2 * mtu_bytes, int(check_rate(rate_mbps) * 1e6 / 8 * seconds))
 
 
 def _htb(rate_mbps, ceil_mbps=None):
@@ -112,20 +124,23 @@ def delete_link(name):
     return [["ip", "link", "delete", "dev", check_name(name, "interface")]]
 
 
-def add_veth(host_end, ns, ns_end, bridge):
+def add_veth(host_end, ns, ns_end, bridge, capacity_mbps):
     """A veth pair: ``host_end`` on the bridge, ``ns_end`` inside namespace ``ns``."""
     check_name(host_end, "interface"), check_name(ns, "namespace")
     check_name(ns_end, "interface"), check_name(bridge, "bridge")
     return [["ip", "link", "add", "name", host_end, "type", "veth", "peer", "name", ns_end,
              "netns", ns],
             ["ip", "link", "set", "dev", host_end, "master", bridge],
+            ["ip", "link", "set", "dev", host_end] + segment_limit(capacity_mbps),
             ["ip", "link", "set", "dev", host_end, "up"]]
 
 
-def configure_namespace(ns, ns_end, address, gateway):
-    """Address, loopback, link up and a default route via the bridge's address."""
+def configure_namespace(ns, ns_end, address, gateway, capacity_mbps):
+    """Packet size for the port, address, loopback, link up and a default route via the
+    bridge's address."""
     check_name(ns, "namespace"), check_name(ns_end, "interface")
     return [["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+            ["ip", "-n", ns, "link", "set", "dev", ns_end] + segment_limit(capacity_mbps),
             ["ip", "-n", ns, "addr", "add", check_interface_address(address), "dev", ns_end],
             ["ip", "-n", ns, "link", "set", "dev", ns_end, "up"],
             ["ip", "-n", ns, "route", "add", "default", "via", check_address(gateway)]]

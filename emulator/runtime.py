@@ -125,6 +125,17 @@ def skeleton(comm, *, name, npb_class="S", iterations=None, compute="modeled"):
 # -- node side ---------------------------------------------------------------------------
 
 
+def _machine():
+    """Which kernel this process runs on (its boot id; the hostname where there is none):
+    ranks on the same kernel can check each other's PIDs, even in network namespaces with
+    hostnames of their own."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
 def _wait_quietly(req, *, timeout=None):
     """Wait on an MPI request without spinning; returns False on timeout."""
     pause, start = IDLE_POLL_MIN_SECONDS, time.monotonic()
@@ -159,7 +170,7 @@ def serve_node(world, control, data, settings):
     me = world.Get_rank()
     networks = {False: _network(settings), True: _network(settings, dedicated=True)}
     load = None
-    control.send({"pid": os.getpid(), "host": socket.gethostname()}, 0, CONTROL_TAG)
+    control.send({"pid": os.getpid(), "host": _machine()}, 0, CONTROL_TAG)
     try:
         while True:
             req = control.irecv(source=0, tag=CONTROL_TAG)
@@ -233,7 +244,7 @@ class Coordinator:
         self.nranks = world.Get_size() - 1
         self.timeout_seconds = settings.timeout_seconds
         self._jobs = 0
-        self.host = socket.gethostname()
+        self.host = _machine()
         self.info = {}
         self.down = set()  # node names
         self.shaper = None  # a KernelShaper when the kernel shapes (settings.shaping "tc")
@@ -390,6 +401,9 @@ class Coordinator:
     def stop(self):
         if self.shaper is not None:
             self.shaper.close()
+            for error in self.shaper.errors:
+                print(f"nodesel: warning: a scenario change did not reach tc: {error}",
+                      file=sys.stderr, flush=True)
         self.broadcast({"op": "stop"})
 
 

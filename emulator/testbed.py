@@ -134,6 +134,8 @@ class Testbed:
         ``capacity_mbps``. Returns the paths of the hostfile and launcher."""
         L = self.layout
         iproute.check_rate(capacity_mbps, "port capacity")
+        if out_dir is not None and not os.path.isdir(out_dir):
+            raise UserError(f"output folder {out_dir} does not exist")
         if os.path.exists(self.path):
             raise UserError(f"testbed {L.name!r} is already up ({self.path}); run "
                             f"'nodesel testbed down --name {L.name}' first")
@@ -147,8 +149,10 @@ class Testbed:
             for host in L.hosts():
                 ns, veth = L.namespace(host), L.veth(host)
                 self._make("netns", ns, iproute.add_namespace(ns))
-                self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge))
-                self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway))
+                self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge,
+                                                          capacity_mbps))
+                self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway,
+                                                        capacity_mbps))
             for i, node in enumerate(L.node_names()):
                 # what the node receives: the bridge side of its veth, at port capacity
                 self._steps(iproute.add_port_limit(None, L.veth(node),
@@ -191,8 +195,6 @@ class Testbed:
 
     def _write_files(self, out_dir):
         L = self.layout
-        if not os.path.isdir(out_dir):
-            raise UserError(f"output folder {out_dir} does not exist")
         hostfile = os.path.join(out_dir, f"{L.name}.hosts")
         launcher = os.path.join(out_dir, f"{L.name}-launcher")
         write_text_atomic(hostfile, "".join(f"{L.namespace(h)}:1\n" for h in L.hosts()))

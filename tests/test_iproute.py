@@ -51,8 +51,8 @@ class FakeRunner:
 def test_rates_and_bursts_follow_the_tc_vocabulary():
     assert iproute.rate_arg(100) == "100000kbit"
     assert iproute.rate_arg(33.333) == "33333kbit"
-    assert iproute.burst_bytes(1000) == 250_000  # 2 ms at 1 Gbit/s
-    assert iproute.burst_bytes(10) == 15_140  # never below ten frames
+    assert iproute.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
+    assert iproute.burst_bytes(10) == 3028  # never below two frames
 
 
 def test_shaping_builds_a_port_class_and_one_class_and_filter_per_destination():
@@ -216,3 +216,9 @@ def test_testbed_commands_explain_missing_root(tmp_path):
                            "--state-dir", str(tmp_path)], capture_output=True, text=True,
                           cwd=ROOT)
     assert proc.returncode == 2 and "needs root" in proc.stderr
+
+
+def test_segment_size_follows_the_port_speed():
+    assert iproute.segment_limit(100) == ["gso_max_size", "2500"]  # one 1448-byte segment
+    assert iproute.segment_limit(1000) == ["gso_max_size", "25000"]
+    assert iproute.segment_limit(100_000) == ["gso_max_size", "65536"]

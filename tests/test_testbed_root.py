@@ -164,7 +164,7 @@ def test_run_tries_the_skeleton_command_and_runs_the_app_on_the_best_group(tmp_p
               f"-n {{nprocs}} {sys.executable} -m skeletons cg --class S"
         out = tmp_path / "run"
         run = nodesel("run", "--pattern", "cg", "--nprocs", "4", "--skeleton-cmd",
-                      mpi + " --iterations 1", "--app-cmd", mpi + " --iterations 2",
+                      mpi, "--app-cmd", mpi + " --iterations 2",
                       "--testbed-name", NAME, "--state-dir", str(tmp_path), "--out", str(out),
                       timeout=300)
         assert run.returncode == 0, run.stderr[-3000:]
@@ -182,3 +182,17 @@ def test_run_tries_the_skeleton_command_and_runs_the_app_on_the_best_group(tmp_p
         down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
         assert down.returncode == 0, down.stderr
     assert not traces_of(NAME)
+
+
+@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
+def test_experiment_runs_with_the_kernel_shaping(tmp_path):
+    out = tmp_path / "exp"
+    proc = nodesel("experiment", "--shaping", "tc", "--testbed", "netns", "--testbed-name",
+                   "ntsx", "--nodes", "5", "--benchmarks", "cg", "--repeats", "1",
+                   "--app-iterations", "1", "--trial-iterations", "2", "--probe-bytes",
+                   str(2 << 20), "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"]
+    assert all(isinstance(v, float) for v in summary["slowdown_pct"]["cg"].values())
+    assert not traces_of("ntsx")  # the run's own testbed is gone
