@@ -98,7 +98,9 @@ def build_parser():
         p.add_argument("--measure-interval-seconds", type=_positive_float, default=600.0,
                        help="scenario seconds between measurements of every pair (default 600)")
         p.add_argument("--no-oracle", action="store_true", help="skip the oracle reference runs")
-        p.add_argument("--out", default=out, help="output folder (default %(default)s)")
+        p.add_argument("--out", help=f"output folder; its parent must exist (default {out}, "
+                                     "created as needed)")
+        p.set_defaults(default_out=out)
 
     demo = sub.add_parser(
         "demo", help="a short node-selection experiment on the emulated cluster (launches mpiexec)",
@@ -222,7 +224,8 @@ def build_parser():
     run.add_argument("--state-dir", default="/run/nodesel")
     run.add_argument("--threshold", type=float, default=0.1,
                      help="dominance threshold for matrix pattern files (default 0.1)")
-    run.add_argument("--out", default="results/run", help="output folder (default %(default)s)")
+    run.add_argument("--out", help="output folder; its parent must exist (default results/run, "
+                                   "created as needed)")
     run.add_argument("--timeout-seconds", type=_positive_float, default=600.0,
                      help="limit for the measurement (default 600)")
 
@@ -410,7 +413,9 @@ def _experiment_config(args):
         oracle=not args.no_oracle, time_scale=args.time_scale)
     cluster = _load_cluster(args.cluster, args.nodes)
     config.validate(len(clusters.node_names(cluster)))
-    out = os.path.abspath(args.out)
+    if args.out is None:  # the default place: made with its parents
+        os.makedirs(args.default_out, exist_ok=True)
+    out = os.path.abspath(args.out or args.default_out)
     parent = os.path.dirname(out)
     if not os.path.isdir(parent):
         raise UserError(f"the parent of the output folder, {parent}, does not exist")
@@ -700,7 +705,9 @@ def cmd_run(args):
     pattern = resolve_pattern(args.pattern, args.nprocs, threshold=args.threshold)
     for template in (args.skeleton_cmd, args.app_cmd):
         command_argv(template, machinefile="m", nprocs=args.nprocs)  # splits cleanly
-    out = os.path.abspath(args.out)
+    if args.out is None:
+        os.makedirs("results/run", exist_ok=True)
+    out = os.path.abspath(args.out or "results/run")
     if not os.path.isdir(os.path.dirname(out)):
         raise UserError(f"the parent of the output folder, {os.path.dirname(out)}, does not exist")
     os.makedirs(out, exist_ok=True)

@@ -25,9 +25,12 @@ METHODS = ("pattern", "all-all", "random")
 
 
 def experiment(out, *extra, timeout=400):
+    # SIGINT at its default even when the tests run in the background, where a shell starts
+    # commands with it ignored (Python would then keep ignoring Ctrl-C)
     return subprocess.Popen([sys.executable, "-m", "emulator", "experiment", *TINY, "--out",
                              str(out), *extra], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def rows_of(out):

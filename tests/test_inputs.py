@@ -322,3 +322,11 @@ def test_tc_plan_writes_a_script_per_host(tmp_path):
     assert "match ip dst 127.0.0.2/32" in text and "sleep" in text
     assert_clean_error(nodesel("tc", "plan", "--hostfile", str(hosts), "--scenario",
                                str(cluster_hosts), "--out", "/nonexistent/x/y"), "does not exist")
+
+
+def test_default_output_folder_is_made_on_a_fresh_checkout(tmp_path, monkeypatch):
+    from emulator.cli import _experiment_config, build_parser
+
+    monkeypatch.chdir(tmp_path)  # no results/ here, as in a fresh clone
+    _, out = _experiment_config(build_parser().parse_args(["demo"]))
+    assert out == str(tmp_path / "results" / "demo") and os.path.isdir(out)

@@ -103,7 +103,8 @@ def test_demo_is_a_short_experiment(tmp_path):
     from emulator.cli import build_parser
 
     defaults = build_parser().parse_args(["demo"])
-    assert (defaults.benchmarks, defaults.repeats, defaults.out) == ("cg,is,mg", 2, "results/demo")
+    assert (defaults.benchmarks, defaults.repeats, defaults.default_out) == (
+        "cg,is,mg", 2, "results/demo")
     out = tmp_path / "demo"
     proc = subprocess.run([sys.executable, "-m", "emulator", "demo", "--benchmarks", "cg",
                            "--repeats", "1", "--nodes", "5", "--app-iterations", "1",
