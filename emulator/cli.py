@@ -14,7 +14,7 @@ EXAMPLES = """\
 examples:
   nodesel demo                                  a short node-selection experiment (about 2 min)
   nodesel experiment --benchmarks bt,cg,is,lu,mg --methods pattern,all-all,random \
-      --repeats 4 --seed 1 --out results/experiment   the Figure 3 experiment of seed 004
+      --repeats 6 --seed 1 --out results/experiment   the Figure 3 experiment of Goteti and Subhlok
   nodesel measure --rounds 3                    measure every pair, with forecasts
   nodesel cluster show hostfiles/cluster10.toml --json
   nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json
@@ -114,7 +114,7 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  nodesel experiment --benchmarks bt,cg,is,lu,mg --methods pattern,all-all,random \\\n"
-               "      --repeats 4 --seed 1 --out results/experiment\n"
+               "      --repeats 6 --seed 1 --out results/experiment\n"
                "  nodesel experiment --time-scale 1 --spacing-seconds 600   # the paper's real timing\n"
                "  nodesel experiment --benchmarks cg,is --repeats 1 --app-iterations 1 --out /tmp/tiny")
     cluster_options(exp)

@@ -1,4 +1,4 @@
-"""Synthetic local-user load on a node (seed 000 §4): CPU, memory and LAN traffic.
+"""Synthetic local-user load on a node (Hanzich et al. §4): CPU, memory and LAN traffic.
 
 The load runs as its own process (``python -m emulator.load``), so it really consumes:
 
@@ -8,7 +8,7 @@ The load runs as its own process (``python -m emulator.load``), so it really con
   interface (the node's own address in a namespace testbed).
 
 The node starts it with :class:`LocalLoad` and measures what it actually uses with psutil.
-Defaults follow seed 000: 15% CPU, 35% of the node's memory, 0.5 KB/s.
+Defaults follow Hanzich et al.: 15% CPU, 35% of the node's memory, 0.5 KB/s.
 """
 
 import argparse

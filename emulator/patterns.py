@@ -151,7 +151,7 @@ def cg_pattern(nprocs, npb_class="A"):
     exchange with the transpose processor (``exch_proc``). Each of the 26 mat-vec products per
     outer iteration (25 CG steps and the residual) sends ``naa/nprows`` doubles per reduce step
     and per transpose on square grids, half of it on non-square grids. On 4 ranks this gives
-    the 3 pairs of seed 004: 0-1 and 2-3 (row reduce), 1-2 (transpose).
+    the 3 pairs of Goteti and Subhlok: 0-1 and 2-3 (row reduce), 1-2 (transpose).
     """
     check_nprocs("cg", nprocs)
     p = CLASS_PARAMS["cg"][npb_class]
@@ -335,7 +335,7 @@ def _multipartition_pattern(name, nprocs, npb_class):
 def bt_pattern(nprocs, npb_class="A"):
     """BT: multi-partition on a sqrt(p) x sqrt(p) grid. ``copy_faces`` and the pipelined
     ``x/y/z_solve`` talk to the successor and predecessor cell in each of three directions
-    (the third is the diagonal). On 4 ranks every pair talks: all-to-all, as seed 004 says."""
+    (the third is the diagonal). On 4 ranks every pair talks: all-to-all, as Goteti and Subhlok says."""
     return _multipartition_pattern("bt", nprocs, npb_class)
 
 

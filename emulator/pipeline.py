@@ -1,4 +1,4 @@
-"""One job through the node-selection framework of seed 004 §2 (steps 3-5).
+"""One job through the node-selection framework of Goteti and Subhlok §2 (steps 3-5).
 
 1. Take the current network status graph.
 2. Select candidate groups: max-min pruning for the job's pattern (``pattern``), the same

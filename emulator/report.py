@@ -3,7 +3,7 @@
 Slowdown of a job is ``100 * (seconds / dedicated seconds - 1)``, against the same
 application on the same slot's dedicated network (every link at full capacity). Means carry
 90% Student-t confidence intervals; method differences use paired-t intervals over the slots
-both methods ran (seed 001 §4 compares policies the same way).
+both methods ran (England and Weissman §4 compares policies the same way).
 """
 
 import math
@@ -146,7 +146,7 @@ def markdown_table(summary):
     if "pattern_to_all_all" in summary:
         notes.append(f"pattern/all-all: {summary['pattern_to_all_all']:.3f}")
     if notes:
-        lines += ["", "; ".join(notes) + " (seed 004: 20.2/40 = 0.505, 20.2/27.6 = 0.732)"]
+        lines += ["", "; ".join(notes) + " (Goteti and Subhlok: 20.2/40 = 0.505, 20.2/27.6 = 0.732)"]
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,7 @@
 Every scenario becomes a :class:`Timeline`: the links, each link's bandwidth at time 0, and
 a time-ordered list of changes. Three kinds of input give a timeline:
 
-``streams`` (the default; seed 004 §3.3)
+``streams`` (the default; Goteti and Subhlok §3.3)
     Every link is shared by S other streams and gets ``capacity / (S + 1)``. Every
     ``interval_seconds`` one stream enters or leaves a random link. Bandwidth stays within
     ``[floor_mbps, capacity]``: a link has at most ``ceil(capacity/floor) - 1`` streams (a

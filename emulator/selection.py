@@ -1,4 +1,4 @@
-"""Node selection by max-min bandwidth pruning (seed 004, Figure 1) and the baselines.
+"""Node selection by max-min bandwidth pruning (Goteti and Subhlok, Figure 1) and the baselines.
 
 All functions are pure: they take a network status graph and a pattern graph (see
 :mod:`emulator.netgraph` and :mod:`emulator.patterns`) and return a :class:`Selection`; the
@@ -385,7 +385,7 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
 
     Notes
     -----
-    Candidate groups follow seed 004's "backtracking the last few edge deletions": each next
+    Candidate groups follow Goteti and Subhlok's "backtracking the last few edge deletions": each next
     group is found at the highest threshold where the pattern embeds in a node group that
     differs from every group found so far, by bisection below the previous group's
     threshold, so deleted edges are re-added only as far as needed. Every higher threshold

@@ -11,7 +11,7 @@ CPU_POINTS = 5.0
 
 
 def test_load_is_measured_near_its_targets():
-    spec = LoadSpec()  # seed 000: 15% CPU, 35% memory, 0.5 KB/s
+    spec = LoadSpec()  # Hanzich et al.: 15% CPU, 35% memory, 0.5 KB/s
     with LocalLoad(spec, memory_mb=512) as load:
         time.sleep(1.0)  # allocation and start-up
         load.measure()
