@@ -76,6 +76,12 @@ def build_parser():
         p.add_argument("--testbed-name", default="nselx",
                        help="name of the testbed a tc run brings up (default nselx)")
 
+    def testbed_options(p):
+        p.add_argument("--name", default="nsel",
+                       help="testbed name, prefix of every object it makes (default nsel)")
+        p.add_argument("--state-dir", default="/run/nodesel",
+                       help="where the testbed records what it made (default /run/nodesel)")
+
     def experiment_options(p, *, benchmarks, repeats, out):
         p.add_argument("--benchmarks", default=benchmarks,
                        help="comma-separated NAS benchmarks (default %(default)s)")
@@ -186,21 +192,18 @@ def build_parser():
                                         "(default: every pair at port capacity)")
     tup.add_argument("--bandwidth-mbps", type=_positive_float,
                      help="shape every pair at this bandwidth instead")
-    tup.add_argument("--name", default="nsel", help="testbed name, prefix of every object (default nsel)")
     tup.add_argument("--subnet", default="10.77.0.0/24")
     tup.add_argument("--out", default="hostfiles", help="where the hostfile and launcher go "
                                                         "(default hostfiles)")
-    tup.add_argument("--state-dir", default="/run/nodesel")
+    testbed_options(tup)
     tdown = tsub.add_parser("down", help="remove everything 'up' made (idempotent)",
                             epilog="example: sudo nodesel testbed down --name nsel")
-    tdown.add_argument("--name", default="nsel")
-    tdown.add_argument("--state-dir", default="/run/nodesel")
+    testbed_options(tdown)
     tplay = tsub.add_parser("play", help="play a scenario into the testbed's tc classes",
                             epilog="example: sudo nodesel testbed play --scenario s.json --time-scale 10")
     tplay.add_argument("--scenario", required=True)
     tplay.add_argument("--time-scale", type=_positive_float, default=1.0)
-    tplay.add_argument("--name", default="nsel")
-    tplay.add_argument("--state-dir", default="/run/nodesel")
+    testbed_options(tplay)
 
     run = sub.add_parser(
         "run", help="select nodes for your own MPI programs: skeleton trials, then the app",
@@ -245,8 +248,7 @@ def build_parser():
     plan.add_argument("--time-scale", type=_positive_float, default=1.0)
     plan.add_argument("--apply", action="store_true",
                       help="instead, play the scenario into the local testbed (--name)")
-    plan.add_argument("--name", default="nsel")
-    plan.add_argument("--state-dir", default="/run/nodesel")
+    testbed_options(plan)
 
     psub = _actions(sub, "patterns", "communication pattern library")
     psub.add_parser("list", help="list built-in patterns", epilog="example: nodesel patterns list")
@@ -328,9 +330,10 @@ def _on_cluster(args, program, *, scenario_seconds=3600.0):
             return _on_testbed(args, cluster, mpiexec)
         # -disable-auto-cleanup and the supervisor: a dead node must not take the others with
         # it, so the coordinator can name it and go on without it.
-        argv = [mpiexec, "-disable-auto-cleanup", "-n", str(n + 1), sys.executable, "-m",
-                "emulator.supervise", sys.executable, "-m", "emulator"] + args.argv
-        return run_mpiexec(argv)
+        from .supervise import rank_command
+
+        return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-n", str(n + 1)]
+                           + rank_command(args.argv))
 
     from mpi4py import MPI
 
@@ -347,14 +350,10 @@ def _on_cluster(args, program, *, scenario_seconds=3600.0):
     if args.shaping == "external":
         settings.shaping = "external"
     if args.shaping == "tc":
-        from .testbed import STATE_DIR, state_path
+        from .testbed import shaping_info
 
-        with open(state_path(args.testbed_name, STATE_DIR)) as f:
-            state = json.load(f)
         settings.shaping = "tc"
-        settings.extra["testbed"] = {"name": args.testbed_name, "nodes": state["nodes"],
-                                     "subnet": state["subnet"], "state_dir": STATE_DIR,
-                                     "capacity_mbps": state["capacity_mbps"]}
+        settings.extra["testbed"] = shaping_info(args.testbed_name)
     if world.Get_rank() == 0:
         import time
 
@@ -369,6 +368,7 @@ def _on_testbed(args, cluster, mpiexec):
     import tempfile
 
     from . import cluster as clusters
+    from .supervise import rank_command
     from .testbed import Layout, Testbed, require_root
 
     names = clusters.node_names(cluster)
@@ -384,11 +384,9 @@ def _on_testbed(args, cluster, mpiexec):
     with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
         files = testbed.up(capacity, lambda a, b: capacity, out_dir=tmp)
         try:
-            argv = [mpiexec, "-disable-auto-cleanup", "-launcher", "ssh", "-launcher-exec",
-                    files["launcher"], "-f", files["hostfile"], "-n", str(len(names) + 1),
-                    sys.executable, "-m", "emulator.supervise", sys.executable, "-m",
-                    "emulator"] + args.argv
-            return run_mpiexec(argv)
+            return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-launcher", "ssh",
+                                "-launcher-exec", files["launcher"], "-f", files["hostfile"],
+                                "-n", str(len(names) + 1)] + rank_command(args.argv))
         finally:
             testbed.down()
 
@@ -560,9 +558,10 @@ def _plot_timeline(timeline, path):
     if len(changed) <= 15:
         ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, path)
+    from .files import save_figure
+
+    save_figure(fig, path)
+    plt.close(fig)
 
 
 def cmd_select(args):
@@ -585,13 +584,10 @@ def cmd_select(args):
     return 0
 
 
-def _testbed(name, state_dir, nodes=None):
-    """The testbed ``name`` that is up, and its state; with ``nodes``, a handle for ``down``
-    whatever its state."""
+def _testbed(name, state_dir):
+    """The testbed ``name`` that is up, and its state."""
     from .testbed import Layout, Testbed, state_path
 
-    if nodes is not None:
-        return Testbed(Layout(name, nodes), state_dir=state_dir), None
     try:
         with open(state_path(name, state_dir)) as f:
             state = json.load(f)
@@ -650,8 +646,10 @@ def cmd_testbed(args):
         return 0
     require_root()
     if args.action == "down":
-        testbed, _ = _testbed(args.name, args.state_dir, nodes=1)
-        removed = testbed.down()
+        from .testbed import Testbed
+
+        # down removes what the state file lists, whatever the layout
+        removed = Testbed(Layout(args.name, 1), state_dir=args.state_dir).down()
         print(f"removed {len(removed)} objects of testbed {args.name}" if removed
               else f"nothing to remove: no testbed named {args.name!r} is up")
         return 0
@@ -699,6 +697,8 @@ def cmd_tc(args):
 
 def cmd_run(args):
     from . import cluster as clusters
+    from .files import write_json_atomic, write_text_atomic
+    from .netgraph import to_node_link
     from .patterns import resolve_pattern
     from .userjob import command_argv, measure, run_job
 
@@ -717,8 +717,6 @@ def cmd_run(args):
     if args.hostfile:
         hosts = list(clusters.parse_hostfile(args.hostfile))
         machinefile = os.path.join(out, "measure.machinefile")
-        from .files import write_text_atomic
-
         # rank 0 (the coordinator) shares the first host with node 1
         write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
         launch = [mpiexec, "-disable-auto-cleanup", "-f", machinefile, "-n", str(len(hosts) + 1)]
@@ -740,19 +738,12 @@ def cmd_run(args):
         host_of = testbed.layout.namespace
     print("measuring every pair of nodes ...", flush=True)
     graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
-    write_json_atomic_graph(os.path.join(out, "status.json"), graph)
+    write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))
     result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
                      host_of=host_of, out_dir=out, candidates=args.candidates)
     print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
           f"results in {out}/run.json, machinefile {result['machinefile']}")
     return 0
-
-
-def write_json_atomic_graph(path, graph):
-    from .files import write_json_atomic
-    from .netgraph import to_node_link
-
-    write_json_atomic(path, to_node_link(graph))
 
 
 def cmd_patterns(args):

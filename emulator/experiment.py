@@ -148,7 +148,7 @@ class Experiment:
         self.ports = {n: float(cluster.nodes[n]["capacity_mbps"]) for n in coordinator.names}
         self.full_pair = pair_bandwidth_function(cluster, full_capacity_timeline(cluster))
         self.monitor = Monitor(coordinator, size_bytes=config.probe_bytes)
-        self.measured_at = None
+        self.measured_at = self._measure_end = None
         self.graph = None
         self.paths = {k: os.path.join(out_dir, name) for k, name in (
             ("csv", "jobs.csv"), ("summary", "summary.json"), ("table", "table.md"),
@@ -168,10 +168,8 @@ class Experiment:
                 self._write(complete=False)
         finally:
             self.progress.close()
-        summary = self._write(complete=True)
+        summary = self._write(complete=True, wall_seconds=time.monotonic() - started)
         plot_figure3(summary, self.paths["plot"])
-        summary["wall_seconds"] = time.monotonic() - started
-        write_json_atomic(self.paths["summary"], summary)
         return summary
 
     def _slot(self, j, repeat, benchmark):
@@ -179,17 +177,20 @@ class Experiment:
         spec = JobSpec(benchmark, config.nprocs, config.candidates,
                        app_iterations=config.app_iterations,
                        trial_iterations=config.trial_iterations)
-        start = j * config.spacing_seconds
-        measurement_seconds, decided_at = self._measure(start)
+        pattern, iterations = spec.pattern(), spec.full_iterations()
+        measurement_seconds, decided_at = self._measure(j * config.spacing_seconds)
         base = {"slot": j, "repeat": repeat, "benchmark": benchmark,
-                "scenario_start_seconds": round(decided_at, 3),
-                "full_iterations": spec.full_iterations()}
-        pattern = spec.pattern()
+                "scenario_start_seconds": round(decided_at, 3), "full_iterations": iterations}
+
+        def full(u, v):
+            return self.full_pair(u, v, 0.0)
+
+        def truth(u, v):
+            return coord.true_pair_mbps(u, v, decided_at)
 
         # the baseline: the best placement on the dedicated network
         def dedicated_attempt():
-            mapping, _ = oracle(pattern, coord.up, lambda u, v: self.full_pair(u, v, 0.0),
-                                self.ports.get, spec.full_iterations())
+            mapping, _ = oracle(pattern, coord.up, full, self.ports.get, iterations)
             app = run_skeleton(coord, mapping, benchmark, spec.app_class,
                                iterations=spec.app_iterations, dedicated=True,
                                timeout=10 * coord.timeout_seconds)
@@ -198,17 +199,7 @@ class Experiment:
         if ded is None:
             return
         dedicated_seconds = ded["app_seconds"]
-
-        def truth(u, v):
-            return coord.true_pair_mbps(u, v, decided_at)
-
-        def predicted(mapping):
-            return predicted_seconds(pattern, mapping, truth, self.ports.get,
-                                     spec.full_iterations())
-
-        up_before = list(coord.up)
-        best, best_predicted = oracle(pattern, up_before, truth, self.ports.get,
-                                      spec.full_iterations())
+        best, best_predicted = oracle(pattern, coord.up, truth, self.ports.get, iterations)
         # each run waits at most the timeout plus 20 dedicated runs (bandwidth >= 10% of it)
         timeout = coord.timeout_seconds + 20 * dedicated_seconds
         jobs = (["oracle"] if config.oracle else []) + list(config.methods)
@@ -220,7 +211,7 @@ class Experiment:
                     mapping = best
                     if any(n in coord.down for n in mapping.values()):
                         mapping, _ = oracle(pattern, coord.up, truth, self.ports.get,
-                                            spec.full_iterations())
+                                            iterations)
                     info = {"mapping": mapping}
                 else:
                     graph = self.graph.subgraph(coord.up).copy()
@@ -237,13 +228,13 @@ class Experiment:
                 continue
             row["dedicated_seconds"] = dedicated_seconds
             row["slowdown_pct"] = 100.0 * (row["app_seconds"] / dedicated_seconds - 1.0)
-            row["predicted_seconds"] = predicted(_mapping(row))
+            row["predicted_seconds"] = predicted_seconds(pattern, _mapping(row), truth,
+                                                         self.ports.get, iterations)
             row["oracle_predicted_seconds"] = best_predicted
         ded["dedicated_seconds"] = dedicated_seconds
         ded["slowdown_pct"] = 0.0
-        ded["predicted_seconds"] = predicted_seconds(
-            pattern, _mapping(ded), lambda u, v: self.full_pair(u, v, 0.0), self.ports.get,
-            spec.full_iterations())
+        ded["predicted_seconds"] = predicted_seconds(pattern, _mapping(ded), full,
+                                                     self.ports.get, iterations)
 
     def _attempts(self, attempt, base, method, *, measurement_seconds=0.0):
         """Run ``attempt()`` until it succeeds, retrying on the nodes still up after a node
@@ -316,7 +307,7 @@ class Experiment:
 
     # -- output --------------------------------------------------------------------------
 
-    def _write(self, *, complete):
+    def _write(self, *, complete, wall_seconds=None):
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore")
         writer.writeheader()
@@ -326,6 +317,8 @@ class Experiment:
         summary = summarize(self.rows, self.config.to_json(), complete=complete,
                             events=self.events)
         summary["files"] = {k: os.path.basename(v) for k, v in self.paths.items()}
+        if wall_seconds is not None:
+            summary["wall_seconds"] = wall_seconds
         write_json_atomic(self.paths["summary"], summary)
         write_text_atomic(self.paths["table"], markdown_table(summary))
         return summary

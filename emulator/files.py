@@ -33,3 +33,8 @@ def write_json_atomic(path, data):
 
 def write_text_atomic(path, text):
     write_atomic(path, lambda f: f.write(text))
+
+
+def save_figure(fig, path, *, dpi=120):
+    """Save a matplotlib figure atomically, as PNG."""
+    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi), mode="wb")

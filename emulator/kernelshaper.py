@@ -32,7 +32,7 @@ class KernelShaper:
 
     @classmethod
     def from_settings(cls, settings):
-        info = settings.extra["testbed"]
+        info = settings.extra["testbed"]  # see testbed.shaping_info
         testbed = Testbed(Layout(info["name"], info["nodes"], info["subnet"]),
                           state_dir=info["state_dir"])
         return cls(testbed, settings.cluster, settings.timeline, settings.time_scale,
@@ -60,9 +60,8 @@ class KernelShaper:
                 delay, due, clock = math.inf, None, (self.epoch, self.dedicated)
                 if self.epoch is not None and not self.dedicated:
                     now = self.scenario_time()
-                    upcoming = [t for t, _, _ in self.player.timeline.events if t > now]
-                    if upcoming:
-                        due = min(upcoming)
+                    due = self.player.next_event(now)
+                    if due is not None:
                         delay = (due - now) / self.time_scale
             if self._wake.wait(timeout=None if math.isinf(delay) else max(0.0, delay)):
                 self._wake.clear()

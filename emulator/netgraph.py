@@ -11,7 +11,6 @@ import math
 import networkx as nx
 
 from .errors import InputFileError
-from .files import write_json_atomic  # noqa: F401  (re-exported)
 
 COMPUTE = "compute"
 ROUTER_KINDS = ("router", "switch")

@@ -128,35 +128,28 @@ def oracle(pattern, nodes, pair_mbps, port_mbps, iterations):
     return best, best_seconds
 
 
-def run_skeleton(coordinator, mapping, benchmark, npb_class, *, iterations=None, epoch=None,
-                 dedicated=False, timeout=None):
-    """Run a skeleton on the nodes of ``mapping`` (rank -> node), in rank order.
-
-    Returns the skeleton's wall seconds (slowest rank) and iterations done.
-    """
-    return _finish(_submit(coordinator, _skeleton_args(mapping, benchmark, npb_class, iterations),
-                           epoch=epoch, dedicated=dedicated),
-                   coordinator, timeout)
-
-
-def _skeleton_args(mapping, benchmark, npb_class, iterations):
+def submit_skeleton(coordinator, mapping, benchmark, npb_class, *, iterations=None, **how):
+    """Start a skeleton on the nodes of ``mapping`` (rank -> node), in rank order; ``how``
+    goes to :meth:`Coordinator.submit` (``epoch``, ``dedicated``)."""
     nodes = [mapping[r] for r in sorted(mapping)]
-    return nodes, "skeleton", {"name": benchmark, "npb_class": npb_class, "iterations": iterations}
+    return coordinator.submit(nodes, "skeleton", name=benchmark, npb_class=npb_class,
+                              iterations=iterations, **how)
 
 
-def _finish(submitted, coordinator, timeout):
-    replies = coordinator.wait(submitted, timeout=timeout)
-    results = [r["result"] for r in replies.values()]
+def skeleton_result(coordinator, handle, timeout=None):
+    """The skeleton's wall seconds (slowest rank) and iterations done."""
+    results = [r["result"] for r in coordinator.wait(handle, timeout=timeout).values()]
     return {"seconds": max(r["seconds"] for r in results),
             "iterations": results[0]["iterations"]}
 
 
-def _submit(coordinator, args, **kwargs):
-    nodes, fn, work_kwargs = args
-    return coordinator.submit(nodes, fn, **kwargs, **work_kwargs)
+def run_skeleton(coordinator, mapping, benchmark, npb_class, *, timeout=None, **kwargs):
+    """Run a skeleton on the nodes of ``mapping`` and return :func:`skeleton_result`."""
+    return skeleton_result(coordinator, submit_skeleton(coordinator, mapping, benchmark,
+                                                        npb_class, **kwargs), timeout)
 
 
-def run_trials(coordinator, candidates, spec, *, epoch=None, timeout=None, progress=None):
+def run_trials(coordinator, candidates, spec, *, epoch=None, timeout=None):
     """Skeleton trials on every candidate (:class:`Candidate` list), in conflict-free rounds.
 
     Returns the trial seconds of each candidate, in order. A failed node raises
@@ -164,24 +157,22 @@ def run_trials(coordinator, candidates, spec, *, epoch=None, timeout=None, progr
     """
     seconds = [None] * len(candidates)
     for rnd in trial_rounds([c.nodes for c in candidates]):
-        handles = {i: _submit(coordinator, _skeleton_args(candidates[i].mapping, spec.benchmark,
-                                                          spec.trial_class, spec.trial_iterations),
-                              epoch=epoch)
+        handles = {i: submit_skeleton(coordinator, candidates[i].mapping, spec.benchmark,
+                                      spec.trial_class, iterations=spec.trial_iterations,
+                                      epoch=epoch)
                    for i in rnd}
         failure = None
         for i, handle in handles.items():
             try:
-                seconds[i] = _finish(handle, coordinator, timeout)["seconds"]
+                seconds[i] = skeleton_result(coordinator, handle, timeout)["seconds"]
             except NodeFailure as e:
                 failure = failure or e
-            if progress:
-                progress()
         if failure:
             raise failure
     return seconds
 
 
-def decide(coordinator, method, graph, spec, *, epoch, seed=None, timeout=None, progress=None):
+def decide(coordinator, method, graph, spec, *, epoch, seed=None, timeout=None):
     """Steps 2-4 for one method on the status graph ``graph``.
 
     Returns a dict with the chosen ``mapping``, the ``selection`` (JSON), the trial seconds
@@ -194,7 +185,7 @@ def decide(coordinator, method, graph, spec, *, epoch, seed=None, timeout=None, 
     chosen = selection.candidates[0]
     if method == "pattern" and len(selection.candidates) > 1:
         trials = run_trials(coordinator, selection.candidates, spec, epoch=epoch,
-                            timeout=timeout, progress=progress)
+                            timeout=timeout)
         chosen = selection.candidates[min(range(len(trials)), key=trials.__getitem__)]
     return {"mapping": dict(chosen.mapping), "nodes": list(chosen.nodes),
             "bottleneck_mbps": chosen.bottleneck_mbps, "selection": selection.to_json(),

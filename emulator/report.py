@@ -7,9 +7,10 @@ both methods ran (England and Weissman §4 compares policies the same way).
 """
 
 import math
-import os
 
 from scipy import stats
+
+from .files import save_figure
 
 CONFIDENCE = 0.90
 REFERENCES = ("oracle",)
@@ -192,12 +193,7 @@ def plot_figure3(summary, path):
                  "bars: 90% confidence intervals", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".tmp-{os.getpid()}.png")
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
+        save_figure(fig, path)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -136,17 +136,6 @@ def _machine():
         return socket.gethostname()
 
 
-def _wait_quietly(req, *, timeout=None):
-    """Wait on an MPI request without spinning; returns False on timeout."""
-    pause, start = IDLE_POLL_MIN_SECONDS, time.monotonic()
-    while not req.Test():
-        if timeout is not None and time.monotonic() - start > timeout:
-            return False
-        time.sleep(pause)
-        pause = min(pause * 1.5, IDLE_POLL_MAX_SECONDS)
-    return True
-
-
 def _network(settings, *, dedicated=False):
     """The node's view of the network: the scenario, or with ``dedicated`` every link at
     its full capacity (the baseline of slowdowns)."""
@@ -170,7 +159,7 @@ def serve_node(world, control, data, settings):
     me = world.Get_rank()
     networks = {False: _network(settings), True: _network(settings, dedicated=True)}
     load = None
-    control.send({"pid": os.getpid(), "host": _machine()}, 0, CONTROL_TAG)
+    control.send({"pid": os.getpid(), "machine": _machine()}, 0, CONTROL_TAG)
     try:
         while True:
             req = control.irecv(source=0, tag=CONTROL_TAG)
@@ -186,27 +175,27 @@ def serve_node(world, control, data, settings):
                 control.send({"ok": True}, 0, CONTROL_TAG)
                 return
             try:
-                if op == "work" and settings.shaping in ("tc", "external"):
-                    # the kernel shapes: a real communicator over the group's ranks
-                    group = data.Get_group().Incl(msg["members"])
-                    raw = data.Create_group(group, msg["job"] % 32768)
-                    group.Free()
-                    try:
+                if op == "work":
+                    members, raw = msg["members"], None
+                    if settings.shaping in ("tc", "external"):
+                        # real traffic: a plain communicator over the group's ranks
+                        group = data.Get_group().Incl(members)
+                        raw = data.Create_group(group, msg["job"] % 32768)
+                        group.Free()
                         comm = MPIComm(raw)
+                    else:
+                        network = networks[bool(msg.get("dedicated"))]
+                        # a job may run on its own scenario clock (the experiment replays
+                        # the same scenario time for every method)
+                        network.epoch = msg.get("epoch") or settings.epoch
+                        comm = ShapedComm(data, members, [names[r - 1] for r in members],
+                                          network, context=msg["job"],
+                                          timeout_seconds=settings.timeout_seconds)
+                    try:
                         result = WORK[msg["fn"]](comm, **msg["kwargs"])
                     finally:
-                        raw.Free()
-                    reply = {"ok": True, "job": msg["job"], "result": result,
-                             "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
-                elif op == "work":
-                    members = msg["members"]
-                    network = networks[bool(msg.get("dedicated"))]
-                    # a job may run on its own scenario clock (the experiment replays the
-                    # same scenario time for every method)
-                    network.epoch = msg.get("epoch") or settings.epoch
-                    comm = ShapedComm(data, members, [names[r - 1] for r in members], network,
-                                      context=msg["job"], timeout_seconds=settings.timeout_seconds)
-                    result = WORK[msg["fn"]](comm, **msg["kwargs"])
+                        if raw is not None:
+                            raw.Free()
                     reply = {"ok": True, "job": msg["job"], "result": result,
                              "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
                 elif op == "load":
@@ -244,7 +233,7 @@ class Coordinator:
         self.nranks = world.Get_size() - 1
         self.timeout_seconds = settings.timeout_seconds
         self._jobs = 0
-        self.host = _machine()
+        self.machine = _machine()
         self.info = {}
         self.down = set()  # node names
         self.shaper = None  # a KernelShaper when the kernel shapes (settings.shaping "tc")
@@ -266,7 +255,7 @@ class Coordinator:
 
     def _alive(self, rank):
         info = self.info.get(rank)
-        if not info or info["host"] != self.host:
+        if not info or info["machine"] != self.machine:
             return True  # cannot tell from here; the timeout decides
         try:
             import psutil
@@ -363,15 +352,14 @@ class Coordinator:
                 if self.node(rank) not in self.down:
                     self._stale.setdefault(rank, []).append(req)
             raise
+        # errors on a node itself were raised above; what is left are peers that gave up on
+        # a node, and the one they name is the culprit
         failed = [r for r in replies.values() if not r.get("ok")]
-        if failed:  # a node that names the peer it waited for points at the culprit
-            named = next((r for r in failed if r.get("failed") not in (None, "?")), failed[0])
-            rank = next(k for k, v in replies.items() if v is named)
-            culprit = named.get("failed") or self.node(rank)
-            culprits = [n.strip() for n in str(culprit).split(",") if n.strip() in self.names]
-            if named.get("failed"):
-                self.down.update(culprits)
-            raise NodeFailure(culprit, named.get("error", "?"), nodes=culprits)
+        if failed:
+            named = next((r for r in failed if r["failed"] != "?"), failed[0])
+            culprits = [n.strip() for n in named["failed"].split(",") if n.strip() in self.names]
+            self.down.update(culprits)
+            raise NodeFailure(named["failed"], named.get("error", "?"), nodes=culprits)
         return {self.node(rank): reply for rank, reply in replies.items()}
 
     def run(self, nodes, fn, **kwargs):

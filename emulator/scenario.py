@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from . import cluster as clusters
 from .errors import InputFileError
-from .netgraph import graph_from_node_link, load_json, write_json_atomic
+from .files import write_json_atomic
+from .netgraph import graph_from_node_link, load_json
 
 DEFAULT_INTERVAL_SECONDS = 30.0
 DEFAULT_FLOOR_MBPS = 10.0

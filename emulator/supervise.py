@@ -18,6 +18,12 @@ import subprocess
 import sys
 
 
+def rank_command(args):
+    """The argv of one supervised emulator rank running ``python -m emulator ARGS``."""
+    return [sys.executable, "-m", "emulator.supervise", sys.executable, "-m", "emulator",
+            *args]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv:

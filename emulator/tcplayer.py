@@ -7,6 +7,7 @@ only for the pairs it changes, both directions. ``plan_scripts`` writes the same
 script per host of a real cluster, for an administrator to run.
 """
 
+import bisect
 import shlex
 import time
 
@@ -22,8 +23,8 @@ class ScenarioPlayer:
         self.timeline = timeline
         self.set_pair = set_pair
         self.nodes = list(nodes)
+        self.times = sorted({t for t, _, _ in timeline.events})  # when anything changes
         self.current = {}
-        self.changes = 0
 
     def rates_at(self, t):
         return {(a, b): self.pair(a, b, t) for a in self.nodes for b in self.nodes if a != b}
@@ -41,11 +42,17 @@ class ScenarioPlayer:
                 self.set_pair(a, b, rate)
                 self.current[(a, b)] = rate
                 count += 1
-        self.changes += count
         return count
 
     def event_times(self, start, end):
-        return sorted({t for t, _, _ in self.timeline.events if start < t <= end})
+        """Change times in (start, end]."""
+        return self.times[bisect.bisect_right(self.times, start):
+                          bisect.bisect_right(self.times, end)]
+
+    def next_event(self, t):
+        """The first change time after ``t``, or None."""
+        k = bisect.bisect_right(self.times, t)
+        return self.times[k] if k < len(self.times) else None
 
     def play(self, *, start=0.0, end=None, time_scale=1.0, epoch=None, sleep=time.sleep,
              clock=time.time, progress=None):

@@ -108,6 +108,14 @@ def state_path(name, state_dir=STATE_DIR):
     return os.path.join(state_dir, f"{name}.json")
 
 
+def shaping_info(name, state_dir=STATE_DIR):
+    """What a run's coordinator needs to shape testbed ``name`` (read from its state)."""
+    with open(state_path(name, state_dir)) as f:
+        state = json.load(f)
+    return {"name": name, "nodes": state["nodes"], "subnet": state["subnet"],
+            "state_dir": state_dir, "capacity_mbps": state["capacity_mbps"]}
+
+
 def require_root():
     if os.geteuid() != 0:
         raise UserError("the namespace testbed needs root (ip netns, tc): run it as root "
@@ -126,6 +134,7 @@ class Testbed:
         self.layout, self.state_dir, self.run = layout, state_dir, run
         self.path = state_path(layout.name, state_dir)
         self.created = []
+        self.capacity_mbps = None  # from the state file, when first needed
 
     # -- up --------------------------------------------------------------------------------
 
@@ -141,6 +150,7 @@ class Testbed:
                             f"'nodesel testbed down --name {L.name}' first")
         os.makedirs(self.state_dir, exist_ok=True)
         self.created = []
+        self.capacity_mbps = float(capacity_mbps)
         self.state = {"name": L.name, "nodes": L.nodes, "subnet": L.subnet,
                       "capacity_mbps": float(capacity_mbps), "created": self.created,
                       "files": []}
@@ -211,13 +221,12 @@ class Testbed:
     def set_pair(self, a, b, rate_mbps):
         """Shape a -> b at ``rate_mbps`` (``tc class change``)."""
         L = self.layout
-        cap = self._capacity()
+        if self.capacity_mbps is None:
+            with open(self.path) as f:
+                self.capacity_mbps = json.load(f)["capacity_mbps"]
+        cap = self.capacity_mbps
         self._steps(iproute.change_rate(L.namespace(a), NS_DEV, self.minor(b),
                                         rate_mbps * WIRE_PER_PAYLOAD, cap * WIRE_PER_PAYLOAD))
-
-    def _capacity(self):
-        with open(self.path) as f:
-            return json.load(f)["capacity_mbps"]
 
     # -- down ------------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 
 from .errors import UserError
@@ -23,6 +22,7 @@ from .files import write_json_atomic, write_text_atomic
 from .netgraph import graph_from_node_link
 from .pipeline import trial_rounds
 from .selection import max_min_select
+from .supervise import rank_command
 
 PLACEHOLDERS = ("{machinefile}", "{nprocs}")
 
@@ -51,8 +51,8 @@ def write_machinefile(path, hosts):
 def measure(launch_argv, extra_args, *, timeout_seconds):
     """Run ``nodesel measure --json`` with ``extra_args`` under ``launch_argv`` (an mpiexec
     prefix); returns the status graph."""
-    argv = launch_argv + [sys.executable, "-m", "emulator.supervise", sys.executable, "-m",
-                          "emulator", "measure", "--json", "--shaping", "external"] + extra_args
+    argv = launch_argv + rank_command(["measure", "--json", "--shaping", "external"]
+                                      + extra_args)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_seconds)
     if proc.returncode != 0:
         raise UserError("measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])

@@ -8,12 +8,12 @@ Tracing a skeleton gives the communication matrix from which the selection patte
 """
 
 import math
-import os
 
 import numpy as np
 
 from emulator.collectives import Collectives
-from emulator.netgraph import to_node_link, write_json_atomic
+from emulator.files import save_figure, write_json_atomic, write_text_atomic
+from emulator.netgraph import to_node_link
 from emulator.patterns import pattern_from_matrix
 
 from .comm import as_comm
@@ -120,12 +120,9 @@ def write_trace(base, bytes_by_call, messages_by_call, *, benchmark, npb_class, 
             "messages_by_call": {c: messages_by_call[i].tolist() for i, c in enumerate(CALLS)
                                  if messages_by_call[i].any()}}
     write_json_atomic(files["json"], data)
-    tmp = files["csv"] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(",".join(str(i) for i in range(total.shape[0])) + "\n")
-        for row in total:
-            f.write(",".join(str(int(v)) for v in row) + "\n")
-    os.replace(tmp, files["csv"])
+    lines = [",".join(str(i) for i in range(total.shape[0]))]
+    lines += [",".join(str(int(v)) for v in row) for row in total]
+    write_text_atomic(files["csv"], "\n".join(lines) + "\n")
     sym = per_iteration + per_iteration.T
     matrix = np.where(sym >= min_bytes, per_iteration, 0)
     pattern = pattern_from_matrix(matrix, threshold=threshold, name=f"{benchmark} (traced)")
@@ -155,7 +152,5 @@ def plot_pattern(pattern, path, title):
     ax.set_aspect("equal")
     ax.axis("off")
     fig.tight_layout()
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
