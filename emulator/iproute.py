@@ -86,8 +86,9 @@ def rate_arg(rate_mbps):
 def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
     """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
     two full frames. Small, so that a short message after an idle spell is paced like on a
-    real link of that rate rather than let through at once."""
-    return max(2 * mtu_bytes, int(check_rate(rate_mbps) * 1e6 / 8 * seconds))
+    real link of that rate rather than let through at once. (The in-process shaping models
+    the same bucket, for any rate; rates for tc are checked where the argv is built.)"""
+    return max(2 * mtu_bytes, int(rate_mbps * 1e6 / 8 * seconds))
 
 
 def _htb(rate_mbps, ceil_mbps=None):

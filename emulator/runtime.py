@@ -22,6 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import cluster as clusters
+from . import doorbell
 from .errors import NodeFailure, UserError
 from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 from .scenario import full_capacity_timeline, pair_bandwidth_function
@@ -159,7 +160,11 @@ def serve_node(world, control, data, settings):
     me = world.Get_rank()
     networks = {False: _network(settings), True: _network(settings, dedicated=True)}
     load = None
-    control.send({"pid": os.getpid(), "machine": _machine()}, 0, CONTROL_TAG)
+    hello = {"pid": os.getpid(), "machine": _machine()}
+    bell = doorbell.local() if settings.shaping in ("inproc", "none") else None
+    if bell is not None:
+        hello.update(bell=bell.address, place=doorbell.place())
+    control.send(hello, 0, CONTROL_TAG)
     try:
         while True:
             req = control.irecv(source=0, tag=CONTROL_TAG)
@@ -190,7 +195,8 @@ def serve_node(world, control, data, settings):
                         network.epoch = msg.get("epoch") or settings.epoch
                         comm = ShapedComm(data, members, [names[r - 1] for r in members],
                                           network, context=msg["job"],
-                                          timeout_seconds=settings.timeout_seconds)
+                                          timeout_seconds=settings.timeout_seconds,
+                                          doorbells=msg.get("doorbells"))
                     try:
                         result = WORK[msg["fn"]](comm, **msg["kwargs"])
                     finally:
@@ -241,6 +247,14 @@ class Coordinator:
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
         self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
+
+    def _doorbells(self, members):
+        """The members' doorbell addresses if all can hear each other's, else None."""
+        infos = [self.info.get(r, {}) for r in members]
+        places = {i.get("place") for i in infos}
+        if None in places or len(places) != 1:
+            return None
+        return [i["bell"] for i in infos]
 
     def node(self, rank):
         return self.names[rank - 1]
@@ -335,7 +349,8 @@ class Coordinator:
         self._jobs += 1
         for rank in members:
             self.control.send({"op": "work", "job": self._jobs, "members": members, "fn": fn,
-                               "kwargs": kwargs, "epoch": epoch, "dedicated": dedicated},
+                               "kwargs": kwargs, "epoch": epoch, "dedicated": dedicated,
+                               "doorbells": self._doorbells(members)},
                               rank, CONTROL_TAG)
         reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}

@@ -14,16 +14,29 @@ a flow from u to v progresses at ::
 where ``pair_mbps`` comes from the scenario at the current scenario time, so a bandwidth
 change during a long message is honoured from the instant it happens. The sender tells the
 receivers of its open flows whenever its number of flows changes (a message posted, or one
-finished at the time its receiver reports in the ack), so the egress share follows too. Links are full
-duplex: the two directions of a pair do not share. A message is delivered ``latency``
-after its last byte arrives. Sends of up to ``EAGER_BYTES`` complete at once, as with MPI's
-eager protocol; larger sends complete when the receiver has the message (rendezvous), so
-the sender feels the same pacing.
+finished at the time its receiver reports in its final notice), so the egress share
+follows too. Links are full duplex: the two directions of a pair do not share. Each pair is
+a token bucket, as the kernel's HTB class for it: after an idle spell the first bytes of a
+message, up to the bucket (:func:`emulator.iproute.burst_bytes`, about two frames), pass at
+once. A message is delivered ``latency`` after its last byte arrives. A send
+completes once what it has not yet transmitted fits the sender's socket buffer
+(``SEND_BUFFER_BYTES``), as with MPI over TCP: a message that fits completes at once and the
+sender moves on while it drains; a larger one holds the sender until its remainder fits.
 
 The model is evaluated lazily in event order (flow starts, flow completions, scenario
-changes). Waiting ranks never spin: every wait polls MPI with ``Test``/``Iprobe`` and sleeps
-between polls, and sleeps exactly until the next computed delivery when one is due, so
-timing holds on an oversubscribed machine.
+changes), and only again when a flow comes or goes or its next event is due. Waiting ranks
+never spin: every wait polls MPI with ``Test``/``Iprobe`` and sleeps between polls, until
+the next computed delivery or until a peer on the same machine rings its doorbell
+(:mod:`emulator.doorbell`) after sending, so timing holds on an oversubscribed machine.
+Sleeps for a delivery aim early by how late this process has been waking (a moving average,
+at most ``LEAD_MAX_SECONDS`` and never before the last byte), so deliveries land on time on
+average.
+
+A message of up to ``EAGER_BYTES`` is one MPI message (a 32-byte header, then the payload).
+A larger one is a header and the payload, then a final notice from the receiver when its
+last byte arrives in the model (the sender's flow count drops then); one larger than the
+send buffer also gets a release notice when its remainder fits. Notices name the send by
+its sequence number, so they need not come in the order the sends were made.
 
 Collectives (:mod:`emulator.collectives`) are built from these shaped point-to-point
 messages, so they are shaped too.
@@ -32,25 +45,39 @@ messages, so they are shaped too.
 import bisect
 import math
 import pickle
+import struct
 import time
 from collections import deque
 
-import numpy as np
 from mpi4py import MPI
 
+from . import doorbell
 from .collectives import COLLECTIVE_TAG_BASE, Collectives
 from .errors import NodeFailure
+from .iproute import burst_bytes
 
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.0002
+BELL_MAX_SECONDS = 0.001  # with doorbells, polls only guard against a ring that came early
+LEAD_MAX_SECONDS = 0.0001
+LEAD_WEIGHT = 0.1
 MIN_STEP_SECONDS = 1e-6
-EAGER_BYTES = 16 * 1024  # sends up to this size complete at once, as MPI's eager protocol
+EAGER_BYTES = 16 * 1024  # sent with the header in one MPI message, never acknowledged
+SEND_BUFFER_BYTES = 512 * 1024  # a TCP socket's send buffer after Linux autotuning on a LAN
 # Sends still in flight, kept here (not on a communicator) so their buffers live until MPI is
 # done with them, even after the group's communicator is gone.
 _IN_FLIGHT = []
+# How late this process delivers after a timed sleep (wake-up and progress), a moving
+# average: sleeps aim that much early, so deliveries land on time on average. Capped, so a
+# host with its cores busy stays late rather than delivering early.
+_lead_seconds = 0.0
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
+_HEADER_FORMAT = struct.Struct("dddq")  # send wall time, bytes, sender's open flows, seq
+_BUFFER_BITS = SEND_BUFFER_BYTES * 8.0
+_NOTE_FORMAT = struct.Struct("dd")  # wall time, sender's open flows from then
+_NOTICE_FORMAT = struct.Struct("dq?")  # wall time, the send's seq, final (else release)
 
 
 def _nbytes(buf):
@@ -103,14 +130,19 @@ class Network:
 
 
 class _Flow:
-    __slots__ = ("src", "tag", "nbytes", "start", "remaining_bits", "done_at",
-                 "buffer", "request", "bound")
+    __slots__ = ("src", "tag", "nbytes", "start", "credit_bits", "remaining_bits", "done_at",
+                 "release_at", "released", "acked", "seq", "buffer", "staged", "request",
+                 "bound")
 
-    def __init__(self, src, tag, nbytes, start):
-        self.src, self.tag, self.nbytes, self.start = src, tag, nbytes, start
-        self.remaining_bits = nbytes * 8.0
+    def __init__(self, src, tag, nbytes, start, seq, credit_bits=0.0):
+        self.src, self.tag, self.nbytes, self.start, self.seq = src, tag, nbytes, start, seq
+        self.credit_bits = credit_bits  # bits the bucket's burst saves at the pair's rate
+        self.remaining_bits = nbytes * 8.0 - credit_bits
         self.done_at = None if nbytes else start
+        self.release_at = None  # when the remainder fits the sender's buffer
+        self.released = self.acked = nbytes <= EAGER_BYTES  # notices to the sender, sent
         self.buffer = None
+        self.staged = True  # the payload sits in our buffer, not yet the receiver's
         self.request = None
         self.bound = None
 
@@ -157,9 +189,13 @@ class ShapedComm(Collectives):
         Distinguishes concurrent groups on the same ``comm`` (tags are offset by it).
     timeout_seconds : float
         A wait longer than this raises :class:`NodeFailure` naming the peer.
+    doorbells : list, optional
+        Doorbell address of each member (same order) when all share this rank's machine
+        and network namespace (:func:`emulator.doorbell.place`); without them waits poll.
     """
 
-    def __init__(self, comm, members, nodes, network, *, context=0, timeout_seconds=120.0):
+    def __init__(self, comm, members, nodes, network, *, context=0, timeout_seconds=120.0,
+                 doorbells=None):
         self.comm = comm
         self.members = list(members)
         self.nodes = list(nodes)
@@ -176,12 +212,23 @@ class ShapedComm(Collectives):
         self._tag_base = (context % contexts) * span
         self._flows = []  # incoming, not yet delivered, in arrival order
         self._posted = deque()  # posted receives, in order
-        self._sends = []  # outstanding sends awaiting an ack
+        self._sends = {}  # seq -> larger send whose flow is still open (no final notice yet)
+        self._seq = 0
         self._clock = None  # wall time up to which the fluid model has run
         self._commit = None  # (wall time, {flow: (remaining bits, done_at)}) at the last delivery
         self._egress = {}  # source -> ([times], [flow counts]) of that sender's egress
         self._finish = math.inf
+        self._horizon = math.inf  # wall time of the model's next event
+        self._next_release = math.inf  # when the next flow's remainder will fit the buffer
+        self._dirty = False  # flows came or went since the model last ran
         self._busy = False
+        self._status = MPI.Status()
+        self._index = {world: i for i, world in enumerate(self.members)}
+        self._port_bps = [network.port_mbps[n] * 1e6 for n in self.nodes]
+        self._pair = {}  # source -> (from, until, bit/s): the current piece of the scenario
+        self._bucket = {}  # source -> (tokens in bits, busy until): the pair's token bucket
+        self._bell = doorbell.local() if doorbells else None
+        self._bells = doorbells if self._bell is not None else None
         self.bytes_sent = 0
         self.messages_sent = 0
 
@@ -196,37 +243,42 @@ class ShapedComm(Collectives):
         req = Request(self, dest, tag)
         data = _as_bytes(buf)
         nbytes = req.nbytes = data.nbytes
-        eager = nbytes <= EAGER_BYTES
-        if eager:
-            data = bytearray(data)  # the caller may reuse its buffer at once
         world_dest = self.members[dest]
         now = time.time()
-        open_flows = [r for r in self._sends if r.nbytes]
-        egress = len(open_flows) + (0 if eager else 1)
-        header = np.array([now, nbytes, max(egress, 1)], dtype=np.float64)
-        req._mpi = [self.comm.Isend(header, world_dest, self._mpi_tag(tag, _HEADER))]
-        if nbytes:
-            req._mpi.append(self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD)))
-        if not eager:
-            self._announce_egress(now, egress, open_flows, skip=dest)
-        if eager:  # done now, as MPI's eager protocol, and never acknowledged
+        open_flows = self._sends
+        self._seq += 1
+        if nbytes <= EAGER_BYTES:
+            # header and a copy of the payload in one message, done at once as MPI's eager
+            # protocol (the caller may reuse its buffer) and never acknowledged
+            packet = bytearray(_HEADER_FORMAT.size + nbytes)
+            _HEADER_FORMAT.pack_into(packet, 0, now, nbytes, max(len(open_flows), 1), self._seq)
+            packet[_HEADER_FORMAT.size:] = data
+            # the request holds the packet, which must outlive this communicator
+            _IN_FLIGHT.append(self.comm.Isend(packet, world_dest, self._mpi_tag(tag, _HEADER)))
             req.done = True
-            _IN_FLIGHT.extend(req._mpi)  # the buffers must outlive this communicator
-            req._mpi = []
         else:
-            req._ack = np.empty(1, dtype=np.float64)
-            req._ack_req = self.comm.Irecv(req._ack, world_dest, self._mpi_tag(tag, _ACK))
-            self._sends.append(req)
+            egress = len(open_flows) + 1
+            header = _HEADER_FORMAT.pack(now, nbytes, egress, self._seq)
+            req._mpi = [self.comm.Isend(header, world_dest, self._mpi_tag(tag, _HEADER)),
+                        self.comm.Isend(data, world_dest, self._mpi_tag(tag, _PAYLOAD))]
+            self._announce_egress(now, egress, open_flows.values(), skip=dest)
+            req._released = nbytes <= SEND_BUFFER_BYTES  # else: when the receiver says so
+            self._sends[self._seq] = req
+        self._ring(dest)
         self.bytes_sent += nbytes
         self.messages_sent += 1
         return req
 
+    def _ring(self, peer):
+        if self._bells is not None:
+            self._bell.ring(self._bells[peer])
+
     def _announce_egress(self, t, count, flows, skip=None):
         """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``."""
-        msg = np.array([t, count], dtype=np.float64)
         for peer in sorted({r.peer for r in flows} - {skip}):
-            _IN_FLIGHT.append(self.comm.Isend(msg.copy(), self.members[peer],
+            _IN_FLIGHT.append(self.comm.Isend(_NOTE_FORMAT.pack(t, count), self.members[peer],
                                               self._mpi_tag(0, _EGRESS)))
+            self._ring(peer)
 
     def Irecv(self, buf, source, tag=0):
         req = Request(self, source, tag, buf)
@@ -264,73 +316,149 @@ class ShapedComm(Collectives):
 
     def _poll_headers(self):
         """Register every header that has arrived. Payload and ack receives are posted before
-        their messages can arrive, so the first unmatched message from a source is a header."""
-        status = MPI.Status()
-        while self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
-            world, mpi_tag = status.Get_source(), status.Get_tag() - self._tag_base
-            ours = world in self.members and 0 <= mpi_tag < _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE
-            if status.Get_tag() % _TAG_SLOTS == _EGRESS:  # context bases are multiples of 4
-                note = np.empty(2, dtype=np.float64)
-                self.comm.Recv(note, world, status.Get_tag())
-                if ours:  # else: a late note to an earlier group of this node; drop it
-                    self._note_egress(self.members.index(world), float(note[0]), int(note[1]))
-                continue
-            if not ours or mpi_tag % _TAG_SLOTS != _HEADER:
-                break  # not ours; leave it
-            src, tag = self.members.index(world), mpi_tag // _TAG_SLOTS
-            header = np.empty(3, dtype=np.float64)
-            self.comm.Recv(header, world, status.Get_tag())
-            if header[1] > 0:
-                self._note_egress(src, float(header[0]), int(header[2]))
-            start = float(header[0])
-            flow = _Flow(src, tag, int(header[1]), start)
-            # Bind the flow to the first matching posted receive, in order (MPI matching
-            # semantics); its payload then lands in the user's buffer with no extra copy.
-            flow.bound = next((r for r in self._posted if r.peer == src and r.tag == tag
-                               and r.flow is None), None)
-            if flow.bound is not None:
-                flow.bound.flow = flow
-                if flow.bound.buf is not None and _nbytes(flow.bound.buf) >= flow.nbytes:
-                    flow.buffer = _as_bytes(flow.bound.buf)[:flow.nbytes]
-            if flow.buffer is None:
-                flow.buffer = bytearray(flow.nbytes)
-            if flow.nbytes:
-                flow.request = self.comm.Irecv(flow.buffer, world, self._mpi_tag(tag, _PAYLOAD))
-            self._flows.append(flow)
+        their messages can arrive, so the first unmatched message from a source is a header.
+
+        Messages are taken source by source: a member that has moved on to a later group
+        may already have sent to this rank, and that message must wait without hiding the
+        ones of this group behind it (MPI keeps each source's messages in order)."""
+        status = self._status
+        while True:
+            # A probe that finds nothing still drives MPI's progress, which may bring a
+            # message in: probe twice before concluding that nothing came.
+            if not (self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)
+                    or self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status)):
+                return
+            world, full_tag = status.Get_source(), status.Get_tag()
+            if world in self._index and self._ours(full_tag):
+                break
+            if full_tag % _TAG_SLOTS not in (_ACK, _EGRESS):
+                break  # maybe a later group's: leave it, take this group's source by source
+            # a late notice to an earlier group of this node (from anyone): drop it
+            self.comm.Recv(bytearray(max(_NOTICE_FORMAT.size, _NOTE_FORMAT.size)), world, full_tag)
+        for world in self.members:
+            while self.comm.Iprobe(world, MPI.ANY_TAG, status) and self._take(world, status):
+                pass
+
+    def _ours(self, full_tag):
+        return 0 <= full_tag - self._tag_base < _TAG_SLOTS * 2 * COLLECTIVE_TAG_BASE
+
+    def _take(self, world, status):
+        """Receive the probed message from ``world`` if it is this group's (or a late notice
+        to an earlier group, dropped); False if it must be left for a later group."""
+        full_tag = status.Get_tag()
+        mpi_tag = full_tag - self._tag_base
+        src = self._index[world]
+        ours = self._ours(full_tag)
+        if full_tag % _TAG_SLOTS == _EGRESS:  # context bases are multiples of 4
+            note = bytearray(_NOTE_FORMAT.size)
+            self.comm.Recv(note, world, full_tag)
+            if ours:  # else: a late note to an earlier group of this node; drop it
+                t, count = _NOTE_FORMAT.unpack(note)
+                self._note_egress(src, t, int(count))
+            return True
+        if full_tag % _TAG_SLOTS == _ACK:
+            notice = bytearray(_NOTICE_FORMAT.size)
+            self.comm.Recv(notice, world, full_tag)
+            if ours:  # else: a late notice to an earlier group of this node; drop it
+                self._on_notice(src, *_NOTICE_FORMAT.unpack(notice))
+            return True
+        if not ours or mpi_tag % _TAG_SLOTS != _HEADER:
+            return False  # a later group's message, or not the emulator's: leave it
+        tag = mpi_tag // _TAG_SLOTS
+        packet = bytearray(status.Get_count(MPI.BYTE))
+        self.comm.Recv(packet, world, full_tag)
+        start, nbytes, egress, seq = _HEADER_FORMAT.unpack_from(packet)
+        nbytes = int(nbytes)
+        if nbytes:
+            self._note_egress(src, start, int(egress))
+        flow = _Flow(src, tag, nbytes, start, seq, self._burst_credit(src, start, nbytes * 8.0))
+        # Bind the flow to the first matching posted receive, in order (MPI matching
+        # semantics); a large payload then lands in the user's buffer with no extra copy.
+        flow.bound = next((r for r in self._posted if r.peer == src and r.tag == tag
+                           and r.flow is None), None)
+        if flow.bound is not None:
+            flow.bound.flow = flow
+        if nbytes <= EAGER_BYTES:  # the payload came with the header
+            flow.buffer = memoryview(packet)[_HEADER_FORMAT.size:]
+        else:
+            bound = flow.bound
+            if bound is not None and bound.buf is not None and _nbytes(bound.buf) >= nbytes:
+                flow.buffer, flow.staged = _as_bytes(bound.buf)[:nbytes], False
+            else:
+                flow.buffer = bytearray(nbytes)
+            flow.request = self.comm.Irecv(flow.buffer, world, self._mpi_tag(tag, _PAYLOAD))
+        self._flows.append(flow)
+        self._dirty = True
+        return True
 
     def _note_egress(self, src, t, count):
+        """From wall time ``t`` on, sender ``src`` has ``count`` flows open."""
         times, counts = self._egress.setdefault(src, ([], []))
         k = bisect.bisect_right(times, t)
+        count = max(1, count)
+        if (counts[k - 1] if k else 1) == count:
+            return  # no change
         times.insert(k, t)
-        counts.insert(k, max(1, count))
+        counts.insert(k, count)
+        self._dirty = True
 
-    def _egress_flows(self, src, t):
+    def _egress_bps(self, src, t):
+        """Sender ``src``'s port share per flow at wall time t, and when that next changes."""
         times, counts = self._egress.get(src, ((), ()))
-        k = bisect.bisect_right(times, t) - 1
-        return counts[k] if k >= 0 else 1
-
-    def _next_egress_change(self, src, t):
-        times, _ = self._egress.get(src, ((), ()))
         k = bisect.bisect_right(times, t)
-        return times[k] if k < len(times) else math.inf
+        flows = counts[k - 1] if k else 1
+        return self._port_bps[src] / flows, (times[k] if k < len(times) else math.inf)
+
+    def _pair_bps(self, src, t):
+        """Available bandwidth from ``src`` to this node at wall time t, and when it next
+        changes. The scenario is asked once per piece of constant bandwidth."""
+        lo, hi, bps = self._pair.get(src, (math.inf, math.inf, 0.0))
+        if lo <= t < hi:
+            return bps, hi
+        node, net = self.nodes[src], self.network
+        bps, nxt = net.rate_bps(node, self.node, t), net.next_change_wall(node, self.node, t)
+        if t < lo < nxt:  # no change from t up to the known piece: it extends back to t
+            nxt = hi
+        self._pair[src] = (t, nxt, bps)
+        return bps, nxt
+
+    def _burst_credit(self, src, start, bits):
+        """What the pair's token bucket saves a new flow: its first bytes, up to the tokens
+        saved while the pair was idle, pass at once, as through the kernel's HTB class.
+        Returns the bits to take off the flow's size."""
+        rate = min(self._pair_bps(src, start)[0], self._port_bps[src])  # the class's rate
+        if not bits or rate <= 0:
+            return 0.0
+        full = burst_bytes(rate / 1e6) * 8.0
+        tokens, busy_until = self._bucket.get(src, (full, -math.inf))
+        tokens = min(full, tokens + rate * max(0.0, start - busy_until))
+        credit = min(tokens, bits)
+        self._bucket[src] = (tokens - credit, max(busy_until, start) + (bits - credit) / rate)
+        return credit
 
     def _rates(self, t):
-        """Active flows at wall time t, their rates in bit/s, and the time of the next
-        change of any of those rates (scenario or sender egress)."""
+        """Active flows at wall time t, their rates in bit/s (same order), and the time of
+        the next change of any of those rates (scenario or sender egress)."""
         active = [f for f in self._flows if f.done_at is None and f.start <= t]
-        pair_count, rates, change = {}, {}, math.inf
+        if not active:
+            return active, [], math.inf
+        ingress = self._port_bps[self.rank]
+        if len(active) == 1:
+            src = active[0].src
+            pair, pair_change = self._pair_bps(src, t)
+            egress, egress_change = self._egress_bps(src, t)
+            return active, [min(pair, ingress, egress)], min(pair_change, egress_change)
+        per_src = {}
         for f in active:
-            pair_count[f.src] = pair_count.get(f.src, 0) + 1
-        if active:
-            ingress = self.network.port_mbps[self.node] * 1e6 / len(active)
-        for f in active:
-            src_node = self.nodes[f.src]
-            egress = self.network.port_mbps[src_node] * 1e6 / self._egress_flows(f.src, t)
-            pair = self.network.rate_bps(src_node, self.node, t) / pair_count[f.src]
-            rates[f] = min(pair, ingress, egress)
-            change = min(change, self.network.next_change_wall(src_node, self.node, t),
-                         self._next_egress_change(f.src, t))
-        return active, rates, change
+            per_src[f.src] = per_src.get(f.src, 0) + 1
+        ingress /= len(active)
+        change = math.inf
+        for src, n in per_src.items():
+            pair, pair_change = self._pair_bps(src, t)
+            egress, egress_change = self._egress_bps(src, t)
+            per_src[src] = min(pair / n, ingress, egress)
+            change = min(change, pair_change, egress_change)
+        return active, [per_src[f.src] for f in active], change
 
     def _run_model(self, now):
         """Run the fluid model of incoming flows up to wall time ``now``; return the wall
@@ -344,55 +472,90 @@ class ShapedComm(Collectives):
         """
         if self._commit is None:
             if not self._flows:
-                self._clock = now
+                self._clock, self._horizon, self._next_release = now, math.inf, math.inf
                 return math.inf
             self._commit = (min(f.start for f in self._flows), {})
         t, snapshot = self._commit
         for f in self._flows:
             if f in snapshot:
-                f.remaining_bits, f.done_at = snapshot[f]
+                f.remaining_bits, f.done_at, f.release_at = snapshot[f]
             else:
                 f.start = max(f.start, t)
-                f.remaining_bits = f.nbytes * 8.0
+                f.remaining_bits = f.nbytes * 8.0 - f.credit_bits
                 f.done_at = None if f.nbytes else f.start
+                f.release_at = None
         while True:
             active, rates, change = self._rates(t)
-            finish = min((t + f.remaining_bits / rates[f] for f in active if rates[f] > 0),
+            finish = min((t + f.remaining_bits / r for f, r in zip(active, rates) if r > 0),
                          default=math.inf)
+            start = min((f.start for f in self._flows if f.done_at is None and f.start > t),
+                        default=math.inf)  # the next flow to start
+            if not active and start == math.inf:
+                t = max(t, now)  # nothing moves until a new flow comes
             if t >= now:
                 self._clock = t
+                self._next_release = min((t + (f.remaining_bits - _BUFFER_BITS) / r
+                                          for f, r in zip(active, rates)
+                                          if f.release_at is None and r > 0), default=math.inf)
+                self._horizon = min(finish, change, self._next_release, start)
                 return finish
-            starts = [f.start for f in self._flows if f.done_at is None and f.start > t]
             # Wall times are ~1.7e9 s, where a float64 step is ~0.24 us: never step by less
             # than MIN_STEP_SECONDS, and call a flow done within that much of its end.
-            horizon = max(min([now, change, finish] + starts), t + MIN_STEP_SECONDS)
-            for f in active:
-                f.remaining_bits -= rates[f] * (horizon - t)
-                if f.remaining_bits <= rates[f] * MIN_STEP_SECONDS:
+            horizon = max(min(now, change, finish, start), t + MIN_STEP_SECONDS)
+            for f, r in zip(active, rates):
+                before = f.remaining_bits
+                f.remaining_bits -= r * (horizon - t)
+                if f.remaining_bits <= r * MIN_STEP_SECONDS:
                     f.remaining_bits = 0.0
                     f.done_at = horizon
+                if f.release_at is None and \
+                        f.remaining_bits <= _BUFFER_BITS + r * MIN_STEP_SECONDS:
+                    f.release_at = min(t + (before - _BUFFER_BITS) / r, horizon)
             t = horizon
 
     def _commit_model(self):
         """Fix the model's state at its clock (after a delivery). With nothing pending there
         is nothing to fix, and the next flow starts at its own send time."""
-        self._commit = (self._clock, {f: (f.remaining_bits, f.done_at) for f in self._flows}) \
-            if self._flows else None
+        self._commit = (self._clock, {f: (f.remaining_bits, f.done_at, f.release_at)
+                                      for f in self._flows}) if self._flows else None
+        self._dirty = True
+
+    def _notify(self, flow, at, final):
+        """Tell a flow's sender that it finished (``final``) or was released at ``at``."""
+        _IN_FLIGHT.append(self.comm.Isend(_NOTICE_FORMAT.pack(at, flow.seq, final),
+                                          self.members[flow.src], self._mpi_tag(flow.tag, _ACK)))
+        self._ring(flow.src)
+
+    def _notices(self, now):
+        """Send the releases and final acks that are due by ``now``."""
+        for f in self._flows:
+            if f.acked:
+                continue
+            if not f.released and f.release_at is not None and f.release_at <= now:
+                f.released = True
+                if f.nbytes > SEND_BUFFER_BYTES:
+                    self._notify(f, f.release_at, False)
+            if f.done_at is not None and f.done_at <= now:
+                f.acked = f.released = True
+                self._notify(f, f.done_at, True)
 
     def _deliver(self, now):
-        """Complete posted receives whose message has been delivered by ``now``."""
+        """Complete posted receives whose message has been delivered by ``now``, and sends
+        that the receiver released or acknowledged."""
+        self._notices(now)
         progressed = False
+        lead = min(_lead_seconds, self.network.latency_seconds)  # never before the last byte
         for req in list(self._posted):
             flow = req.flow
             if flow is None or flow.done_at is None or flow.request is not None:
                 continue  # not arrived, not finished in the model, or payload still moving
-            if flow.done_at + self.network.latency_seconds > now:
+            if flow.done_at + self.network.latency_seconds - lead > now:
                 continue
             self._flows.remove(flow)
             self._posted.remove(req)
             if req.buf is None:
                 req.data = bytes(flow.buffer)
-            elif flow.buffer.__class__ is bytearray:  # staged: it came before the receive
+            elif flow.staged:
                 target = _as_bytes(req.buf)
                 if flow.nbytes > target.nbytes:
                     raise ValueError(f"message of {flow.nbytes} bytes from rank {req.peer} "
@@ -400,29 +563,47 @@ class ShapedComm(Collectives):
                 target[:flow.nbytes] = flow.buffer
             req.nbytes = flow.nbytes
             req.done = True
-            if flow.nbytes > EAGER_BYTES:  # rendezvous: the sender waits for this
-                self.comm.Send(np.array([flow.done_at], dtype=np.float64),
-                               self.members[req.peer], self._mpi_tag(req.tag, _ACK))
+            if not flow.acked:
+                flow.acked = flow.released = True
+                self._notify(flow, flow.done_at, True)
             progressed = True
         if progressed:
             self._commit_model()
-        for req in list(self._sends):
-            if req._ack_req.Test():
-                if req._mpi:
-                    MPI.Request.Waitall(req._mpi)
-                    req._mpi = []
-                req.done = True
-                self._sends.remove(req)
-                progressed = True
-                if req.nbytes:
-                    still_open = [r for r in self._sends if r.nbytes]
-                    self._announce_egress(float(req._ack[0]), len(still_open), still_open)
+        return self._check_sends() or progressed
+
+    def _on_notice(self, src, at, seq, final):
+        """A receiver released send ``seq`` (its remainder fits the send buffer) or saw its
+        last byte at wall time ``at`` (``final``: the flow is over)."""
+        req = self._sends.get(seq)
+        if req is None or req.peer != src:
+            return
+        req._released = True
+        if final:
+            if req._mpi:
+                MPI.Request.Waitall(req._mpi)
+                req._mpi = []
+            req.done = True
+            del self._sends[seq]
+            self._announce_egress(at, len(self._sends), self._sends.values())
+
+    def _check_sends(self):
+        """Complete sends once MPI has the payload and their remainder fits the send
+        buffer."""
+        progressed = False
+        for req in self._sends.values():
+            if not req.done and req._released and not req._mpi:
+                req.done = progressed = True
         return progressed
 
     def _next_due(self, finish):
-        """Wall time of the next delivery: a finished flow's, or the next completion's."""
-        due = [f.done_at for f in self._flows if f.done_at is not None] + [finish]
-        return min(due) + self.network.latency_seconds
+        """Wall time of the next delivery (a finished flow's, or the next completion's) or
+        release."""
+        due = [f.done_at for f in self._flows if f.done_at is not None and f.bound is not None]
+        lead = min(_lead_seconds, self.network.latency_seconds)
+        releases = [f.release_at for f in self._flows
+                    if not f.released and f.release_at is not None]
+        return min([min(due + [finish]) + self.network.latency_seconds - lead, finish,
+                    self._next_release] + releases)
 
     def _moving(self):
         """Drive the real MPI data movement; True while some payload is still in flight.
@@ -439,7 +620,7 @@ class ShapedComm(Collectives):
                 else:
                     moving = True
         _IN_FLIGHT[:] = [r for r in _IN_FLIGHT if not r.Test()]
-        for req in self._sends:
+        for req in self._sends.values():
             if req._mpi:
                 if MPI.Request.Testall(req._mpi):
                     req._mpi = []
@@ -451,29 +632,53 @@ class ShapedComm(Collectives):
         self._poll_headers()
         self._busy = self._moving()
         now = time.time()
-        self._finish = self._run_model(now)
+        if self._dirty or now >= self._horizon:
+            self._dirty = False
+            self._finish = self._run_model(now)
         return self._deliver(now)
 
-    def _wait_until(self, condition, timeout=None):
+    def _wait_until(self, condition, timeout=None, until=math.inf):
+        """Progress until ``condition()``; never sleep past wall time ``until``.
+
+        With doorbells a wait sleeps until a ring, the next due delivery or ``until``
+        (at most ``BELL_MAX_SECONDS``, a safety net); without them it polls, with sleeps
+        growing from ``POLL_MIN_SECONDS`` to ``POLL_MAX_SECONDS``. While payloads move
+        through MPI it polls every ``POLL_MOVING_SECONDS``.
+        """
+        global _lead_seconds
         timeout = self.timeout_seconds if timeout is None else timeout
         start = time.monotonic()
-        pause = POLL_MIN_SECONDS
+        pause = POLL_MIN_SECONDS if self._bell is None else BELL_MAX_SECONDS
+        aim = None  # the wall time a sleep for a due delivery aimed at
         while True:
             if self._progress():
-                pause = POLL_MIN_SECONDS
+                if self._bell is None:
+                    pause = POLL_MIN_SECONDS
+                if aim is not None:
+                    late = min(max(time.time() - aim, 0.0), LEAD_MAX_SECONDS)
+                    _lead_seconds += LEAD_WEIGHT * (late - _lead_seconds)
+            aim = None
             if condition():
                 return
             if time.monotonic() - start > timeout:
-                waiting = sorted({self.nodes[r.peer] for r in list(self._posted) + self._sends
-                                  if not r.done})
+                pending = [*self._posted, *self._sends.values()]
+                waiting = sorted({self.nodes[r.peer] for r in pending if not r.done})
                 raise NodeFailure(", ".join(map(str, waiting)) or "?",
                                   f"no message within {self.timeout_seconds:.0f} s")
-            nap = min(POLL_MOVING_SECONDS if self._busy else pause,
-                      max(0.0, self._next_due(self._finish) - time.time()))
-            time.sleep(nap)
-            pause = min(pause * 2, POLL_MAX_SECONDS)
+            now = time.time()
+            due = self._next_due(self._finish) - now
+            nap = POLL_MOVING_SECONDS if self._busy else pause
+            if 0 < due <= nap:
+                nap, aim = due, now + due
+            nap = max(0.0, min(nap, due, until - now))
+            if self._bell is None:
+                time.sleep(nap)
+                pause = min(pause * 2, POLL_MAX_SECONDS)
+            elif self._bell.wait(nap):
+                aim = None  # woken early: no measure of lateness
 
     def compute(self, seconds):
         """Let ``seconds`` of wall time pass while still progressing incoming messages."""
         end = time.time() + seconds
-        self._wait_until(lambda: time.time() >= end, timeout=seconds + self.timeout_seconds)
+        self._wait_until(lambda: time.time() >= end, timeout=seconds + self.timeout_seconds,
+                         until=end)

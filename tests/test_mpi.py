@@ -44,6 +44,42 @@ MIB_BITS = 8 * (1 << 20)
 def test_one_flow_takes_size_over_bandwidth(shaped):
     (seconds,) = shaped["one_flow_10"]
     within(seconds, MIB_BITS / 10e6)
+    (seconds,) = shaped["one_flow_10_polled"]  # waits that poll instead of doorbells
+    within(seconds, MIB_BITS / 10e6)
+
+
+def _merged(reports):
+    """The sender's {"sent": s} and the receiver's {"delivered": s} as one dict."""
+    return {k: v for r in reports for k, v in r.items()}
+
+
+def test_send_completes_once_its_remainder_fits_the_send_buffer(shaped):
+    from emulator.shaping import SEND_BUFFER_BYTES
+
+    small, large = SEND_BUFFER_BYTES // 2, SEND_BUFFER_BYTES + 256 * 1024
+    fits = _merged(shaped[f"send_buffer_{small}"])
+    assert fits["sent"] < 0.05 * small * 8 / 10e6, fits  # done at once, as into a socket
+    within(fits["delivered"], small * 8 / 10e6)
+    over = _merged(shaped[f"send_buffer_{large}"])
+    within(over["sent"], (large - SEND_BUFFER_BYTES) * 8 / 10e6)  # held until the rest fits
+    within(over["delivered"], large * 8 / 10e6)
+
+
+def test_a_send_is_released_by_its_own_notice_not_an_earlier_finished_one(shaped):
+    (got,) = shaped["same_tag"]
+    # Both share the pair until the 20 kB one is done (~32 ms); the long one's remainder
+    # fits the buffer only after another 256 KiB less what it sent meanwhile, at 10 Mbit/s.
+    shared = 2 * 20000 * 8 / 10e6
+    expected = shared + (256 * 1024 - 20000) * 8 / 10e6
+    assert got["short_sent"] < 0.5 * expected, got
+    within(got["large_sent"], expected, tolerance=0.1)
+
+
+def test_token_bucket_lets_a_short_message_through_after_idle(shaped):
+    paced = 3000 * 8 / 10e6  # 2.4 ms at the pair's 10 Mbit/s
+    (receiver,) = [r for r in shaped["bucket"] if r["idle"][0] == "delivered"]
+    assert receiver["idle"][1] < 0.5 * paced, receiver  # the bucket lets it through at once
+    assert receiver["busy"][1] > paced, receiver  # no tokens left, and the pair is shared
 
 
 def test_concurrent_flows_share_a_link(shaped):
@@ -139,3 +175,23 @@ def test_measure_gives_a_status_graph_with_forecasts():
         assert edge["predictor"]
         true = edge["true_bandwidth_mbps"]
         assert abs(edge["measured_mbps"] - true) / true < 0.1, edge
+
+
+
+def test_a_rank_sends_to_itself_over_a_link_beyond_any_tc_rate():
+    # 1 MiB (release and final notices to itself) at 10^6 Mbit/s, which tc could not take
+    code = """
+import numpy as np
+from mpi4py import MPI
+from emulator.shaping import Network, ShapedComm
+net = Network(lambda a, b, t: 1e6, {"a": 1e6})
+comm = ShapedComm(MPI.COMM_SELF.Dup(), [0], ["a"], net)
+out, back = np.arange(1 << 17, dtype=np.float64), np.zeros(1 << 17)
+reqs = [comm.Irecv(back, 0, 1), comm.Isend(out, 0, 1)]
+reqs[0].Waitall(reqs)
+print(bool((back == out).all()))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True"]

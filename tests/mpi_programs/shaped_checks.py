@@ -1,7 +1,8 @@
 """Shaped-communicator checks, run under mpiexec with 5 ranks; rank 0 prints JSON results.
 
 Ranks 1..4 are nodes n1..n4; rank 0 only collects. Every check is timed at the receiver
-with the sender's timestamp carried in the message.
+with the sender's timestamp carried in the message. Groups wake each other with doorbells,
+as the runtime's do, except where a check says it polls.
 """
 
 import json
@@ -11,7 +12,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from emulator.shaping import Network, ShapedComm
+from emulator import doorbell
+from emulator.shaping import SEND_BUFFER_BYTES, Network, ShapedComm
 
 world = MPI.COMM_WORLD
 rank = world.Get_rank()
@@ -37,13 +39,15 @@ pair_mbps.next_change = next_change
 ports = {"n1": 100.0, "n2": 100.0, "n3": 1000.0, "n4": 1000.0}
 results = {}
 data = world.Dup()
+BELLS = world.allgather(doorbell.local().address)
 
 
-def group(members, context):
+def group(members, context, bells=True):
     if rank not in members:
         return None
     return ShapedComm(data, members, [NODES[m - 1] for m in members],
-                      Network(pair_mbps, ports, epoch=epoch), context=context, timeout_seconds=60)
+                      Network(pair_mbps, ports, epoch=epoch), context=context, timeout_seconds=60,
+                      doorbells=[BELLS[m] for m in members] if bells else None)
 
 
 def timed_transfer(comm, size, flows=1, dests=(1,)):
@@ -70,15 +74,40 @@ def timed_transfer(comm, size, flows=1, dests=(1,)):
 
 
 def report(name, value):
+    """Gather a check's values; no rank starts the next check before all are done (a sender
+    whose messages fit the send buffer moves on while they are still being received)."""
     values = world.gather(value, root=0)
     if rank == 0:
         results[name] = [v for v in values if v is not None]
+    world.Barrier()
+
+
+def send_and_receive(comm, size, behind=0):
+    """Rank 0 sends ``size`` bytes to rank 1 (right behind a message of ``behind`` bytes):
+    seconds until the send completed at the sender, and until delivery at the receiver
+    (both from the send stamp)."""
+    buf, first = np.ones(size, dtype=np.uint8), np.ones(behind, dtype=np.uint8)
+    if comm.rank == 0:
+        reqs = [comm.Isend(first, 1, tag=8)] if behind else []
+        stamp = time.time()
+        buf[:8].view(np.float64)[0] = stamp
+        reqs.append(comm.Isend(buf, 1, tag=9))
+        reqs[0].Waitall(reqs)
+        return ("sent", time.time() - stamp)
+    reqs = [comm.Irecv(first, 0, tag=8)] if behind else []
+    comm.Irecv(buf, 0, tag=9).Wait()
+    delivered = time.time() - float(buf[:8].view(np.float64)[0])
+    if reqs:
+        reqs[0].Wait()
+    return ("delivered", delivered)
 
 
 MiB = 1 << 20
-# 1. one flow, 1 MiB at 10 Mbit/s (n1 -> n2)
+# 1. one flow, 1 MiB at 10 Mbit/s (n1 -> n2), with doorbells and with polling alone
 c = group([1, 2], 1)
 report("one_flow_10", timed_transfer(c, MiB) if c else None)
+c = group([1, 2], 11, bells=False)
+report("one_flow_10_polled", timed_transfer(c, MiB) if c else None)
 # 2. four concurrent flows of 1 MiB on the 100 Mbit/s pair n3 -> n4
 c = group([3, 4], 2)
 report("four_flows_100", timed_transfer(c, MiB, flows=4) if c else None)
@@ -128,6 +157,42 @@ for members, context in (([1, 2, 3, 4], 7), ([2, 3, 4], 8)):
         report(f"collectives_{len(members)}", ok)
     else:
         report(f"collectives_{len(members)}", None)
+
+# 7. send buffer, n1 -> n2 at 10 Mbit/s: a message that fits completes at once; a larger one
+# when its remainder fits
+for size, context in ((SEND_BUFFER_BYTES // 2, 9), (SEND_BUFFER_BYTES + 256 * 1024, 10)):
+    c = group([1, 2], context)
+    report(f"send_buffer_{size}", dict([send_and_receive(c, size)]) if c else None)
+# 8. token bucket, n1 -> n2 at 10 Mbit/s with 100 Mbit/s ports: after an idle spell a short
+# message passes at once; one sent right behind a longer one is paced (and shares the pair)
+c = group([1, 2], 12)
+if c:
+    c.compute(0.05)  # idle: the bucket fills
+    idle = send_and_receive(c, 3000)
+    c.Barrier()
+    busy = send_and_receive(c, 3000, behind=50000)
+    report("bucket", {"idle": idle, "busy": busy})
+else:
+    report("bucket", None)
+
+# 9. two sends on one tag, n1 -> n2 at 10 Mbit/s: the later, shorter one finishes first; the
+# longer send must still complete only when its own remainder fits the send buffer
+c = group([1, 2], 13)
+if c:
+    large, short = np.ones(SEND_BUFFER_BYTES + 256 * 1024, np.uint8), np.ones(20000, np.uint8)
+    start = time.time()
+    if c.rank == 0:
+        reqs = [c.Isend(large, 1, tag=4), c.Isend(short, 1, tag=4)]
+        reqs[1].Wait()
+        short_done = time.time() - start
+        reqs[0].Wait()
+        report("same_tag", {"short_sent": short_done, "large_sent": time.time() - start})
+    else:
+        reqs = [c.Irecv(large, 0, tag=4), c.Irecv(short, 0, tag=4)]
+        reqs[0].Waitall(reqs)
+        report("same_tag", None)
+else:
+    report("same_tag", None)
 
 if rank == 0:
     print(json.dumps({"results": results}))
