@@ -410,6 +410,28 @@ class Coordinator:
         self.broadcast({"op": "stop"})
 
 
+def _abort(world, status):
+    """End the whole job with ``status`` once what this rank printed has left its pipes:
+    MPI_Abort kills the launcher's proxies, and whatever they had not read yet is lost."""
+    import fcntl
+    import termios
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    deadline = time.monotonic() + 2.0
+    for fd in (1, 2):
+        while time.monotonic() < deadline:
+            try:
+                unread = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4),
+                                        sys.byteorder)
+            except OSError:
+                break  # not a pipe: nothing to wait for
+            if unread == 0:
+                break
+            time.sleep(0.001)
+    world.Abort(status)
+
+
 def launch(program, settings, *, world=None):
     """Run on every rank: rank 0 runs ``program(coordinator)``, the others serve.
 
@@ -435,18 +457,16 @@ def launch(program, settings, *, world=None):
         if coordinator.down:  # dead ranks cannot take part in MPI's finalize
             print(f"nodesel: nodes down at the end: {', '.join(sorted(coordinator.down))}",
                   file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            world.Abort(0)
+            _abort(world, 0)
         return result
     except NodeFailure as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
-        world.Abort(3)
+        _abort(world, 3)
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
-        world.Abort(2)
+        _abort(world, 2)
     except BaseException:
         import traceback
 
         traceback.print_exc()
-        sys.stderr.flush()
-        world.Abort(1)
+        _abort(world, 1)
