@@ -21,12 +21,20 @@ _PR_SET_TIMERSLACK = 29
 _BELL = None
 
 
-def place():
-    """Where this rank's bell can be heard: boot id and network namespace."""
+def boot_id():
+    """The running kernel's boot id (None where Linux does not give one)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-        return f"{boot}/{os.stat('/proc/self/ns/net').st_ino}"
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def place():
+    """Where this rank's bell can be heard: boot id and network namespace."""
+    boot = boot_id()
+    try:
+        return None if boot is None else f"{boot}/{os.stat('/proc/self/ns/net').st_ino}"
     except OSError:
         return None
 

@@ -130,11 +130,7 @@ def _machine():
     """Which kernel this process runs on (its boot id; the hostname where there is none):
     ranks on the same kernel can check each other's PIDs, even in network namespaces with
     hostnames of their own."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return socket.gethostname()
+    return doorbell.boot_id() or socket.gethostname()
 
 
 def _network(settings, *, dedicated=False):
