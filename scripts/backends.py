@@ -1,0 +1,77 @@
+"""Shared by bench_tc and bench_pingpong: one static bandwidth matrix on 4 nodes, and a
+benchmark's child program run once with in-process shaping and once under the kernel's
+shaping on a namespace testbed."""
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+
+# one static matrix with every kind of pair: fast, middling, slow
+MATRIX = {("n1", "n2"): 100.0, ("n1", "n3"): 50.0, ("n1", "n4"): 20.0,
+          ("n2", "n3"): 80.0, ("n2", "n4"): 35.0, ("n3", "n4"): 60.0}
+
+
+def child_settings(backend, testbed, **cluster_options):
+    """Runtime settings for a child: 4 nodes with 100 Mbit/s ports under MATRIX, shaped
+    in-process or (``backend`` "tc") by the kernel on testbed ``testbed``."""
+    import networkx as nx
+    from mpi4py import MPI
+
+    from emulator import cluster as clusters
+    from emulator.runtime import Settings
+    from emulator.scenario import static_timeline
+
+    cluster = clusters.crossbar(4, **cluster_options)
+    static = nx.Graph()
+    for (a, b), mbps in MATRIX.items():
+        static.add_edge(a, b, bandwidth_mbps=mbps, capacity_mbps=100.0)
+    settings = Settings(cluster, static_timeline(static, cluster), timeout_seconds=600)
+    if backend == "tc":
+        from emulator.testbed import shaping_info
+
+        settings.shaping = "tc"
+        settings.extra["testbed"] = shaping_info(testbed)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        settings.epoch = time.time()
+    return settings
+
+
+def run_both(command, testbed):
+    """Run ``command + ["--child", BACKEND]`` under mpiexec -n 5 in both backends; the
+    JSON each prints on a ``RESULT`` line, by backend."""
+    from emulator.cli import mpiexec_path
+    from emulator.testbed import Layout, Testbed
+
+    results = {"inproc": _result(subprocess.run([mpiexec_path(), "-n", "5"] + command
+                                                + ["--child", "inproc"],
+                                                capture_output=True, text=True))}
+    bed = Testbed(Layout(testbed, 4))
+    with tempfile.TemporaryDirectory() as tmp:
+        files = bed.up(100, lambda a, b: 100.0, out_dir=tmp)
+        try:
+            tc = subprocess.run([mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
+                                 files["launcher"], "-f", files["hostfile"], "-n", "5"]
+                                + command + ["--child", "tc"], capture_output=True, text=True)
+        finally:
+            bed.down()
+    results["tc"] = _result(tc)
+    return results
+
+
+def _result(proc):
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        sys.stderr.write(proc.stderr[-3000:])
+        raise SystemExit("a run failed")
+    return json.loads(lines[-1][7:])
+
+
+def print_result(out):
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def matrix_json():
+    return {f"{a}-{b}": v for (a, b), v in MATRIX.items()}
+
