@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from . import cluster as clusters
 from . import doorbell
+from . import supervise
 from .errors import NodeFailure, UserError
 from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 from .scenario import full_capacity_timeline, pair_bandwidth_function
@@ -412,6 +413,7 @@ def _abort(world, status):
     import fcntl
     import termios
 
+    supervise.ending_reported()
     sys.stdout.flush()
     sys.stderr.flush()
     deadline = time.monotonic() + 2.0
@@ -438,6 +440,7 @@ def launch(program, settings, *, world=None):
     settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
     control = world.Dup()
     data = world.Dup()
+    supervise.joined()  # past the collectives: from here a failure is timed out, not hung
     if world.Get_rank() != 0:
         serve_node(world, control, data, settings)
         return None

@@ -373,7 +373,8 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     time_budget_seconds : float
         Wall-clock budget for the whole call: 80% for the optimum, the rest for further
         candidates. When the exact search would pass it, the best embedding found is
-        returned with ``exact=False``.
+        returned with ``exact=False``. The first embedding (at the lowest bandwidth) is
+        always searched to the end, since without it there is no answer.
     max_groups : int, optional
         How many groups to collect and rank at most (default ``max(8k, 64)``).
 
@@ -432,10 +433,13 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
 
     values = np.unique(np.fromiter(
         (float(w) for _, _, w in network.edges(data=weight)), dtype=float))
-    matcher = _Matcher(matrix, pattern, deadline)
+    # the first embedding, at the lowest threshold, is the answer of last resort: it is
+    # searched to the end, whatever the budget
+    matcher = _Matcher(matrix, pattern, math.inf)
     exact = True
 
     first = matcher.embed(values[0]) if values.size else None
+    matcher.deadline = deadline
     if first is None:
         raise PatternDoesNotFitError(
             f"pattern {pattern.graph.get('name', '')!s} with {m} ranks and "

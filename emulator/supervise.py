@@ -10,18 +10,72 @@ with ``-disable-auto-cleanup``; an exit status it leaves alone. An emulated node
 The rank inherits the process-manager connection (``PMI_FD``). SIGINT and SIGTERM are passed
 on; Hydra's SIGUSR1 failure notice is ignored (the coordinator finds failures itself). The
 supervisor exits with the rank's status, ``128 + N`` for a rank killed by signal N.
+
+Two failures cannot be survived, and for them the supervisor dies of a signal itself so that
+Hydra ends the job instead of leaving it hung:
+
+- a rank that fails before it has joined the job (:func:`joined`): the others wait for it in
+  MPI's start-up collectives, which have no timeout;
+- the coordinator (rank 0) failing at any time: the nodes would wait for it for ever.
+
+The rank dies with its supervisor (``PR_SET_PDEATHSIG``), so a job ended this way leaves no
+rank behind.
 """
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
+
+JOINED_FD_ENV = "NODESEL_JOINED_FD"
+_PR_SET_PDEATHSIG = 1
 
 
 def rank_command(args):
     """The argv of one supervised emulator rank running ``python -m emulator ARGS``."""
     return [sys.executable, "-m", "emulator.supervise", sys.executable, "-m", "emulator",
             *args]
+
+
+_told_fd = []  # the pipe to the supervisor, taken out of the environment on first use
+
+
+def _tell(byte):
+    if not _told_fd:  # processes this rank starts must not inherit the number
+        _told_fd.append(os.environ.pop(JOINED_FD_ENV, ""))
+    fd = _told_fd[0]
+    if fd.isdigit():
+        try:
+            os.write(int(fd), byte)
+        except OSError:
+            pass  # the supervisor is gone; nothing to tell
+
+
+def joined():
+    """Tell this rank's supervisor (if any) that the rank is past MPI's start-up collectives:
+    from here on the coordinator's timeouts handle its failure."""
+    _tell(b"j")
+
+
+def ending_reported():
+    """Tell this rank's supervisor that the rank is ending the job itself (MPI_Abort) and has
+    said why, so the supervisor adds nothing."""
+    _tell(b"e")
+
+
+def _die_with_parent(parent_pid):
+    """In the child before exec: be killed when the supervisor dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
+        os._exit(1)
+
+
+def _describe(status):
+    if status < 0:
+        return f"was killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
 
 
 def main(argv=None):
@@ -31,15 +85,30 @@ def main(argv=None):
         return 2
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     fds = tuple(int(os.environ[k]) for k in ("PMI_FD",) if os.environ.get(k, "").isdigit())
-    proc = subprocess.Popen(argv, pass_fds=fds)
+    joined_r, joined_w = os.pipe()
+    env = dict(os.environ, **{JOINED_FD_ENV: str(joined_w)})
+    me = os.getpid()
+    proc = subprocess.Popen(argv, pass_fds=fds + (joined_w,), env=env,
+                            preexec_fn=lambda: _die_with_parent(me))
+    os.close(joined_w)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda number, frame: proc.send_signal(number))
-    while True:
-        try:
-            status = proc.wait()
-            break
-        except InterruptedError:  # pragma: no cover - wait is restarted by Python
-            continue
+    status = proc.wait()  # restarted by Python after a forwarded signal
+    os.set_blocking(joined_r, False)
+    try:
+        told = os.read(joined_r, 64)
+    except BlockingIOError:
+        told = b""
+    rank = os.environ.get("PMI_RANK", "?")
+    if status != 0 and b"e" not in told and (rank == "0" or b"j" not in told):
+        why = ("the coordinator cannot be replaced" if rank == "0"
+               else "the other ranks wait for it in MPI start-up")
+        print(f"nodesel: rank {rank} {_describe(status)} ({why}); ending the job",
+              file=sys.stderr, flush=True)
+        sig = -status if status < 0 else signal.SIGTERM
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
     return status if status >= 0 else 128 - status
 
 

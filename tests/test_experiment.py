@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,13 +25,74 @@ TINY = ["--benchmarks", "cg,is", "--repeats", "1", "--nodes", "6", "--app-iterat
 METHODS = ("pattern", "all-all", "random")
 
 
-def experiment(out, *extra, timeout=400):
-    # SIGINT at its default even when the tests run in the background, where a shell starts
-    # commands with it ignored (Python would then keep ignoring Ctrl-C)
-    return subprocess.Popen([sys.executable, "-m", "emulator", "experiment", *TINY, "--out",
-                             str(out), *extra], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+class Run:
+    """The experiment as a subprocess; its stderr is read as it comes, so a test can act on
+    progress. Killed with every descendant at teardown, so a hung run cannot outlive its test."""
+
+    def __init__(self, out, *extra):
+        # SIGINT at its default even when the tests run in the background, where a shell
+        # starts commands with it ignored (Python would then keep ignoring Ctrl-C)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "emulator", "experiment", *TINY, "--out", str(out), *extra],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self._err, self._out = [], []
+        self._readers = [threading.Thread(target=self._read, args=(f, into), daemon=True)
+                         for f, into in ((self.proc.stderr, self._err),
+                                         (self.proc.stdout, self._out))]
+        for t in self._readers:
+            t.start()
+
+    @staticmethod
+    def _read(f, into):
+        for chunk in iter(lambda: os.read(f.fileno(), 4096), b""):
+            into.append(chunk.decode(errors="replace"))
+
+    @property
+    def stderr(self):
+        return "".join(self._err)
+
+    def wait_for_jobs(self, n, timeout=200):
+        """Until the progress shows ``n`` finished jobs (tqdm's ``n/total``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if re.search(rf"\b{n}/\d+ \[", self.stderr):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def finish(self, timeout=400):
+        """(stdout, stderr) once the run has ended."""
+        self.proc.wait(timeout=timeout)
+        for t in self._readers:
+            t.join(timeout=10)
+        return "".join(self._out), self.stderr
+
+    def kill(self):
+        try:
+            family = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            family = []
+        for p in family + [self.proc]:
+            try:
+                p.kill()
+            except (psutil.Error, ProcessLookupError):
+                pass
+        self.proc.wait()
+
+
+@pytest.fixture
+def experiment():
+    runs = []
+
+    def start(out, *extra):
+        runs.append(Run(out, *extra))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        if run.proc.poll() is None:
+            run.kill()
 
 
 def rows_of(out):
@@ -66,11 +128,11 @@ def leftovers(patience_seconds=5.0):
         time.sleep(0.25)
 
 
-def test_tiny_experiment_end_to_end(tmp_path):
+def test_tiny_experiment_end_to_end(tmp_path, experiment):
     out = tmp_path / "exp"
-    proc = experiment(out)
-    stdout, stderr = proc.communicate(timeout=400)
-    assert proc.returncode == 0, stderr[-3000:]
+    run = experiment(out)
+    stdout, stderr = run.finish()
+    assert run.proc.returncode == 0, stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True
     for benchmark in ("cg", "is"):
@@ -98,30 +160,16 @@ def test_tiny_experiment_end_to_end(tmp_path):
     assert not leftovers()
 
 
-def test_killed_node_is_marked_down_and_the_job_retried(tmp_path):
+def test_killed_node_is_marked_down_and_the_job_retried(tmp_path, experiment):
     out = tmp_path / "exp"
-    proc = experiment(out)
-    victim = {}
-
-    def kill_when_trials_run():
-        # wait for the first slot's measurement to end (its rows appear after the slot), then
-        # kill node rank 2 as soon as the pipeline is busy
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            ranks = rank_processes()
-            if 2 in ranks and len(ranks) >= 7:
-                time.sleep(6.0)  # inside slot 0: measurement done, jobs running
-                ranks[2].kill()
-                victim["pid"] = ranks[2].pid
-                return
-            time.sleep(0.2)
-
-    killer = threading.Thread(target=kill_when_trials_run)
-    killer.start()
-    stdout, stderr = proc.communicate(timeout=400)
-    killer.join()
-    assert victim, "the node rank was never found"
-    assert proc.returncode == 0, stderr[-3000:]
+    run = experiment(out)
+    # kill node rank 2 once the first job has finished: the pipeline is busy
+    assert run.wait_for_jobs(1), run.stderr[-3000:]
+    ranks = rank_processes()
+    assert 2 in ranks, "the node rank was never found"
+    ranks[2].kill()
+    stdout, stderr = run.finish()
+    assert run.proc.returncode == 0, stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True
     assert summary["failures"], "the failure is reported"
@@ -140,19 +188,47 @@ def test_killed_node_is_marked_down_and_the_job_retried(tmp_path):
     assert not leftovers()
 
 
-def test_ctrl_c_leaves_valid_results_and_no_processes(tmp_path):
+def test_ctrl_c_leaves_valid_results_and_no_processes(tmp_path, experiment):
     out = tmp_path / "exp"
-    proc = experiment(out, "--repeats", "3")
+    run = experiment(out, "--repeats", "3")
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline and not (out / "jobs.csv").exists():
         time.sleep(0.2)
     assert (out / "jobs.csv").exists(), "no slot finished"
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    assert proc.returncode != 0
+    run.proc.send_signal(signal.SIGINT)
+    run.finish(timeout=60)
+    assert run.proc.returncode != 0
     summary = json.loads((out / "summary.json").read_text())  # whole, valid JSON
     assert summary["complete"] is False
     rows = rows_of(out)
     assert rows and all(r["app_seconds"] for r in rows)
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+    assert not leftovers()
+
+
+def test_node_dead_in_start_up_ends_the_job_at_once(tmp_path, experiment):
+    """The others wait for it in MPI's start-up collectives: the job must end, not hang."""
+    out = tmp_path / "exp"
+    run = experiment(out)
+    deadline = time.monotonic() + 60
+    while 2 not in (ranks := rank_processes()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert 2 in ranks, "the node rank was never found"
+    ranks[2].kill()  # the rank has just started: it is still importing or in MPI_Init
+    stdout, stderr = run.finish(timeout=60)
+    assert run.proc.returncode != 0
+    assert "rank 2 was killed by SIGKILL" in stderr and "start-up" in stderr, stderr[-3000:]
+    assert not leftovers()
+
+
+def test_coordinator_killed_mid_run_ends_the_job(tmp_path, experiment):
+    """The nodes would wait for a dead coordinator for ever."""
+    out = tmp_path / "exp"
+    run = experiment(out)
+    assert run.wait_for_jobs(1), run.stderr[-3000:]
+    rank_processes()[0].kill()
+    stdout, stderr = run.finish(timeout=60)
+    assert run.proc.returncode != 0
+    assert "rank 0 was killed by SIGKILL" in stderr, stderr[-3000:]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
     assert not leftovers()

@@ -1,0 +1,77 @@
+"""The rank supervisor: which failures it hides from Hydra and which end the job."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def supervised(code, rank):
+    env = dict(os.environ, PMI_RANK=str(rank))
+    return subprocess.run([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+                           code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+JOIN = "from emulator import supervise; supervise.joined(); "
+
+
+def test_a_joined_node_killed_is_an_ordinary_exit():
+    proc = supervised(JOIN + "import os; os.kill(os.getpid(), 9)", rank=3)
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert proc.stderr == ""
+
+
+def test_a_joined_node_keeps_its_exit_status():
+    proc = supervised(JOIN + "raise SystemExit(4)", rank=3)
+    assert proc.returncode == 4
+
+
+def test_a_node_failing_before_it_joined_ends_the_job():
+    proc = supervised("import os; os.kill(os.getpid(), 9)", rank=2)
+    assert proc.returncode == -signal.SIGKILL  # Hydra sees a signal and ends the job
+    assert "rank 2 was killed by SIGKILL" in proc.stderr and "start-up" in proc.stderr
+    proc = supervised("raise SystemExit(1)", rank=2)
+    assert proc.returncode == -signal.SIGTERM
+    assert "rank 2 exited with status 1" in proc.stderr
+
+
+def test_the_coordinator_failing_ends_the_job_even_after_joining():
+    proc = supervised(JOIN + "raise SystemExit(1)", rank=0)
+    assert proc.returncode == -signal.SIGTERM
+    assert "rank 0 exited with status 1" in proc.stderr and "coordinator" in proc.stderr
+
+
+def test_a_failure_the_rank_reported_itself_gets_no_second_message():
+    proc = supervised(JOIN + "supervise.ending_reported(); raise SystemExit(3)", rank=0)
+    assert proc.returncode == 3 and proc.stderr == ""
+
+
+def test_a_clean_exit_before_joining_is_left_alone():
+    proc = supervised("pass", rank=1)
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_the_rank_dies_with_its_supervisor():
+    env = dict(os.environ, PMI_RANK="1")
+    sup = subprocess.Popen([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+                            "import time; time.sleep(60)"], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        children = []
+        while not children and time.monotonic() < deadline:
+            children = psutil.Process(sup.pid).children()
+            time.sleep(0.05)
+        assert children, "the rank never started"
+        sup.kill()
+        sup.wait()
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive
+    finally:
+        if sup.poll() is None:
+            sup.kill()
