@@ -12,12 +12,12 @@ Abstract sockets reach only ranks on the same machine and in the same network na
 bells (its waits poll).
 """
 
-import ctypes
 import os
 import select
 import socket
 
-_PR_SET_TIMERSLACK = 29
+from . import timing
+
 _BELL = None
 
 
@@ -37,14 +37,6 @@ def place():
         return None if boot is None else f"{boot}/{os.stat('/proc/self/ns/net').st_ino}"
     except OSError:
         return None
-
-
-def precise_timers():
-    """Ask Linux for sleeps that end on time (1 us timer slack instead of 50 us)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class Doorbell:
@@ -85,5 +77,5 @@ def local():
     global _BELL
     if _BELL is None and hasattr(socket, "AF_UNIX") and place() is not None:
         _BELL = Doorbell()
-        precise_timers()
+        timing.precise_timers()
     return _BELL

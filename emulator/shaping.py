@@ -55,6 +55,7 @@ from . import doorbell
 from .collectives import COLLECTIVE_TAG_BASE, Collectives
 from .errors import NodeFailure
 from .iproute import burst_bytes
+from .timing import Aim
 
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.0002
@@ -71,6 +72,8 @@ _IN_FLIGHT = []
 # average: sleeps aim that much early, so deliveries land on time on average. Capped, so a
 # host with its cores busy stays late rather than delivering early.
 _lead_seconds = 0.0
+# Compute phases end on time on average (see emulator.timing).
+_COMPUTE_AIM = Aim(max_seconds=0.001)
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
@@ -651,6 +654,8 @@ class ShapedComm(Collectives):
         pause = POLL_MIN_SECONDS if self._bell is None else BELL_MAX_SECONDS
         aim = None  # the wall time a sleep for a due delivery aimed at
         while True:
+            if aim is None and condition():  # done already, or woken for ``until``
+                return
             if self._progress():
                 if self._bell is None:
                     pause = POLL_MIN_SECONDS
@@ -678,7 +683,11 @@ class ShapedComm(Collectives):
                 aim = None  # woken early: no measure of lateness
 
     def compute(self, seconds):
-        """Let ``seconds`` of wall time pass while still progressing incoming messages."""
+        """Let ``seconds`` of wall time pass while still progressing incoming messages. The
+        wait aims early by how late phases have been ending (:class:`emulator.timing.Aim`),
+        so phases last ``seconds`` on average."""
         end = time.time() + seconds
-        self._wait_until(lambda: time.time() >= end, timeout=seconds + self.timeout_seconds,
-                         until=end)
+        aim = _COMPUTE_AIM.target(end, seconds)
+        self._wait_until(lambda: time.time() >= aim, timeout=seconds + self.timeout_seconds,
+                         until=aim)
+        _COMPUTE_AIM.observe(time.time() - end)

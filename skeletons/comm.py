@@ -3,6 +3,7 @@
 
 MPICH busy-polls inside blocking calls; four ranks on two cores would then measure the
 polling. This adapter waits with ``Test`` and short sleeps instead, and counts what it sends.
+Compute phases are sleeps paced like the shaped communicator's (:mod:`emulator.timing`).
 """
 
 import time
@@ -10,10 +11,12 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from emulator import timing
 from emulator.collectives import Collectives
 
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.002
+_COMPUTE_AIM = timing.Aim(max_seconds=0.001)  # compute phases end on time on average
 
 
 def wait_all(requests):
@@ -37,6 +40,7 @@ class MPIComm(Collectives):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.bytes_sent = 0
         self.messages_sent = 0
+        timing.precise_timers()
 
     def Isend(self, buf, dest, tag=0):
         self.bytes_sent += np.asarray(buf).nbytes
@@ -58,7 +62,9 @@ class MPIComm(Collectives):
         wait_all([self.Irecv(recvbuf, source, recvtag), self.Isend(sendbuf, dest, sendtag)])
 
     def compute(self, seconds):
-        time.sleep(seconds)
+        end = time.time() + seconds
+        time.sleep(max(_COMPUTE_AIM.target(end, seconds) - time.time(), 0.0))
+        _COMPUTE_AIM.observe(time.time() - end)
 
 
 def as_comm(comm):

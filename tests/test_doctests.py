@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["emulator.flowmodel", "emulator.load", "emulator.measure", "emulator.pipeline",
-           "emulator.report", "emulator.scenario", "emulator.selection"]
+           "emulator.report", "emulator.scenario", "emulator.selection", "emulator.timing"]
 
 
 @pytest.mark.parametrize("name", MODULES)
