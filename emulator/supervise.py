@@ -18,8 +18,9 @@ Hydra ends the job instead of leaving it hung:
   MPI's start-up collectives, which have no timeout;
 - the coordinator (rank 0) failing at any time: the nodes would wait for it for ever.
 
-The rank dies with its supervisor (``PR_SET_PDEATHSIG``), so a job ended this way leaves no
-rank behind.
+The supervisor then prints one line naming the rank, unless it had passed on a SIGINT or
+SIGTERM (the user asked for the end). The rank dies with its supervisor
+(``PR_SET_PDEATHSIG``), so a job ended this way leaves no rank behind.
 """
 
 import ctypes
@@ -91,8 +92,14 @@ def main(argv=None):
     proc = subprocess.Popen(argv, pass_fds=fds + (joined_w,), env=env,
                             preexec_fn=lambda: _die_with_parent(me))
     os.close(joined_w)
+    forwarded = []  # signals passed on: an end the user asked for needs no message
+
+    def forward(number, frame):
+        forwarded.append(number)
+        proc.send_signal(number)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda number, frame: proc.send_signal(number))
+        signal.signal(sig, forward)
     status = proc.wait()  # restarted by Python after a forwarded signal
     os.set_blocking(joined_r, False)
     try:
@@ -103,8 +110,9 @@ def main(argv=None):
     if status != 0 and b"e" not in told and (rank == "0" or b"j" not in told):
         why = ("the coordinator cannot be replaced" if rank == "0"
                else "the other ranks wait for it in MPI start-up")
-        print(f"nodesel: rank {rank} {_describe(status)} ({why}); ending the job",
-              file=sys.stderr, flush=True)
+        if not forwarded:
+            print(f"nodesel: rank {rank} {_describe(status)} ({why}); ending the job",
+                  file=sys.stderr, flush=True)
         sig = -status if status < 0 else signal.SIGTERM
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(sig, signal.SIG_DFL)

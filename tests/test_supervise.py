@@ -75,3 +75,22 @@ def test_the_rank_dies_with_its_supervisor():
     finally:
         if sup.poll() is None:
             sup.kill()
+
+
+def test_an_end_the_user_asked_for_gets_no_message():
+    env = dict(os.environ, PMI_RANK="2")
+    sup = subprocess.Popen([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+                            "import time; print('up', flush=True); time.sleep(60)"],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        # the rank is up, so the supervisor (which sets its handlers as soon as the rank
+        # exists) passes the signal on; the rank dies before it joined
+        assert sup.stdout.readline().strip() == "up"
+        sup.send_signal(signal.SIGINT)
+        _, stderr = sup.communicate(timeout=20)
+        assert sup.returncode == -signal.SIGINT  # the job still ends
+        assert "nodesel:" not in stderr
+    finally:
+        if sup.poll() is None:
+            sup.kill()
