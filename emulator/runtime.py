@@ -344,11 +344,10 @@ class Coordinator:
         if gone:
             raise NodeFailure(", ".join(gone), "marked down earlier", nodes=gone)
         self._jobs += 1
+        msg = {"op": "work", "job": self._jobs, "members": members, "fn": fn, "kwargs": kwargs,
+               "epoch": epoch, "dedicated": dedicated, "doorbells": self._doorbells(members)}
         for rank in members:
-            self.control.send({"op": "work", "job": self._jobs, "members": members, "fn": fn,
-                               "kwargs": kwargs, "epoch": epoch, "dedicated": dedicated,
-                               "doorbells": self._doorbells(members)},
-                              rank, CONTROL_TAG)
+            self.control.send(msg, rank, CONTROL_TAG)
         reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
 

@@ -547,7 +547,7 @@ class ShapedComm(Collectives):
         that the receiver released or acknowledged."""
         self._notices(now)
         progressed = False
-        lead = min(_lead_seconds, self.network.latency_seconds)  # never before the last byte
+        lead = self._lead()
         for req in list(self._posted):
             flow = req.flow
             if flow is None or flow.done_at is None or flow.request is not None:
@@ -573,6 +573,11 @@ class ShapedComm(Collectives):
         if progressed:
             self._commit_model()
         return self._check_sends() or progressed
+
+    def _lead(self):
+        """How early a delivery may be aimed: the measured lateness, never before the last
+        byte."""
+        return min(_lead_seconds, self.network.latency_seconds)
 
     def _on_notice(self, src, at, seq, final):
         """A receiver released send ``seq`` (its remainder fits the send buffer) or saw its
@@ -602,7 +607,7 @@ class ShapedComm(Collectives):
         """Wall time of the next delivery (a finished flow's, or the next completion's) or
         release."""
         due = [f.done_at for f in self._flows if f.done_at is not None and f.bound is not None]
-        lead = min(_lead_seconds, self.network.latency_seconds)
+        lead = self._lead()
         releases = [f.release_at for f in self._flows
                     if not f.released and f.release_at is not None]
         return min([min(due + [finish]) + self.network.latency_seconds - lead, finish,
@@ -686,8 +691,5 @@ class ShapedComm(Collectives):
         """Let ``seconds`` of wall time pass while still progressing incoming messages. The
         wait aims early by how late phases have been ending (:class:`emulator.timing.Aim`),
         so phases last ``seconds`` on average."""
-        end = time.time() + seconds
-        aim = _COMPUTE_AIM.target(end, seconds)
-        self._wait_until(lambda: time.time() >= aim, timeout=seconds + self.timeout_seconds,
-                         until=aim)
-        _COMPUTE_AIM.observe(time.time() - end)
+        _COMPUTE_AIM.pace(seconds, lambda aim: self._wait_until(
+            lambda: time.time() >= aim, timeout=seconds + self.timeout_seconds, until=aim))

@@ -8,13 +8,17 @@ asked for on average, whichever backend shapes the traffic.
 """
 
 import ctypes
+import functools
+import time
 
 _PR_SET_TIMERSLACK = 29
 LEAD_WEIGHT = 0.1
 
 
+@functools.cache
 def precise_timers():
-    """Ask Linux for sleeps that end on time (1 us timer slack instead of 50 us)."""
+    """Ask Linux for sleeps that end on time (1 us timer slack instead of 50 us); once per
+    process."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)
     except (OSError, AttributeError):
@@ -46,3 +50,10 @@ class Aim:
         """A wait ended ``late_seconds`` after its end (negative: early)."""
         self.lead_seconds = min(max(self.lead_seconds + LEAD_WEIGHT * late_seconds, 0.0),
                                 self.max_seconds)
+
+    def pace(self, seconds, wait_until):
+        """Let ``seconds`` of wall time pass: ``wait_until(t)`` waits until wall time ``t``,
+        aimed early by the lead, and how late it ended is observed."""
+        end = time.time() + seconds
+        wait_until(self.target(end, seconds))
+        self.observe(time.time() - end)

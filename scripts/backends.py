@@ -1,6 +1,6 @@
-"""Shared by bench_tc and bench_pingpong: one static bandwidth matrix on 4 nodes, and a
-benchmark's child program run once with in-process shaping and once under the kernel's
-shaping on a namespace testbed."""
+"""Shared by the benchmarks: one static bandwidth matrix on 4 nodes, a benchmark's child
+program run once with in-process shaping and once under the kernel's shaping on a namespace
+testbed (bench_tc, bench_pingpong), and the ``RESULT`` line a child prints its figures on."""
 
 import json
 import subprocess
@@ -44,7 +44,7 @@ def run_both(command, testbed):
     from emulator.cli import mpiexec_path
     from emulator.testbed import Layout, Testbed
 
-    results = {"inproc": _result(subprocess.run([mpiexec_path(), "-n", "5"] + command
+    results = {"inproc": result_of(subprocess.run([mpiexec_path(), "-n", "5"] + command
                                                 + ["--child", "inproc"],
                                                 capture_output=True, text=True))}
     bed = Testbed(Layout(testbed, 4))
@@ -56,15 +56,16 @@ def run_both(command, testbed):
                                 + command + ["--child", "tc"], capture_output=True, text=True)
         finally:
             bed.down()
-    results["tc"] = _result(tc)
+    results["tc"] = result_of(tc)
     return results
 
 
-def _result(proc):
+def result_of(proc, what="a run"):
+    """The JSON a finished child printed with :func:`print_result`; exits if it failed."""
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if proc.returncode or not lines:
         sys.stderr.write(proc.stderr[-3000:])
-        raise SystemExit("a run failed")
+        raise SystemExit(f"{what} failed")
     return json.loads(lines[-1][7:])
 
 

@@ -62,9 +62,7 @@ class MPIComm(Collectives):
         wait_all([self.Irecv(recvbuf, source, recvtag), self.Isend(sendbuf, dest, sendtag)])
 
     def compute(self, seconds):
-        end = time.time() + seconds
-        time.sleep(max(_COMPUTE_AIM.target(end, seconds) - time.time(), 0.0))
-        _COMPUTE_AIM.observe(time.time() - end)
+        _COMPUTE_AIM.pace(seconds, lambda aim: time.sleep(max(aim - time.time(), 0.0)))
 
 
 def as_comm(comm):

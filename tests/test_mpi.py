@@ -179,7 +179,6 @@ def test_measure_gives_a_status_graph_with_forecasts():
         assert abs(edge["measured_mbps"] - true) / true < 0.1, edge
 
 
-
 def test_a_rank_sends_to_itself_over_a_link_beyond_any_tc_rate():
     # 1 MiB (release and final notices to itself) at 10^6 Mbit/s, which tc could not take
     code = """
