@@ -13,9 +13,18 @@ MATRIX = {("n1", "n2"): 100.0, ("n1", "n3"): 50.0, ("n1", "n4"): 20.0,
           ("n2", "n3"): 80.0, ("n2", "n4"): 35.0, ("n3", "n4"): 60.0}
 
 
-def child_settings(backend, testbed, **cluster_options):
-    """Runtime settings for a child: 4 nodes with 100 Mbit/s ports under MATRIX, shaped
-    in-process or (``backend`` "tc") by the kernel on testbed ``testbed``."""
+def matrix(uniform_mbps=None):
+    """MATRIX, or every pair at ``uniform_mbps``."""
+    if uniform_mbps is None:
+        return MATRIX
+    names = ["n1", "n2", "n3", "n4"]
+    return {(a, b): float(uniform_mbps) for i, a in enumerate(names) for b in names[i + 1:]}
+
+
+def child_settings(backend, testbed, *, uniform_mbps=None, **cluster_options):
+    """Runtime settings for a child: 4 nodes under MATRIX with 100 Mbit/s ports (or every
+    pair and port at ``uniform_mbps``), shaped in-process or (``backend`` "tc") by the
+    kernel on testbed ``testbed``."""
     import networkx as nx
     from mpi4py import MPI
 
@@ -23,10 +32,11 @@ def child_settings(backend, testbed, **cluster_options):
     from emulator.runtime import Settings
     from emulator.scenario import static_timeline
 
-    cluster = clusters.crossbar(4, **cluster_options)
+    port_mbps = capacity(uniform_mbps)
+    cluster = clusters.crossbar(4, capacity_mbps=port_mbps, **cluster_options)
     static = nx.Graph()
-    for (a, b), mbps in MATRIX.items():
-        static.add_edge(a, b, bandwidth_mbps=mbps, capacity_mbps=100.0)
+    for (a, b), mbps in matrix(uniform_mbps).items():
+        static.add_edge(a, b, bandwidth_mbps=mbps, capacity_mbps=port_mbps)
     settings = Settings(cluster, static_timeline(static, cluster), timeout_seconds=600)
     if backend == "tc":
         from emulator.testbed import shaping_info
@@ -38,9 +48,15 @@ def child_settings(backend, testbed, **cluster_options):
     return settings
 
 
-def run_both(command, testbed):
+def capacity(uniform_mbps=None):
+    """Port capacity of the nodes: 100 Mbit/s, or ``uniform_mbps``."""
+    return 100.0 if uniform_mbps is None else float(uniform_mbps)
+
+
+def run_both(command, testbed, *, uniform_mbps=None):
     """Run ``command + ["--child", BACKEND]`` under mpiexec -n 5 in both backends; the
-    JSON each prints on a ``RESULT`` line, by backend."""
+    JSON each prints on a ``RESULT`` line, by backend. The testbed's ports run at
+    :func:`capacity` (the kernel shaper sets the pairs when a job starts)."""
     from emulator.cli import mpiexec_path
     from emulator.testbed import Layout, Testbed
 
@@ -48,8 +64,9 @@ def run_both(command, testbed):
                                                 + ["--child", "inproc"],
                                                 capture_output=True, text=True))}
     bed = Testbed(Layout(testbed, 4))
+    port_mbps = capacity(uniform_mbps)
     with tempfile.TemporaryDirectory() as tmp:
-        files = bed.up(100, lambda a, b: 100.0, out_dir=tmp)
+        files = bed.up(port_mbps, lambda a, b: port_mbps, out_dir=tmp)
         try:
             tc = subprocess.run([mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
                                  files["launcher"], "-f", files["hostfile"], "-n", "5"]
@@ -73,6 +90,6 @@ def print_result(out):
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def matrix_json():
-    return {f"{a}-{b}": v for (a, b), v in MATRIX.items()}
+def matrix_json(uniform_mbps=None):
+    return {f"{a}-{b}": v for (a, b), v in matrix(uniform_mbps).items()}
 
