@@ -1,6 +1,7 @@
-"""Shared by the benchmarks: one static bandwidth matrix on 4 nodes, a benchmark's child
-program run once with in-process shaping and once under the kernel's shaping on a namespace
-testbed (bench_tc, bench_pingpong), and the ``RESULT`` line a child prints its figures on."""
+"""Shared by the benchmarks: one static bandwidth matrix on 4 nodes (or one rate for every
+pair), a benchmark's child program run once with in-process shaping and once under the
+kernel's shaping on a namespace testbed (bench_tc, bench_pingpong), and the ``RESULT`` line
+a child prints its figures on."""
 
 import json
 import subprocess
