@@ -5,8 +5,8 @@ MPICH busy-polls inside blocking calls; four ranks on two cores would then measu
 polling. This adapter waits with ``Test`` and short sleeps instead, and counts what it sends.
 The sleeps grow from 50 us but stay short (0.2 ms), so a wait ends at most that late: with
 sleeps growing to 2 ms, a 16 KB message at 100 Mbit/s took 1.71 ms one way through the
-kernel's shaping instead of 1.23 ms. Compute phases are sleeps paced like the shaped communicator's
-(:mod:`emulator.timing`).
+kernel's shaping instead of 1.23 ms. Compute phases are sleeps paced like the shaped
+communicator's (:mod:`emulator.timing`).
 """
 
 import time
