@@ -1,3 +1,5 @@
+"""``python -m emulator``: the ``nodesel`` command."""
+
 import sys
 
 from .cli import main

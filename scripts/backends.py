@@ -29,9 +29,9 @@ def child_settings(backend, testbed, *, uniform_mbps=None, **cluster_options):
     import networkx as nx
     from mpi4py import MPI
 
-    from emulator import cluster as clusters
-    from emulator.runtime import Settings
-    from emulator.scenario import static_timeline
+    from emulator.coordinator.runtime import Settings
+    from emulator.network import cluster as clusters
+    from emulator.network.scenario import static_timeline
 
     port_mbps = capacity(uniform_mbps)
     cluster = clusters.crossbar(4, capacity_mbps=port_mbps, **cluster_options)
@@ -40,7 +40,7 @@ def child_settings(backend, testbed, *, uniform_mbps=None, **cluster_options):
         static.add_edge(a, b, bandwidth_mbps=mbps, capacity_mbps=port_mbps)
     settings = Settings(cluster, static_timeline(static, cluster), timeout_seconds=600)
     if backend == "tc":
-        from emulator.testbed import shaping_info
+        from emulator.kernel.testbed import shaping_info
 
         settings.shaping = "tc"
         settings.extra["testbed"] = shaping_info(testbed)
@@ -58,8 +58,8 @@ def run_both(command, testbed, *, uniform_mbps=None):
     """Run ``command + ["--child", BACKEND]`` under mpiexec -n 5 in both backends; the
     JSON each prints on a ``RESULT`` line, by backend. The testbed's ports run at
     :func:`capacity` (the kernel shaper sets the pairs when a job starts)."""
-    from emulator.cli import mpiexec_path
-    from emulator.testbed import Layout, Testbed
+    from emulator.coordinator.launch import mpiexec_path
+    from emulator.kernel.testbed import Layout, Testbed
 
     results = {"inproc": result_of(subprocess.run([mpiexec_path(), "-n", "5"] + command
                                                 + ["--child", "inproc"],

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from emulator.patterns import CLASS_PARAMS, allowed_nprocs, check_nprocs
+from emulator.selection.patterns import CLASS_PARAMS, allowed_nprocs, check_nprocs
 
 from .comm import as_comm
 

@@ -9,7 +9,7 @@ stages: forward elimination sends to the successor, back substitution to the pre
 
 import math
 
-from emulator.patterns import MULTIPARTITION_DOUBLES, multipartition_neighbours
+from emulator.selection.patterns import MULTIPARTITION_DOUBLES, multipartition_neighbours
 
 from .comm import wait_all
 

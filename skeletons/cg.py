@@ -10,7 +10,7 @@ Compute: 2 flops per nonzero of the local block per mat-vec (about na*(nonzer+1)
 in all), plus 10 flops per vector element per CG step.
 """
 
-from emulator.patterns import cg_grid, cg_partners
+from emulator.selection.patterns import cg_grid, cg_partners
 
 from . import register
 from .comm import wait_all

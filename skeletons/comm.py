@@ -1,12 +1,12 @@
 """A plain mpi4py communicator with waits that do not spin, and the collectives of
-:mod:`emulator.collectives`.
+:mod:`emulator.shaping.collectives`.
 
 MPICH busy-polls inside blocking calls; four ranks on two cores would then measure the
 polling. This adapter waits with ``Test`` and short sleeps instead, and counts what it sends.
 The sleeps grow from 50 us but stay short (0.2 ms), so a wait ends at most that late: with
 sleeps growing to 2 ms, a 16 KB message at 100 Mbit/s took 1.71 ms one way through the
 kernel's shaping instead of 1.23 ms. Compute phases are sleeps paced like the shaped
-communicator's (:mod:`emulator.timing`).
+communicator's (:mod:`emulator.shaping.timing`).
 """
 
 import time
@@ -14,8 +14,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from emulator import timing
-from emulator.collectives import Collectives
+from emulator.shaping import timing
+from emulator.shaping.collectives import Collectives
 
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.0002

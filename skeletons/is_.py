@@ -10,7 +10,7 @@ operations per local key per iteration.
 
 import numpy as np
 
-from emulator.patterns import IS_NUM_BUCKETS, IS_TEST_ARRAY_SIZE
+from emulator.selection.patterns import IS_NUM_BUCKETS, IS_TEST_ARRAY_SIZE
 
 from . import register
 

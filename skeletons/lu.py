@@ -10,7 +10,7 @@ other way. Compute: about 1820 flops per grid point per iteration (NPB LU class 
 about 119 Gflop), 40% in rhs and 30% in each sweep, over p.
 """
 
-from emulator.patterns import lu_grid
+from emulator.selection.patterns import lu_grid
 
 from . import register
 from .comm import wait_all

@@ -10,7 +10,7 @@ flops per fine-grid point per iteration, times 8/7 for the coarser levels, over 
 
 import numpy as np
 
-from emulator.patterns import mg_comm3_levels, mg_grid, mg_local_shape, mg_neighbours
+from emulator.selection.patterns import mg_comm3_levels, mg_grid, mg_local_shape, mg_neighbours
 
 from . import register
 from .comm import wait_all

@@ -1,7 +1,7 @@
 """A traffic recorder: wrap any communicator and count what each rank sends.
 
 :class:`RecordingComm` counts bytes and messages per destination and per call type. It runs
-the collectives itself (:mod:`emulator.collectives`) over its own point-to-point calls, so
+the collectives itself (:mod:`emulator.shaping.collectives`) over its own point-to-point calls, so
 the traffic inside a collective is counted as it is sent, under the collective's name.
 Tracing a skeleton gives the communication matrix from which the selection pattern comes
 (step 1 of the framework).
@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from emulator.collectives import Collectives
 from emulator.files import save_figure, write_json_atomic, write_text_atomic
-from emulator.netgraph import to_node_link
-from emulator.patterns import pattern_from_matrix
+from emulator.network.netgraph import to_node_link
+from emulator.selection.patterns import pattern_from_matrix
+from emulator.shaping.collectives import Collectives
 
 from .comm import as_comm
 

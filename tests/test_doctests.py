@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["emulator.flowmodel", "emulator.load", "emulator.measure", "emulator.pipeline",
-           "emulator.report", "emulator.scenario", "emulator.selection", "emulator.timing"]
+MODULES = ["emulator.network.flowmodel", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
+           "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing"]
 
 
 @pytest.mark.parametrize("name", MODULES)

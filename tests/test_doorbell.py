@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from emulator import doorbell
+from emulator.shaping import doorbell
 
 pytestmark = pytest.mark.skipif(doorbell.place() is None, reason="needs Linux (boot id, netns)")
 

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from emulator.cli import mpiexec_path
+from emulator.coordinator.launch import mpiexec_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,7 +121,7 @@ def leftovers(patience_seconds=5.0):
     while True:
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         found = [line for line in ps.splitlines()
-                 if "hydra_pmi_proxy" in line or "emulator.load" in line
+                 if "hydra_pmi_proxy" in line or "emulator.coordinator.load" in line
                  or "-m emulator experiment" in line]
         if not found or time.monotonic() > deadline:
             return found

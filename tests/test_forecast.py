@@ -2,7 +2,7 @@
 
 import pytest
 
-from emulator.forecast import Forecaster, PairForecasts
+from emulator.coordinator.forecast import Forecaster, PairForecasts
 
 
 def test_steady_series_is_forecast_exactly():

@@ -11,11 +11,15 @@ import sys
 
 import pytest
 
-from emulator import cluster as clusters
 from emulator.errors import InputFileError
-from emulator.netgraph import read_graph
-from emulator.scenario import (generate_streams, load_scenario, pair_bandwidth_function,
-                               timeline_from_json)
+from emulator.network import cluster as clusters
+from emulator.network.netgraph import read_graph
+from emulator.network.scenario import (
+    generate_streams,
+    load_scenario,
+    pair_bandwidth_function,
+    timeline_from_json,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOSTFILES = os.path.join(ROOT, "hostfiles")
@@ -325,8 +329,9 @@ def test_tc_plan_writes_a_script_per_host(tmp_path):
 
 
 def test_default_output_folder_is_made_on_a_fresh_checkout(tmp_path, monkeypatch):
-    from emulator.cli import _experiment_config, build_parser
+    from emulator.cli import build_parser
+    from emulator.cli.experiments import experiment_config
 
     monkeypatch.chdir(tmp_path)  # no results/ here, as in a fresh clone
-    _, out = _experiment_config(build_parser().parse_args(["demo"]))
+    _, out = experiment_config(build_parser().parse_args(["demo"]))
     assert out == str(tmp_path / "results" / "demo") and os.path.isdir(out)

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from emulator import cluster as clusters
-from emulator import command, iproute
-from emulator.scenario import Timeline
-from emulator.tcplayer import ScenarioPlayer, plan_scripts
-from emulator.testbed import Layout, Testbed, launch_in_namespace
+from emulator.kernel import command, iproute
+from emulator.kernel.tcplayer import ScenarioPlayer, plan_scripts
+from emulator.kernel.testbed import Layout, Testbed, launch_in_namespace
+from emulator.network import cluster as clusters
+from emulator.network import flowmodel
+from emulator.network.scenario import Timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,8 +52,8 @@ class FakeRunner:
 def test_rates_and_bursts_follow_the_tc_vocabulary():
     assert iproute.rate_arg(100) == "100000kbit"
     assert iproute.rate_arg(33.333) == "33333kbit"
-    assert iproute.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
-    assert iproute.burst_bytes(10) == 3028  # never below two frames
+    assert flowmodel.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
+    assert flowmodel.burst_bytes(10) == 3028  # never below two frames
 
 
 def test_shaping_builds_a_port_class_and_one_class_and_filter_per_destination():

@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from emulator.load import LoadSpec, LocalLoad, modeled_compute_seconds
+from emulator.coordinator.load import LoadSpec, LocalLoad, modeled_compute_seconds
 
 CPU_POINTS = 5.0
 

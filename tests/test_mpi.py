@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from emulator.cli import mpiexec_path
+from emulator.coordinator.launch import mpiexec_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
@@ -54,7 +54,7 @@ def _merged(reports):
 
 
 def test_send_completes_once_its_remainder_fits_the_send_buffer(shaped):
-    from emulator.shaping import SEND_BUFFER_BYTES
+    from emulator.shaping.comm import SEND_BUFFER_BYTES
 
     small, large = SEND_BUFFER_BYTES // 2, SEND_BUFFER_BYTES + 256 * 1024
     fits = _merged(shaped[f"send_buffer_{small}"])
@@ -158,7 +158,7 @@ def test_no_stray_processes_after_runs():
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     strays = [line for line in ps.splitlines()
-              if ("hydra_pmi_proxy" in line or "emulator.load" in line)]
+              if ("hydra_pmi_proxy" in line or "emulator.coordinator.load" in line)]
     assert not strays, strays
 
 
@@ -184,7 +184,7 @@ def test_a_rank_sends_to_itself_over_a_link_beyond_any_tc_rate():
     code = """
 import numpy as np
 from mpi4py import MPI
-from emulator.shaping import Network, ShapedComm
+from emulator.shaping.comm import Network, ShapedComm
 net = Network(lambda a, b, t: 1e6, {"a": 1e6})
 comm = ShapedComm(MPI.COMM_SELF.Dup(), [0], ["a"], net)
 out, back = np.arange(1 << 17, dtype=np.float64), np.zeros(1 << 17)

@@ -6,9 +6,17 @@ import networkx as nx
 import pytest
 
 from emulator.errors import InputFileError, ProcessCountError, UnknownPatternError
-from emulator.patterns import (NAS_BENCHMARKS, builtin_pattern, cg_partners, generic_pattern,
-                               load_pattern, lu_grid, mg_grid, pattern_from_matrix,
-                               resolve_pattern)
+from emulator.selection.patterns import (
+    NAS_BENCHMARKS,
+    builtin_pattern,
+    cg_partners,
+    generic_pattern,
+    load_pattern,
+    lu_grid,
+    mg_grid,
+    pattern_from_matrix,
+    resolve_pattern,
+)
 
 
 def edges(graph):

@@ -12,10 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from emulator.coordinator.pipeline import JobSpec, oracle, predicted_seconds, select, trial_rounds
 from emulator.errors import UserError
-from emulator.flowmodel import predict_comm_seconds
-from emulator.pipeline import JobSpec, oracle, predicted_seconds, select, trial_rounds
-from emulator.report import markdown_table, paired_difference, plot_figure3, summarize, t_interval
+from emulator.experiments.report import (
+    markdown_table,
+    paired_difference,
+    plot_figure3,
+    summarize,
+    t_interval,
+)
+from emulator.network.flowmodel import predict_comm_seconds
 
 
 @given(st.lists(st.sets(st.integers(0, 9), min_size=1, max_size=4), min_size=1, max_size=8))

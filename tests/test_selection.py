@@ -10,9 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emulator.errors import PatternDoesNotFitError, TooManyProcessesError
-from emulator.patterns import builtin_pattern, generic_pattern
-from emulator.selection import (all_all_select, figure1_select, max_min_select,
-                                pair_bandwidths, random_select)
+from emulator.selection.maxmin import (
+    all_all_select,
+    figure1_select,
+    max_min_select,
+    pair_bandwidths,
+    random_select,
+)
+from emulator.selection.patterns import builtin_pattern, generic_pattern
 
 BANDWIDTHS = st.sampled_from([10.0, 12.5, 20.0, 25.0, 33.3, 50.0, 70.0, 100.0])
 

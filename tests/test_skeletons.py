@@ -8,8 +8,8 @@ import sys
 import networkx as nx
 import pytest
 
-from emulator.cli import mpiexec_path
-from emulator.patterns import CLASS_PARAMS, builtin_pattern, cg_partners
+from emulator.coordinator.launch import mpiexec_path
+from emulator.selection.patterns import CLASS_PARAMS, builtin_pattern, cg_partners
 from skeletons.recorder import trace_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,11 +122,10 @@ def test_skeleton_on_shaped_communicator_feels_the_bandwidth():
     assert min(bytes_sent) > 2_000_000
 
 
-
 PACING = """
 import json, time
 from mpi4py import MPI
-from emulator.shaping import Network, ShapedComm
+from emulator.shaping.comm import Network, ShapedComm
 from skeletons.comm import MPIComm
 comms = {"mpi": MPIComm(MPI.COMM_SELF),
          "shaped": ShapedComm(MPI.COMM_SELF.Dup(), [0], ["a"],

@@ -13,12 +13,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def supervised(code, rank):
     env = dict(os.environ, PMI_RANK=str(rank))
-    return subprocess.run([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+    return subprocess.run([sys.executable, "-m", "emulator.coordinator.supervise", sys.executable, "-c",
                            code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
 
 
-JOIN = "from emulator import supervise; supervise.joined(); "
+JOIN = "from emulator.coordinator import supervise; supervise.joined(); "
 
 
 def test_a_joined_node_killed_is_an_ordinary_exit():
@@ -59,7 +59,7 @@ def test_a_clean_exit_before_joining_is_left_alone():
 
 def test_the_rank_dies_with_its_supervisor():
     env = dict(os.environ, PMI_RANK="1")
-    sup = subprocess.Popen([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+    sup = subprocess.Popen([sys.executable, "-m", "emulator.coordinator.supervise", sys.executable, "-c",
                             "import time; time.sleep(60)"], cwd=ROOT, env=env)
     try:
         deadline = time.monotonic() + 20
@@ -79,7 +79,7 @@ def test_the_rank_dies_with_its_supervisor():
 
 def test_an_end_the_user_asked_for_gets_no_message():
     env = dict(os.environ, PMI_RANK="2")
-    sup = subprocess.Popen([sys.executable, "-m", "emulator.supervise", sys.executable, "-c",
+    sup = subprocess.Popen([sys.executable, "-m", "emulator.coordinator.supervise", sys.executable, "-c",
                             "import time; print('up', flush=True); time.sleep(60)"],
                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)

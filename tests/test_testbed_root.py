@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from emulator import command
-from emulator.cli import mpiexec_path
-from emulator.testbed import Layout, Testbed
+from emulator.coordinator.launch import mpiexec_path
+from emulator.kernel import command
+from emulator.kernel.testbed import Layout, Testbed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "ntst"

@@ -9,9 +9,9 @@ import time
 
 from mpi4py import MPI
 
-from emulator import cluster as clusters
-from emulator.runtime import Settings, launch, work
-from emulator.scenario import default_timeline
+from emulator.coordinator.runtime import Settings, launch, work
+from emulator.network import cluster as clusters
+from emulator.network.scenario import default_timeline
 
 
 @work

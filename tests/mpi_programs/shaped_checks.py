@@ -12,8 +12,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from emulator import doorbell
-from emulator.shaping import SEND_BUFFER_BYTES, Network, ShapedComm
+from emulator.shaping import doorbell
+from emulator.shaping.comm import SEND_BUFFER_BYTES, Network, ShapedComm
 
 world = MPI.COMM_WORLD
 rank = world.Get_rank()

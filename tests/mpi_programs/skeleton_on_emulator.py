@@ -10,9 +10,9 @@ import time
 import networkx as nx
 from mpi4py import MPI
 
-from emulator import cluster as clusters
-from emulator.runtime import Settings, launch
-from emulator.scenario import static_timeline
+from emulator.coordinator.runtime import Settings, launch
+from emulator.network import cluster as clusters
+from emulator.network.scenario import static_timeline
 
 name, mbps = sys.argv[1], float(sys.argv[2])
 cluster = clusters.crossbar(4)

@@ -11,8 +11,8 @@ import bisect
 import shlex
 import time
 
+from ..network.scenario import pair_bandwidth_function
 from . import iproute
-from .scenario import pair_bandwidth_function
 
 
 class ScenarioPlayer:

@@ -33,7 +33,7 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib
 
-from .errors import InputFileError
+from ..errors import InputFileError
 
 DEFAULT_NODES = 10
 DEFAULT_CAPACITY_MBPS = 100.0

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from .errors import InputFileError, ProcessCountError, UnknownPatternError
-from .netgraph import load_json
+from ..errors import InputFileError, ProcessCountError, UnknownPatternError
+from ..network.netgraph import load_json
 
 DOUBLE_BYTES = 8
 IS_NUM_BUCKETS = 1 << 10
@@ -502,7 +502,7 @@ def load_pattern(path, *, threshold=0.1):
 
 
 def _pattern_from_node_link(data, path):
-    from .netgraph import graph_from_node_link
+    from ..network.netgraph import graph_from_node_link
 
     graph = graph_from_node_link(data, path, require_bandwidth=False)
     ids = sorted(graph.nodes, key=lambda n: (not isinstance(n, int), n))

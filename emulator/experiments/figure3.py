@@ -26,13 +26,13 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 
-from .errors import NodeFailure, UserError
-from .files import write_json_atomic, write_text_atomic
-from .measure import Monitor
-from .patterns import NAS_BENCHMARKS, allowed_nprocs
-from .pipeline import METHODS, JobSpec, decide, oracle, predicted_seconds, run_skeleton
+from ..coordinator.measure import Monitor
+from ..coordinator.pipeline import METHODS, JobSpec, decide, oracle, predicted_seconds, run_skeleton
+from ..errors import NodeFailure, UserError
+from ..files import write_json_atomic, write_text_atomic
+from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
+from ..selection.patterns import NAS_BENCHMARKS, allowed_nprocs
 from .report import markdown_table, plot_figure3, summarize
-from .scenario import full_capacity_timeline, pair_bandwidth_function
 
 DEFAULT_BENCHMARKS = ("bt", "cg", "is", "lu", "mg")
 COLUMNS = ("slot", "repeat", "benchmark", "method", "scenario_start_seconds", "nodes",

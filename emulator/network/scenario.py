@@ -27,9 +27,9 @@ import os
 import random
 from dataclasses import dataclass, field
 
+from ..errors import InputFileError
+from ..files import write_json_atomic
 from . import cluster as clusters
-from .errors import InputFileError
-from .files import write_json_atomic
 from .netgraph import graph_from_node_link, load_json
 
 DEFAULT_INTERVAL_SECONDS = 30.0
@@ -99,7 +99,7 @@ def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAUL
 
     Examples
     --------
-    >>> from emulator.cluster import crossbar
+    >>> from emulator.network.cluster import crossbar
     >>> t = generate_streams(crossbar(4), seed=1, duration_seconds=300)
     >>> len(t.events), all(10 <= e[2] <= 100 for e in t.events)
     (10, True)

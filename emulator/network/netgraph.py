@@ -10,7 +10,7 @@ import math
 
 import networkx as nx
 
-from .errors import InputFileError
+from ..errors import InputFileError
 
 COMPUTE = "compute"
 ROUTER_KINDS = ("router", "switch")

@@ -4,7 +4,7 @@ import shlex
 import shutil
 import subprocess
 
-from .errors import UserError
+from ..errors import UserError
 
 
 class CommandError(UserError):

@@ -5,7 +5,7 @@ Hydra (MPICH's mpiexec) ends the whole job when one of its processes dies of a s
 with ``-disable-auto-cleanup``; an exit status it leaves alone. An emulated node killed with
 ``kill -9`` must not take the cluster with it, so each rank runs under this supervisor::
 
-    mpiexec -disable-auto-cleanup -n 11 python -m emulator.supervise python -m emulator ...
+    mpiexec -disable-auto-cleanup -n 11 python -m emulator.coordinator.supervise python -m emulator ...
 
 The rank inherits the process-manager connection (``PMI_FD``). SIGINT and SIGTERM are passed
 on; Hydra's SIGUSR1 failure notice is ignored (the coordinator finds failures itself). The
@@ -35,7 +35,7 @@ _PR_SET_PDEATHSIG = 1
 
 def rank_command(args):
     """The argv of one supervised emulator rank running ``python -m emulator ARGS``."""
-    return [sys.executable, "-m", "emulator.supervise", sys.executable, "-m", "emulator",
+    return [sys.executable, "-m", "emulator.coordinator.supervise", sys.executable, "-m", "emulator",
             *args]
 
 
@@ -82,7 +82,7 @@ def _describe(status):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python -m emulator.supervise COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: python -m emulator.coordinator.supervise COMMAND [ARG ...]", file=sys.stderr)
         return 2
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     fds = tuple(int(os.environ[k]) for k in ("PMI_FD",) if os.environ.get(k, "").isdigit())

@@ -10,7 +10,7 @@ import math
 
 from scipy import stats
 
-from .files import save_figure
+from ..files import save_figure
 
 CONFIDENCE = 0.90
 REFERENCES = ("oracle",)

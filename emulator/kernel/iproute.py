@@ -1,7 +1,7 @@
 """argv lists for iproute2 (``ip``, ``tc``): namespaces, veths, a bridge, HTB shaping.
 
 Pure functions: each returns a list of argv lists and runs nothing (see
-:mod:`emulator.command` for the runner). Every name, address and rate is validated first,
+:mod:`emulator.kernel.command` for the runner). Every name, address and rate is validated first,
 so nothing malformed ever reaches a command line.
 
 Shaping follows the tc vocabulary: each node's egress interface gets an HTB root qdisc; one
@@ -17,7 +17,8 @@ touching the others.
 import ipaddress
 import re
 
-from .errors import UserError
+from ..errors import UserError
+from ..network.flowmodel import burst_bytes
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")  # Linux interface names: at most 15 characters
 MAX_RATE_MBPS = 100_000.0
@@ -81,14 +82,6 @@ def check_address(text):
 def rate_arg(rate_mbps):
     """A tc rate: kbit, exact to 1 kbit/s (tc reads 'mbit' as 10^6 bit/s, 'kbit' as 10^3)."""
     return f"{max(1, round(check_rate(rate_mbps) * 1000))}kbit"
-
-
-def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
-    """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
-    two full frames. Small, so that a short message after an idle spell is paced like on a
-    real link of that rate rather than let through at once. (The in-process shaping models
-    the same bucket, for any rate; rates for tc are checked where the argv is built.)"""
-    return max(2 * mtu_bytes, int(rate_mbps * 1e6 / 8 * seconds))
 
 
 def _htb(rate_mbps, ceil_mbps=None):

@@ -17,7 +17,7 @@ receivers of its open flows whenever its number of flows changes (a message post
 finished at the time its receiver reports in its final notice), so the egress share
 follows too. Links are full duplex: the two directions of a pair do not share. Each pair is
 a token bucket, as the kernel's HTB class for it: after an idle spell the first bytes of a
-message, up to the bucket (:func:`emulator.iproute.burst_bytes`, about two frames), pass at
+message, up to the bucket (:func:`emulator.network.flowmodel.burst_bytes`, about two frames), pass at
 once. A message is delivered ``latency`` after its last byte arrives. A send
 completes once what it has not yet transmitted fits the sender's socket buffer
 (``SEND_BUFFER_BYTES``), as with MPI over TCP: a message that fits completes at once and the
@@ -27,7 +27,7 @@ The model is evaluated lazily in event order (flow starts, flow completions, sce
 changes), and only again when a flow comes or goes or its next event is due. Waiting ranks
 never spin: every wait polls MPI with ``Test``/``Iprobe`` and sleeps between polls, until
 the next computed delivery or until a peer on the same machine rings its doorbell
-(:mod:`emulator.doorbell`) after sending, so timing holds on an oversubscribed machine.
+(:mod:`emulator.shaping.doorbell`) after sending, so timing holds on an oversubscribed machine.
 Sleeps for a delivery aim early by how late this process has been waking (a moving average,
 at most ``LEAD_MAX_SECONDS`` and never before the last byte), so deliveries land on time on
 average.
@@ -38,7 +38,7 @@ last byte arrives in the model (the sender's flow count drops then); one larger 
 send buffer also gets a release notice when its remainder fits. Notices name the send by
 its sequence number, so they need not come in the order the sends were made.
 
-Collectives (:mod:`emulator.collectives`) are built from these shaped point-to-point
+Collectives (:mod:`emulator.shaping.collectives`) are built from these shaped point-to-point
 messages, so they are shaped too.
 """
 
@@ -51,10 +51,10 @@ from collections import deque
 
 from mpi4py import MPI
 
+from ..errors import NodeFailure
+from ..network.flowmodel import burst_bytes
 from . import doorbell
 from .collectives import COLLECTIVE_TAG_BASE, Collectives
-from .errors import NodeFailure
-from .iproute import burst_bytes
 from .timing import Aim
 
 POLL_MIN_SECONDS = 0.00005
@@ -72,7 +72,7 @@ _IN_FLIGHT = []
 # average: sleeps aim that much early, so deliveries land on time on average. Capped, so a
 # host with its cores busy stays late rather than delivering early.
 _lead_seconds = 0.0
-# Compute phases end on time on average (see emulator.timing).
+# Compute phases end on time on average (see emulator.shaping.timing).
 _COMPUTE_AIM = Aim(max_seconds=0.001)
 POLL_MOVING_SECONDS = 0.00005
 _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3

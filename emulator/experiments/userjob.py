@@ -17,12 +17,12 @@ import shlex
 import subprocess
 import time
 
-from .errors import UserError
-from .files import write_json_atomic, write_text_atomic
-from .netgraph import graph_from_node_link
-from .pipeline import trial_rounds
-from .selection import max_min_select
-from .supervise import rank_command
+from ..coordinator.pipeline import trial_rounds
+from ..coordinator.supervise import rank_command
+from ..errors import UserError
+from ..files import write_json_atomic, write_text_atomic
+from ..network.netgraph import graph_from_node_link
+from ..selection.maxmin import max_min_select
 
 PLACEHOLDERS = ("{machinefile}", "{nprocs}")
 

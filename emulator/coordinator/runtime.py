@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from . import cluster as clusters
-from . import doorbell
-from . import supervise
-from .errors import NodeFailure, UserError
-from .load import LoadSpec, LocalLoad, modeled_compute_seconds
-from .scenario import full_capacity_timeline, pair_bandwidth_function
-from .shaping import Network, ShapedComm
-
 from skeletons.comm import MPIComm, wait_all  # noqa: E402  (plain communicators, no spinning)
+
+from ..errors import NodeFailure, UserError
+from ..network import cluster as clusters
+from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
+from ..shaping import doorbell
+from ..shaping.comm import Network, ShapedComm
+from . import supervise
+from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
@@ -447,7 +447,7 @@ def launch(program, settings, *, world=None):
     try:
         coordinator = Coordinator(world, control, settings)
         if settings.shaping == "tc":
-            from .kernelshaper import KernelShaper
+            from ..kernel.kernelshaper import KernelShaper
 
             coordinator.shaper = KernelShaper.from_settings(settings)
         result = program(coordinator)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .errors import NodeFailure, UserError
-from .flowmodel import predict_comm_seconds
-from .patterns import CLASS_PARAMS, builtin_pattern
-from .selection import all_all_select, max_min_select, random_select
+from ..errors import NodeFailure, UserError
+from ..network.flowmodel import predict_comm_seconds
+from ..selection.maxmin import all_all_select, max_min_select, random_select
+from ..selection.patterns import CLASS_PARAMS, builtin_pattern
 
 METHODS = ("pattern", "all-all", "random")
 ORACLE_MAX_PLACEMENTS = 500_000

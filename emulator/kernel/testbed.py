@@ -4,7 +4,7 @@
 (one end on the bridge, the other as ``eth0`` in the namespace), an address and a default
 route via the bridge, HTB shaping on the namespace's ``eth0`` (what the node sends) and one
 HTB class at port capacity on the bridge side of its veth (what it receives); see
-:mod:`emulator.iproute`.
+:mod:`emulator.kernel.iproute`.
 A coordinator namespace (unshaped) holds MPI rank 0. Each object is recorded in a state file
 as soon as it exists, so ``down`` removes exactly what ``up`` made, in reverse order, even
 after a crash; a failure part-way through ``up`` removes what was already made.
@@ -28,9 +28,9 @@ import stat
 import sys
 from dataclasses import dataclass
 
+from ..errors import UserError
+from ..files import write_json_atomic, write_text_atomic
 from . import command, iproute
-from .errors import UserError
-from .files import write_json_atomic, write_text_atomic
 
 STATE_DIR = "/run/nodesel"
 NS_DEV = "eth0"
@@ -291,7 +291,7 @@ def launcher_script(gateway):
     return (f"#!{sys.executable}\n"
             "# Hydra launcher for the nodesel namespace testbed (written by 'nodesel testbed up').\n"
             "import sys\n"
-            "from emulator.testbed import launch_in_namespace\n"
+            "from emulator.kernel.testbed import launch_in_namespace\n"
             f"sys.exit(launch_in_namespace(sys.argv[1:], gateway={gateway!r}))\n")
 
 
@@ -312,16 +312,16 @@ def launch_in_namespace(argv, *, gateway):
             cmd[i + 1] = f"{gateway}:{cmd[i + 1].rsplit(':', 1)[1]}"
     env = dict(os.environ, **MPI_ENV)
     argv = ["ip", "netns", "exec", host, "unshare", "--uts", "--", sys.executable, "-m",
-            "emulator.testbed", "as-host", host, "--", *cmd]
+            "emulator.kernel.testbed", "as-host", host, "--", *cmd]
     os.execvpe(argv[0], argv, env)
 
 
 def _as_host(argv):
-    """``python -m emulator.testbed as-host NAME -- CMD...``: set the hostname (in a fresh
+    """``python -m emulator.kernel.testbed as-host NAME -- CMD...``: set the hostname (in a fresh
     UTS namespace), then become CMD."""
     name, sep, *cmd = argv
     if sep != "--" or not cmd:
-        print("usage: python -m emulator.testbed as-host NAME -- COMMAND...", file=sys.stderr)
+        print("usage: python -m emulator.kernel.testbed as-host NAME -- COMMAND...", file=sys.stderr)
         return 2
     socket.sethostname(iproute.check_name(name, "hostname"))
     os.execvp(cmd[0], cmd)
@@ -330,5 +330,5 @@ def _as_host(argv):
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "as-host":
         sys.exit(_as_host(sys.argv[2:]))
-    print("usage: python -m emulator.testbed as-host NAME -- COMMAND...", file=sys.stderr)
+    print("usage: python -m emulator.kernel.testbed as-host NAME -- COMMAND...", file=sys.stderr)
     sys.exit(2)

@@ -2,7 +2,7 @@
 
 Every pair of nodes is probed in rounds of disjoint pairs (the circle method: N-1 rounds
 for even N), so no node is in two probes at once; probes are timed at the receiver. Each
-measurement feeds the pair's forecasters (:mod:`emulator.forecast`), and the status graph
+measurement feeds the pair's forecasters (:mod:`emulator.coordinator.forecast`), and the status graph
 carries the winning forecast as ``bandwidth_mbps`` with its error, the last measurement and,
 in emulation, the scenario's true bandwidth at probe time.
 """

@@ -1,7 +1,7 @@
 """Node selection by max-min bandwidth pruning (Goteti and Subhlok, Figure 1) and the baselines.
 
 All functions are pure: they take a network status graph and a pattern graph (see
-:mod:`emulator.netgraph` and :mod:`emulator.patterns`) and return a :class:`Selection`; the
+:mod:`emulator.network.netgraph` and :mod:`emulator.selection.patterns`) and return a :class:`Selection`; the
 input graphs are never modified.
 
 The objective is the Figure 1 one: choose m compute nodes and a rank -> node mapping that
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from .errors import PatternDoesNotFitError, TooManyProcessesError
-from .flowmodel import predict_comm_seconds
-from .netgraph import COMPUTE, compute_nodes
+from ..errors import PatternDoesNotFitError, TooManyProcessesError
+from ..network.flowmodel import predict_comm_seconds
+from ..network.netgraph import COMPUTE, compute_nodes
 from .patterns import generic_pattern
 
 NO_PATH = -np.inf
@@ -407,7 +407,7 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     Examples
     --------
     >>> import networkx as nx
-    >>> from emulator.patterns import generic_pattern
+    >>> from emulator.selection.patterns import generic_pattern
     >>> g = nx.Graph()
     >>> g.add_weighted_edges_from([("a", "b", 90), ("b", "c", 80), ("a", "c", 10)],
     ...                           weight="bandwidth_mbps")
@@ -540,7 +540,7 @@ def random_select(network, pattern, *, seed=None, candidates=1):
     Examples
     --------
     >>> import networkx as nx
-    >>> from emulator.patterns import generic_pattern
+    >>> from emulator.selection.patterns import generic_pattern
     >>> g = nx.complete_graph(["a", "b", "c", "d"])
     >>> nx.set_edge_attributes(g, 50.0, "bandwidth_mbps")
     >>> random_select(g, generic_pattern("ring", 3), seed=1).bottleneck_mbps

@@ -11,7 +11,7 @@ import math
 import threading
 import time
 
-from . import cluster as clusters
+from ..network import cluster as clusters
 from .tcplayer import ScenarioPlayer
 from .testbed import Layout, Testbed
 

@@ -1,6 +1,6 @@
 """Synthetic local-user load on a node (Hanzich et al. §4): CPU, memory and LAN traffic.
 
-The load runs as its own process (``python -m emulator.load``), so it really consumes:
+The load runs as its own process (``python -m emulator.coordinator.load``), so it really consumes:
 
 - CPU: busy for ``cpu_fraction`` of every 100 ms period, asleep for the rest;
 - memory: ``memory_bytes`` allocated and touched, page by page;
@@ -50,7 +50,7 @@ class LocalLoad:
         self.memory_bytes = int(spec.memory_fraction * memory_mb * 2**20)
         self.sent_bytes = 0
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.load", "--cpu-fraction", str(spec.cpu_fraction),
+            [sys.executable, "-m", "emulator.coordinator.load", "--cpu-fraction", str(spec.cpu_fraction),
              "--memory-bytes", str(self.memory_bytes),
              "--lan-bytes-per-second", str(spec.lan_bytes_per_second)],
             stdout=subprocess.PIPE, text=True)
@@ -153,7 +153,7 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m emulator.load",
+    parser = argparse.ArgumentParser(prog="python -m emulator.coordinator.load",
                                      description="Run one node's synthetic local-user load.")
     parser.add_argument("--cpu-fraction", type=float, default=0.15)
     parser.add_argument("--memory-bytes", type=int, default=0)

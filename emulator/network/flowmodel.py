@@ -1,4 +1,5 @@
-"""A simple flow model of one iteration of a pattern's communication.
+"""How flows share links: a flow model of one iteration of a pattern's communication, and the
+token-bucket burst a link of a given rate lets through at once.
 
 Every pattern edge carries its ``bytes`` (half each way) as two concurrent flows, one each way
 (links are full duplex). A flow from node u to node v gets ``min(pair bandwidth / flows from
@@ -52,3 +53,12 @@ def predict_comm_seconds(pattern, mapping, pair_mbps, *, port_mbps=None):
         if nbytes > 0:
             worst = max(worst, float("inf") if rate <= 0 else nbytes * 8 / (rate * 1e6))
     return worst
+
+
+def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
+    """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
+    two full frames. Small, so that a short message after an idle spell is paced like on a
+    real link of that rate rather than let through at once. (Both backends use it: the kernel's
+    HTB classes, and the in-process shaper's model of the same bucket, for any rate; rates for
+    tc are checked where the argv is built.)"""
+    return max(2 * mtu_bytes, int(rate_mbps * 1e6 / 8 * seconds))

@@ -1,0 +1,55 @@
+"""The ``nodesel`` command line (also ``python -m emulator``).
+
+Each command group owns its parsers and handlers in a module of its own (network,
+selection, experiments, kernel); this module assembles them and turns a
+:class:`~emulator.errors.UserError` into one line on stderr and exit status 2.
+"""
+
+import argparse
+import sys
+
+from ..errors import UserError
+from . import experiments, kernel, network, selection
+
+GROUPS = (experiments, network, selection, kernel)
+
+EXAMPLES = """\
+examples:
+  nodesel demo                                  a short node-selection experiment (about 2 min)
+  nodesel experiment --benchmarks bt,cg,is,lu,mg --methods pattern,all-all,random \\
+      --repeats 6 --seed 1 --out results/experiment   the Figure 3 experiment of Goteti and Subhlok
+  nodesel measure --rounds 3                    measure every pair, with forecasts
+  nodesel cluster show hostfiles/cluster10.toml --json
+  nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json
+  nodesel scenario show s.json --plot s.png
+  nodesel select --network G.json --pattern cg --nprocs 4 --candidates 3 --method pattern --seed 1
+  nodesel patterns list
+  nodesel patterns show cg --nprocs 4
+  nodesel trace cg --nprocs 4 --class S --out cg4.json --plot cg4.png
+"""
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="nodesel", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Cluster emulator for communication-aware node selection.", epilog=EXAMPLES)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        return args.handler(args) or 0
+    except UserError as e:
+        print(f"nodesel: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nodesel: interrupted", file=sys.stderr)
+        return 130

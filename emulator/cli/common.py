@@ -1,0 +1,200 @@
+"""What the command groups share: argument types, the sub-command factory (every command
+carries examples), the cluster options, and running a program on the emulated cluster."""
+
+import argparse
+import os
+import sys
+
+from ..coordinator.launch import mpiexec_path, run_mpiexec, under_mpiexec
+from ..errors import UserError
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text):
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def fraction(text):
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {value}")
+    return value
+
+
+def command(sub, name, *, help, examples, handler=None):
+    """A command (or an action of one) with its help line and an ``examples:`` epilog."""
+    if isinstance(examples, str):
+        examples = [examples]
+    parser = sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="examples:\n" + "\n".join(f"  {e}" for e in examples))
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
+
+
+def actions(sub, name, *, help, examples):
+    """A command with actions (``nodesel NAME ACTION``); returns its subparsers."""
+    parser = command(sub, name, help=help, examples=examples)
+    acts = parser.add_subparsers(dest="action", metavar="ACTION")
+    acts.required = True
+    return acts
+
+
+def echo(*args, **kwargs):
+    print(*args, **kwargs, flush=True)
+
+
+def require_mpiexec():
+    mpiexec = mpiexec_path()
+    if mpiexec is None:
+        raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
+    return mpiexec
+
+
+def output_folder(path, default):
+    """The absolute output folder: ``path`` (its parent must exist) or ``default`` (made with
+    its parents); made if missing."""
+    if path is None:
+        os.makedirs(default, exist_ok=True)
+    out = os.path.abspath(path or default)
+    parent = os.path.dirname(out)
+    if not os.path.isdir(parent):
+        raise UserError(f"the parent of the output folder, {parent}, does not exist")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UserError(f"{out} exists and is not a folder")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def cluster_options(p):
+    """Options of every command that runs the emulated cluster under mpiexec."""
+    p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default 10-node crossbar")
+    p.add_argument("--nodes", type=positive_int, help="use only the first N nodes")
+    p.add_argument("--scenario", help="scenario file; default: the stream model, --seed")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the default stream-model scenario (default 1)")
+    p.add_argument("--time-scale", type=positive_float, default=10.0,
+                   help="scenario seconds per wall second (default 10)")
+    p.add_argument("--timeout-seconds", type=positive_float, default=30.0,
+                   help="how long the coordinator waits for a node (default 30)")
+    p.add_argument("--probe-bytes", type=positive_int, default=256 * 1024,
+                   help="bytes per bandwidth probe (default 256 KiB)")
+    p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
+                   help="inproc: the emulator paces messages (default, no root); tc: the "
+                        "kernel shapes real traffic (needs --testbed netns and root); "
+                        "external: real traffic, shaped by someone else (a real cluster, "
+                        "under your own mpiexec)")
+    p.add_argument("--testbed", choices=("netns",),
+                   help="with --shaping tc: run node ranks in network namespaces of this "
+                        "machine")
+    p.add_argument("--testbed-name", default="nselx",
+                   help="name of the testbed a tc run brings up (default nselx)")
+
+
+def load_cluster(path, nodes=None):
+    """The cluster of ``path`` (default: the 10-node crossbar), trimmed to ``nodes``."""
+    from ..network import cluster as clusters
+
+    graph = clusters.load_cluster(path)
+    names = clusters.node_names(graph)
+    if nodes is not None:
+        if nodes > len(names):
+            raise UserError(f"--nodes {nodes} is more than the {len(names)} nodes of the cluster")
+        if graph.graph.get("topology") != "crossbar":
+            raise UserError("--nodes only trims crossbar clusters")
+        graph.remove_nodes_from(names[nodes:])
+    return graph
+
+
+def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None):
+    """Run ``program(coordinator)`` on the emulated cluster of ``args``.
+
+    Outside mpiexec this launches ``mpiexec -n N+1`` on the same command line; under
+    mpiexec every rank checks the rank count, then rank 0 coordinates and the rest serve.
+    """
+    from ..network import cluster as clusters
+    from ..network.scenario import default_timeline, load_scenario
+
+    cluster = load_cluster(args.cluster, args.nodes) if cluster is None else cluster
+    timeline = (load_scenario(args.scenario, cluster) if args.scenario
+                else default_timeline(cluster, seed=args.seed, duration_seconds=scenario_seconds))
+    n = len(clusters.node_names(cluster))
+    if args.shaping == "tc" and args.testbed != "netns":
+        raise UserError("--shaping tc needs --testbed netns (node ranks in network namespaces)")
+    if args.testbed and args.shaping != "tc":
+        raise UserError("--testbed netns goes with --shaping tc")
+    if not under_mpiexec():
+        mpiexec = require_mpiexec()
+        if args.shaping == "tc":
+            return _on_testbed(args, cluster, mpiexec)
+        # -disable-auto-cleanup and the supervisor: a dead node must not take the others with
+        # it, so the coordinator can name it and go on without it.
+        from ..coordinator.supervise import rank_command
+
+        return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-n", str(n + 1)]
+                           + rank_command(args.argv))
+
+    from mpi4py import MPI
+
+    from ..coordinator.runtime import Settings, launch
+
+    world = MPI.COMM_WORLD
+    if world.Get_size() - 1 != n:
+        if world.Get_rank() == 0:
+            print(f"nodesel: error: the cluster has {n} nodes, so run {n + 1} ranks "
+                  f"(mpiexec -n {n + 1}), not {world.Get_size()}", file=sys.stderr)
+        return 2
+    settings = Settings(cluster, timeline, time_scale=args.time_scale,
+                        timeout_seconds=args.timeout_seconds)
+    if args.shaping == "external":
+        settings.shaping = "external"
+    if args.shaping == "tc":
+        from ..kernel.testbed import shaping_info
+
+        settings.shaping = "tc"
+        settings.extra["testbed"] = shaping_info(args.testbed_name)
+    if world.Get_rank() == 0:
+        import time
+
+        settings.epoch = time.time()
+    launch(program, settings)
+    return 0
+
+
+def _on_testbed(args, cluster, mpiexec):
+    """Bring up a namespace testbed for ``cluster``, run the command's ranks in it (rank 0 in
+    the coordinator namespace, rank i in node i's), and take the testbed down again."""
+    import tempfile
+
+    from ..coordinator.supervise import rank_command
+    from ..kernel.testbed import Layout, Testbed, require_root
+    from ..network import cluster as clusters
+
+    names = clusters.node_names(cluster)
+    capacities = {cluster.nodes[n]["capacity_mbps"] for n in names}
+    if cluster.graph.get("topology") != "crossbar" or len(capacities) != 1 \
+            or names != [f"n{i}" for i in range(1, len(names) + 1)]:
+        raise UserError("the namespace testbed emulates a crossbar of nodes n1..nN with one "
+                        "port capacity; use the default cluster or --nodes")
+    layout = Layout(args.testbed_name, len(names))
+    require_root()
+    testbed = Testbed(layout)
+    capacity = capacities.pop()
+    with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
+        files = testbed.up(capacity, lambda a, b: capacity, out_dir=tmp)
+        try:
+            return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-launcher", "ssh",
+                                "-launcher-exec", files["launcher"], "-f", files["hostfile"],
+                                "-n", str(len(names) + 1)] + rank_command(args.argv))
+        finally:
+            testbed.down()

@@ -1,0 +1,208 @@
+"""Experiment commands: ``demo`` and ``experiment`` (the Figure 3 experiment of Goteti and
+Subhlok on the emulated cluster) and ``run`` (the same selection for your own MPI programs)."""
+
+import json
+import os
+import sys
+
+from ..coordinator.launch import under_mpiexec
+from ..coordinator.pipeline import METHODS
+from ..errors import UserError
+from .common import (
+    cluster_options,
+    command,
+    echo,
+    load_cluster,
+    on_cluster,
+    output_folder,
+    positive_float,
+    positive_int,
+    require_mpiexec,
+)
+from .kernel import testbed_that_is_up
+
+
+def experiment_options(p, *, benchmarks, repeats, out):
+    p.add_argument("--benchmarks", default=benchmarks,
+                   help="comma-separated NAS benchmarks (default %(default)s)")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help="comma-separated selection methods (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=repeats,
+                   help="jobs per benchmark and method (default %(default)s)")
+    p.add_argument("--nprocs", type=int, default=4, help="nodes per job (default 4)")
+    p.add_argument("--candidates", type=positive_int, default=3,
+                   help="candidate groups tried with the skeleton (default 3)")
+    p.add_argument("--app-iterations", type=positive_int, default=3,
+                   help="iterations of the class-A application actually run; its full "
+                        "time is extrapolated from them (default 3)")
+    p.add_argument("--full-app", action="store_true",
+                   help="run the class-A applications to their full iteration count")
+    p.add_argument("--trial-iterations", type=positive_int,
+                   help="cut the class-S skeleton trials to this many iterations")
+    p.add_argument("--spacing-seconds", type=positive_float, default=600.0,
+                   help="scenario seconds between job slots (default 600)")
+    p.add_argument("--measure-interval-seconds", type=positive_float, default=600.0,
+                   help="scenario seconds between measurements of every pair (default 600)")
+    p.add_argument("--no-oracle", action="store_true", help="skip the oracle reference runs")
+    p.add_argument("--out", help=f"output folder; its parent must exist (default {out}, "
+                                 "created as needed)")
+    p.set_defaults(default_out=out)
+
+
+def register(sub):
+    demo = command(sub, "demo",
+                   help="a short node-selection experiment on the emulated cluster (launches mpiexec)",
+                   examples=["nodesel demo", "nodesel demo --repeats 2 --out results/demo2"],
+                   handler=cmd_experiment)
+    cluster_options(demo)
+    experiment_options(demo, benchmarks="cg,is,mg", repeats=2, out="results/demo")
+
+    exp = command(sub, "experiment",
+                  help="the Figure 3 experiment: selection methods compared (launches mpiexec)",
+                  examples=["nodesel experiment --benchmarks bt,cg,is,lu,mg --methods "
+                            "pattern,all-all,random \\\n      --repeats 6 --seed 1 --out "
+                            "results/experiment",
+                            "nodesel experiment --time-scale 1 --spacing-seconds 600   "
+                            "# the paper's real timing",
+                            "nodesel experiment --benchmarks cg,is --repeats 1 --app-iterations 1 "
+                            "--out /tmp/tiny"],
+                  handler=cmd_experiment)
+    cluster_options(exp)
+    experiment_options(exp, benchmarks="bt,cg,is,lu,mg", repeats=6, out="results/experiment")
+
+    launcher = "hostfiles/nsel-launcher"
+    run = command(sub, "run",
+                  help="select nodes for your own MPI programs: skeleton trials, then the app",
+                  examples=["nodesel run --pattern cg --nprocs 4 \\\n"
+                            f"    --skeleton-cmd 'mpiexec -launcher ssh -launcher-exec {launcher} "
+                            "-f {machinefile} -n {nprocs} ./cg.S.4' \\\n"
+                            f"    --app-cmd 'mpiexec -launcher ssh -launcher-exec {launcher} "
+                            "-f {machinefile} -n {nprocs} ./cg.A.4'   "
+                            "# on the testbed of 'nodesel testbed up'",
+                            "nodesel run --hostfile hosts --pattern cg --nprocs 4 "
+                            "--skeleton-cmd 'mpiexec -f {machinefile} -n {nprocs} ./cg.S.4' "
+                            "--app-cmd '...'   # on a real cluster"],
+                  handler=cmd_run)
+    run.add_argument("--pattern", required=True, help="built-in pattern or pattern file")
+    run.add_argument("--nprocs", type=positive_int, required=True, help="ranks of the job")
+    run.add_argument("--skeleton-cmd", required=True,
+                     help="command run on each candidate; {machinefile} and {nprocs} are filled in")
+    run.add_argument("--app-cmd", required=True, help="command run on the chosen group")
+    run.add_argument("--candidates", type=positive_int, default=3,
+                     help="candidate groups tried with the skeleton command (default 3)")
+    run.add_argument("--hostfile", help="a real cluster's hostfile (default: the namespace testbed)")
+    run.add_argument("--testbed-name", default="nsel",
+                     help="the testbed that is up, without --hostfile (default nsel)")
+    run.add_argument("--state-dir", default="/run/nodesel",
+                     help="where that testbed's state is (default /run/nodesel)")
+    run.add_argument("--threshold", type=float, default=0.1,
+                     help="dominance threshold for matrix pattern files (default 0.1)")
+    run.add_argument("--out", help="output folder; its parent must exist (default results/run, "
+                                   "created as needed)")
+    run.add_argument("--timeout-seconds", type=positive_float, default=600.0,
+                     help="limit for the measurement (default 600)")
+
+
+def experiment_config(args):
+    from ..experiments.figure3 import ExperimentConfig
+    from ..network import cluster as clusters
+
+    def names(text):
+        return tuple(x.strip().lower() for x in text.split(",") if x.strip())
+
+    config = ExperimentConfig(
+        benchmarks=names(args.benchmarks), methods=names(args.methods), repeats=args.repeats,
+        seed=args.seed, nprocs=args.nprocs, candidates=args.candidates,
+        app_iterations=None if args.full_app else args.app_iterations,
+        trial_iterations=args.trial_iterations, spacing_seconds=args.spacing_seconds,
+        measure_interval_seconds=args.measure_interval_seconds, probe_bytes=args.probe_bytes,
+        oracle=not args.no_oracle, time_scale=args.time_scale)
+    cluster = load_cluster(args.cluster, args.nodes)
+    config.validate(len(clusters.node_names(cluster)))
+    return config, output_folder(args.out, args.default_out)
+
+
+def cmd_experiment(args):
+    config, out = experiment_config(args)
+    started = __import__("time").time()
+
+    def program(coordinator):
+        from ..experiments.figure3 import Experiment
+        from ..experiments.report import markdown_table
+
+        names = coordinator.names
+        echo(f"cluster: {len(names)} nodes ({coordinator.settings.cluster.graph['topology']}); "
+             f"scenario: {coordinator.settings.timeline.meta.get('kind')}, time scale "
+             f"{config.time_scale:g}; {len(config.slots())} slots x "
+             f"{len(config.methods)} methods of {config.nprocs}-node jobs", file=sys.stderr)
+        summary = Experiment(coordinator, config, out, echo=echo).run()
+        echo(markdown_table(summary))
+        for event in summary["failures"]:
+            echo(f"failure: slot {event['slot']} {event['method']}: {event['error']}")
+        echo(f"results in {out}: jobs.csv, summary.json, table.md, figure3.png "
+             f"({summary['wall_seconds']:.0f} s)")
+        return summary
+
+    status = on_cluster(args, program, scenario_seconds=config.scenario_seconds())
+    if status and not under_mpiexec():
+        # a run that lost nodes but finished still has complete results
+        summary = os.path.join(out, "summary.json")
+        try:
+            with open(summary) as f:
+                done = json.load(f).get("complete") and os.path.getmtime(summary) >= started
+        except (OSError, ValueError):
+            done = False
+        if done:
+            print("nodesel: the experiment finished despite node failures (see summary.json)",
+                  file=sys.stderr)
+            return 0
+    return status
+
+
+def cmd_run(args):
+    from ..experiments.userjob import command_argv, measure, run_job
+    from ..files import write_json_atomic, write_text_atomic
+    from ..network import cluster as clusters
+    from ..network.netgraph import to_node_link
+    from ..selection.patterns import resolve_pattern
+
+    pattern = resolve_pattern(args.pattern, args.nprocs, threshold=args.threshold)
+    for template in (args.skeleton_cmd, args.app_cmd):
+        command_argv(template, machinefile="m", nprocs=args.nprocs)  # splits cleanly
+    if args.out is None:
+        os.makedirs("results/run", exist_ok=True)
+    out = os.path.abspath(args.out or "results/run")
+    if not os.path.isdir(os.path.dirname(out)):
+        raise UserError(f"the parent of the output folder, {os.path.dirname(out)}, does not exist")
+    os.makedirs(out, exist_ok=True)
+    mpiexec = require_mpiexec()
+    if args.hostfile:
+        hosts = list(clusters.parse_hostfile(args.hostfile))
+        machinefile = os.path.join(out, "measure.machinefile")
+        # rank 0 (the coordinator) shares the first host with node 1
+        write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
+        launch = [mpiexec, "-disable-auto-cleanup", "-f", machinefile, "-n", str(len(hosts) + 1)]
+        extra = ["--cluster", os.path.abspath(args.hostfile)]
+
+        def host_of(node):
+            return node
+    else:
+        testbed, state = testbed_that_is_up(args.testbed_name, args.state_dir)
+        files = {os.path.basename(f): f for f in state.get("files", [])}
+        launcher = files.get(f"{args.testbed_name}-launcher")
+        hostfile = files.get(f"{args.testbed_name}.hosts")
+        if not launcher or not hostfile:
+            raise UserError(f"testbed {args.testbed_name!r} has no launcher and hostfile; bring "
+                            "it up with 'nodesel testbed up --out DIR'")
+        launch = [mpiexec, "-disable-auto-cleanup", "-launcher", "ssh", "-launcher-exec",
+                  launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
+        extra = ["--nodes", str(state["nodes"])]
+        host_of = testbed.layout.namespace
+    print("measuring every pair of nodes ...", flush=True)
+    graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
+    write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))
+    result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
+                     host_of=host_of, out_dir=out, candidates=args.candidates)
+    print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
+          f"results in {out}/run.json, machinefile {result['machinefile']}")
+    return 0

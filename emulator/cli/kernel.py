@@ -1,0 +1,181 @@
+"""Kernel-shaping commands: ``testbed`` (network namespaces shaped by tc on this machine) and
+``tc`` (shaping scripts for the hosts of a real cluster)."""
+
+import json
+import os
+
+from ..errors import UserError
+from .common import actions, command, positive_float, positive_int
+
+LAUNCH_HINT = ("mpiexec -launcher ssh -launcher-exec hostfiles/nsel-launcher "
+               "-f hostfiles/nsel.hosts -n 5 python prog.py")
+
+
+def testbed_options(p):
+    p.add_argument("--name", default="nsel",
+                   help="testbed name, prefix of every object it makes (default nsel)")
+    p.add_argument("--state-dir", default="/run/nodesel",
+                   help="where the testbed records what it made (default /run/nodesel)")
+
+
+def register(sub):
+    tsub = actions(sub, "testbed", help="a network-namespace testbed shaped by tc (needs root)",
+                   examples=["sudo nodesel testbed up --nodes 10 --capacity-mbps 100",
+                             "sudo nodesel testbed down"])
+    tup = command(tsub, "up", help="create namespaces, veths, a bridge and HTB shaping",
+                  examples=["sudo nodesel testbed up --nodes 10 --capacity-mbps 100",
+                            "sudo nodesel testbed up --nodes 4 --scenario s.json --out /tmp",
+                            f"then: {LAUNCH_HINT}"],
+                  handler=cmd_testbed)
+    tup.add_argument("--nodes", type=positive_int, default=10,
+                     help="node namespaces n1..nN to create (default 10)")
+    tup.add_argument("--capacity-mbps", type=positive_float, default=100.0,
+                     help="port capacity of every node (default 100)")
+    tup.add_argument("--scenario", help="shape pairs at the scenario's bandwidths at time 0 "
+                                        "(default: every pair at port capacity)")
+    tup.add_argument("--bandwidth-mbps", type=positive_float,
+                     help="shape every pair at this bandwidth instead")
+    tup.add_argument("--subnet", default="10.77.0.0/24",
+                     help="IPv4 subnet of the bridge and the node addresses; the bridge takes "
+                          "the last host address (default 10.77.0.0/24)")
+    tup.add_argument("--out", default="hostfiles", help="where the hostfile and launcher go "
+                                                        "(default hostfiles)")
+    testbed_options(tup)
+    tdown = command(tsub, "down", help="remove everything 'up' made (idempotent)",
+                    examples=["sudo nodesel testbed down", "sudo nodesel testbed down --name nsel"],
+                    handler=cmd_testbed)
+    testbed_options(tdown)
+    tplay = command(tsub, "play", help="play a scenario into the testbed's tc classes",
+                    examples="sudo nodesel testbed play --scenario s.json --time-scale 10",
+                    handler=cmd_testbed)
+    tplay.add_argument("--scenario", required=True, help="scenario file to play")
+    tplay.add_argument("--time-scale", type=positive_float, default=1.0,
+                       help="scenario seconds per wall second (default 1)")
+    testbed_options(tplay)
+
+    tcsub = actions(sub, "tc", help="traffic-control plans for a real cluster",
+                    examples="nodesel tc plan --hostfile hosts --scenario s.json --out plan/")
+    plan = command(tcsub, "plan", help="write one shaping script per host (run them with sudo)",
+                   examples=["nodesel tc plan --hostfile hosts --scenario s.json --out plan/",
+                             "on each host: sudo sh plan/HOST.sh up; sudo sh plan/HOST.sh play; "
+                             "sudo sh plan/HOST.sh down"],
+                   handler=cmd_tc)
+    plan.add_argument("--hostfile", required=True, help="MPICH or Open MPI hostfile; hosts "
+                                                         "are IPv4 addresses or resolvable names")
+    plan.add_argument("--scenario", required=True, help="scenario the scripts play")
+    plan.add_argument("--out", required=True, help="folder for the scripts")
+    plan.add_argument("--interface", default="eth0", help="each host's cluster interface")
+    plan.add_argument("--capacity-mbps", type=positive_float, default=100.0,
+                      help="port capacity of every host (default 100)")
+    plan.add_argument("--time-scale", type=positive_float, default=1.0,
+                      help="scenario seconds per wall second (default 1)")
+    plan.add_argument("--apply", action="store_true",
+                      help="instead, play the scenario into the local testbed (--name)")
+    testbed_options(plan)
+
+
+def testbed_that_is_up(name, state_dir):
+    """The testbed ``name`` that is up, and its state."""
+    from ..kernel.testbed import Layout, Testbed, state_path
+
+    try:
+        with open(state_path(name, state_dir)) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"no testbed named {name!r} is up (no {state_path(name, state_dir)})") \
+            from None
+    return Testbed(Layout(name, state["nodes"], state["subnet"]), state_dir=state_dir), state
+
+
+def _play(testbed, state, scenario, time_scale):
+    from ..kernel.tcplayer import ScenarioPlayer
+    from ..network import cluster as clusters
+    from ..network.scenario import load_scenario
+
+    cluster = clusters.crossbar(state["nodes"], capacity_mbps=state["capacity_mbps"])
+    timeline = load_scenario(scenario, cluster)
+    player = ScenarioPlayer(cluster, timeline, testbed.set_pair, clusters.node_names(cluster))
+    print(f"playing {len(timeline.events)} changes over {timeline.duration_seconds():g} "
+          f"scenario seconds at time scale {time_scale:g}; Ctrl-C stops", flush=True)
+    player.play(time_scale=time_scale,
+                progress=lambda t, n: print(f"  t={t:g} s: {n} class change(s)", flush=True))
+    return 0
+
+
+def cmd_testbed(args):
+    from ..kernel.testbed import Layout, Testbed, require_root
+
+    if args.action == "up":
+        testbed = Testbed(Layout(args.name, args.nodes, args.subnet), state_dir=args.state_dir)
+        require_root()  # after the names and addresses are checked
+        if args.scenario and args.bandwidth_mbps:
+            raise UserError("give --scenario or --bandwidth-mbps, not both")
+        if args.scenario:
+            from ..network import cluster as clusters
+            from ..network.scenario import load_scenario, pair_bandwidth_function
+
+            cluster = clusters.crossbar(args.nodes, capacity_mbps=args.capacity_mbps)
+            pair_at = pair_bandwidth_function(cluster, load_scenario(args.scenario, cluster))
+
+            def pair(a, b):
+                return pair_at(a, b, 0.0)
+        else:
+            rate = args.bandwidth_mbps or args.capacity_mbps
+
+            def pair(a, b):
+                return rate
+        files = testbed.up(args.capacity_mbps, pair, out_dir=args.out)
+        print(f"testbed {args.name}: {args.nodes} node namespaces ({testbed.layout.namespace('n1')} "
+              f"...) and a coordinator namespace on bridge {testbed.layout.bridge} "
+              f"({testbed.layout.bridge_address}); state in {testbed.path}")
+        print(f"hostfile {files['hostfile']}, launcher {files['launcher']}")
+        print(f"run: mpiexec -launcher ssh -launcher-exec {files['launcher']} -f "
+              f"{files['hostfile']} -n {args.nodes + 1} python prog.py")
+        return 0
+    require_root()
+    if args.action == "down":
+        # down removes what the state file lists, whatever the layout
+        removed = Testbed(Layout(args.name, 1), state_dir=args.state_dir).down()
+        print(f"removed {len(removed)} objects of testbed {args.name}" if removed
+              else f"nothing to remove: no testbed named {args.name!r} is up")
+        return 0
+    testbed, state = testbed_that_is_up(args.name, args.state_dir)
+    return _play(testbed, state, args.scenario, args.time_scale)
+
+
+def cmd_tc(args):
+    from ..files import write_text_atomic
+    from ..kernel.tcplayer import plan_scripts
+    from ..network import cluster as clusters
+    from ..network.scenario import load_scenario
+
+    if args.apply:
+        from ..kernel.testbed import require_root
+
+        require_root()
+        testbed, state = testbed_that_is_up(args.name, args.state_dir)
+        return _play(testbed, state, args.scenario, args.time_scale)
+    import socket
+
+    names = list(clusters.parse_hostfile(args.hostfile))
+    addresses = {}
+    for host in names:
+        try:
+            addresses[host] = socket.gethostbyname(host)
+        except OSError:
+            raise UserError(f"{args.hostfile}: host {host!r} has no address; give IPv4 "
+                            "addresses or resolvable names") from None
+    cluster = clusters.crossbar(names, capacity_mbps=args.capacity_mbps)
+    timeline = load_scenario(args.scenario, cluster)
+    if not os.path.isdir(args.out):
+        parent = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(parent):
+            raise UserError(f"the parent of the output folder, {parent}, does not exist")
+        os.makedirs(args.out)
+    scripts = plan_scripts(cluster, timeline, addresses, interface=args.interface,
+                           time_scale=args.time_scale)
+    for host, text in scripts.items():
+        write_text_atomic(os.path.join(args.out, f"{host}.sh"), text)
+    print(f"wrote {len(scripts)} scripts to {args.out}: "
+          f"{', '.join(sorted(f'{h}.sh' for h in scripts))}")
+    return 0

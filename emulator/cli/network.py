@@ -1,0 +1,164 @@
+"""Network commands: ``cluster`` (describe a cluster), ``scenario`` (bandwidth over time) and
+``measure`` (measure every pair on the emulated cluster)."""
+
+import json
+import os
+import sys
+
+from ..errors import UserError
+from .common import (
+    actions,
+    cluster_options,
+    command,
+    echo,
+    load_cluster,
+    on_cluster,
+    positive_float,
+    positive_int,
+)
+
+
+def register(sub):
+    meas = command(sub, "measure", help="measure every pair, NWS-style (launches mpiexec)",
+                   examples=["nodesel measure --rounds 3",
+                             "nodesel measure --scenario s.json --rounds 3 --json"],
+                   handler=cmd_measure)
+    cluster_options(meas)
+    meas.add_argument("--rounds", type=int, default=1, help="measurements of every pair (default 1)")
+    meas.add_argument("--repetitions", type=positive_int, default=1,
+                      help="probes per pair per round (default 1)")
+    meas.add_argument("--json", action="store_true", help="print the status graph as node-link JSON")
+
+    csub = actions(sub, "cluster", help="cluster descriptions",
+                   examples="nodesel cluster show hostfiles/tree16.toml --json")
+    show = command(csub, "show", help="print nodes and links",
+                   examples=["nodesel cluster show", "nodesel cluster show hostfiles/tree16.toml --json"],
+                   handler=cmd_cluster)
+    show.add_argument("file", nargs="?", help="cluster TOML/JSON or hostfile (default: 10-node crossbar)")
+    show.add_argument("--json", action="store_true", help="networkx node-link JSON")
+
+    ssub = actions(sub, "scenario", help="bandwidth scenarios",
+                   examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json")
+    gen = command(ssub, "generate", help="write a stream-model timeline",
+                  examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json",
+                  handler=cmd_scenario)
+    gen.add_argument("--seed", type=int, required=True, help="random seed (the same seed gives "
+                                                             "the same file, byte for byte)")
+    gen.add_argument("--duration-seconds", type=float, required=True,
+                     help="scenario seconds to generate")
+    gen.add_argument("--out", required=True, help="the timeline's JSON file")
+    gen.add_argument("--cluster", help="cluster file (default: 10-node crossbar)")
+    gen.add_argument("--interval-seconds", type=positive_float, default=30.0,
+                     help="seconds between stream arrivals or departures (default 30)")
+    gen.add_argument("--floor-mbps", type=positive_float, default=10.0,
+                     help="no link's available bandwidth falls below this (default 10)")
+    gen.add_argument("--initial-max-streams", type=int, default=4,
+                     help="each link starts with 0 to this many competing streams (default 4)")
+    sshow = command(ssub, "show", help="print a scenario as a table, or plot it",
+                    examples=["nodesel scenario show s.json", "nodesel scenario show s.json --plot s.png"],
+                    handler=cmd_scenario)
+    sshow.add_argument("file", help="scenario: timeline JSON, static matrix (node-link JSON) or "
+                                    "CSV trace")
+    sshow.add_argument("--cluster", help="cluster file (default: 10-node crossbar)")
+    sshow.add_argument("--plot", help="write a PNG of bandwidth over time")
+
+
+def cmd_measure(args):
+    if args.rounds < 1:
+        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
+
+    def program(coordinator):
+        from ..coordinator.measure import Monitor, error_table, matrix_lines
+        from ..network.netgraph import to_node_link
+
+        monitor = Monitor(coordinator, size_bytes=args.probe_bytes, repetitions=args.repetitions)
+        for i in range(args.rounds):
+            if not args.json:
+                echo(f"measuring every pair ({i + 1}/{args.rounds}) ...", file=sys.stderr)
+            graph = monitor.measure()
+        if args.json:
+            echo(json.dumps(to_node_link(graph), indent=1))
+            return
+        echo("\n".join(matrix_lines(graph, monitor.nodes)))
+        errors = error_table(graph)
+        if not errors:
+            echo(f"{monitor.seconds:.1f} s per measurement")
+            return
+        echo(f"forecast error against the scenario's true bandwidth: mean "
+             f"{sum(errors.values()) / len(errors):.1f}%, max {max(errors.values()):.1f}% "
+             f"({len(errors)} pairs, {monitor.seconds:.1f} s per measurement)")
+
+    return on_cluster(args, program)
+
+
+def cmd_cluster(args):
+    from ..network import cluster as clusters
+
+    graph = clusters.load_cluster(args.file)
+    if args.json:
+        print(clusters.dumps(graph))
+    else:
+        print("\n".join(clusters.describe(graph)))
+    return 0
+
+
+def cmd_scenario(args):
+    from ..network.scenario import generate_streams, load_scenario
+
+    cluster = load_cluster(args.cluster)
+    if args.action == "generate":
+        if args.duration_seconds < 0:
+            raise UserError(f"--duration-seconds must be >= 0, got {args.duration_seconds}")
+        if args.initial_max_streams < 0:
+            raise UserError("--initial-max-streams must be >= 0")
+        parent = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(parent):
+            raise UserError(f"output folder {parent} does not exist")
+        timeline = generate_streams(cluster, seed=args.seed, duration_seconds=args.duration_seconds,
+                                    interval_seconds=args.interval_seconds,
+                                    floor_mbps=args.floor_mbps,
+                                    initial_max_streams=args.initial_max_streams)
+        timeline.write(args.out)
+        print(f"wrote {args.out}: {len(timeline.links)} links, {len(timeline.events)} changes "
+              f"over {args.duration_seconds:g} s")
+        return 0
+    timeline = load_scenario(args.file, cluster)
+    if args.plot:
+        _plot_timeline(timeline, args.plot)
+        print(f"wrote {args.plot}")
+        return 0
+    print(f"kind: {timeline.meta.get('kind')}; {len(timeline.links)} links; "
+          f"{len(timeline.events)} changes")
+    print(f"{'time [s]':>10}  {'link':<12}{'bandwidth [Mbit/s]':>20}")
+    for i, (a, b, _) in enumerate(timeline.links):
+        print(f"{0.0:>10.1f}  {a + '-' + b:<12}{timeline.initial_mbps[i]:>20.2f}")
+    for t, i, bw in timeline.events:
+        a, b, _ = timeline.links[i]
+        print(f"{t:>10.1f}  {a + '-' + b:<12}{bw:>20.2f}")
+    return 0
+
+
+def _plot_timeline(timeline, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..files import save_figure
+
+    end = max(timeline.duration_seconds(), 1.0)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    changed = sorted({i for _, i, _ in timeline.events})
+    for i in changed or range(min(len(timeline.links), 10)):
+        times = [0.0] + [t for t, j, _ in timeline.events if j == i] + [end]
+        values = [timeline.bandwidth_mbps(i, t) for t in times]
+        a, b, _ = timeline.links[i]
+        ax.step(times, values, where="post", label=f"{a}-{b}")
+    ax.set_xlabel("scenario time [s]")
+    ax.set_ylabel("available bandwidth [Mbit/s]")
+    ax.set_title(f"{timeline.meta.get('kind')} scenario: links that change")
+    if len(changed) <= 15:
+        ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)

@@ -1,0 +1,36 @@
+"""Finding and running ``mpiexec``: the wheel's launcher beside this Python, whether this
+process already runs under one, and a run that Ctrl-C ends without leaving ranks behind."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+
+def under_mpiexec():
+    """True in a rank started by an MPI launcher (MPICH's Hydra or Open MPI's)."""
+    return any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE"))
+
+
+def mpiexec_path():
+    """The ``mpiexec`` of this Python's environment (the ``mpich`` wheel's), else the PATH's."""
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.path.exists(local) else shutil.which("mpiexec")
+
+
+def run_mpiexec(argv, *, grace_seconds=10.0):
+    """Run an mpiexec command line and return its status. On Ctrl-C, mpiexec gets SIGINT
+    (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
+    ranks of the job are not left behind either way."""
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=grace_seconds)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            proc.kill()
+            proc.wait()
+        raise

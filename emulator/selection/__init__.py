@@ -1,0 +1,6 @@
+"""Node selection: which nodes a job should run on, given its communication pattern.
+
+Open ``maxmin`` first (max-min bandwidth pruning that respects the pattern, Figure 1 of
+Goteti and Subhlok, and the all-all and random baselines); ``patterns`` holds the pattern
+library (the NAS benchmarks as NPB's MPI code communicates, generic shapes, pattern files).
+"""

@@ -1,0 +1,7 @@
+"""In-process shaping: MPI messages between node ranks paced to the scenario's bandwidths,
+with no root needed.
+
+Open ``comm`` first (the shaped group communicator and its fluid model). ``collectives``
+builds collectives from its point-to-point messages, ``doorbell`` wakes waiting ranks without
+spinning, and ``timing`` makes sleeps and compute phases last what they ask for.
+"""

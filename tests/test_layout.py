@@ -1,0 +1,144 @@
+"""The package layout: one domain per subpackage, imports that point down the flow of the
+program, no import cycles, a docstring on every module, and a command line whose every option
+has a help line and every command an example."""
+
+import argparse
+import ast
+import os
+
+import networkx as nx
+import pytest
+
+from emulator.cli import build_parser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Which domains each domain may import (``errors`` and ``files`` serve everyone). The order
+# is the flow: network -> shaping | kernel -> selection -> skeletons -> coordinator ->
+# experiments -> cli; the scheduling domains (workload -> scheduling -> prediction -> grid)
+# stand beside it and meet it in the coordinator.
+ALLOWED = {
+    "network": set(),
+    "shaping": {"network"},
+    "kernel": {"network"},
+    "selection": {"network"},
+    "skeletons": {"network", "shaping", "selection"},
+    "workload": set(),
+    "scheduling": {"workload"},
+    "prediction": {"workload", "scheduling"},
+    "grid": {"network", "workload", "scheduling", "prediction"},
+    "coordinator": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
+                    "scheduling", "prediction"},
+    "experiments": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
+                    "scheduling", "prediction", "coordinator"},
+}
+ROOT_MODULES = {"errors", "files"}
+
+
+def _modules():
+    """(dotted name, path) of every module of the project's packages."""
+    for top in ("emulator", "skeletons"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(dirpath, f)
+                    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    yield rel.removesuffix(".__init__"), path
+
+
+def _imports(name, path):
+    """Project modules that ``name`` imports (deferred imports inside functions too)."""
+    tree = ast.parse(open(path).read(), path)
+    package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)  # "from pkg import module"
+    known = dict(_modules())
+    return {m for m in found if m in known and m != name}
+
+
+def _domain(module):
+    parts = module.split(".")
+    if parts[0] == "skeletons":
+        return "skeletons"
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_domain_imports_only_down_the_flow():
+    wrong = []
+    for name, path in _modules():
+        own = _domain(name)
+        if own not in ALLOWED:
+            continue  # the package root and cli may import anything
+        for target in _imports(name, path):
+            other = _domain(target)
+            if other in (own, None) or other in ROOT_MODULES or other in ALLOWED[own]:
+                continue
+            wrong.append(f"{name} imports {target}")
+    assert not wrong, "imports against the flow:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    graph = nx.DiGraph()
+    for name, path in _modules():
+        graph.add_node(name)
+        for target in _imports(name, path):
+            if not name.startswith(target + "."):  # a module importing its own package
+                graph.add_edge(name, target)
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, f"import cycles: {cycles[:5]}"
+
+
+def test_every_module_says_what_it_does():
+    missing = [name for name, path in _modules()
+               if not ast.get_docstring(ast.parse(open(path).read()))]
+    assert not missing, f"modules without a docstring: {missing}"
+
+
+def test_every_subpackage_names_the_module_to_open_first():
+    for domain in ("network", "shaping", "kernel", "selection", "coordinator", "experiments"):
+        path = os.path.join(ROOT, "emulator", domain, "__init__.py")
+        doc = ast.get_docstring(ast.parse(open(path).read()))
+        assert doc and "Open ``" in doc, f"{path}: the docstring names no module to open first"
+
+
+def _parsers(parser, prefix=("nodesel",)):
+    """Every (command path, parser) under ``parser``, itself included."""
+    yield prefix, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, prefix + (name,))
+
+
+def test_every_option_has_a_help_line_and_every_command_an_example():
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) > 15
+    for path, parser in parsers:
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert action.help and action.help != argparse.SUPPRESS, \
+                f"{' '.join(path)}: {action.option_strings or action.dest} has no help line"
+        assert "example" in (parser.epilog or ""), f"{' '.join(path)} shows no example"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["testbed", "up", "--help"], ["select", "--help"]])
+def test_help_prints_options_and_examples(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out
+    if argv[0] == "testbed":
+        assert "--subnet SUBNET" in out and "IPv4 subnet" in out
