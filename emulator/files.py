@@ -1,5 +1,6 @@
-"""Atomic result files: written to a temporary file beside the target, then renamed, so a
-reader (or an interrupted run) never sees half a file."""
+"""Files in and out: results written atomically (to a temporary file beside the target, then
+renamed, so a reader or an interrupted run never sees half a file), and input files read with
+one clear message for whatever the operating system refuses."""
 
 import json
 import os
@@ -38,3 +39,24 @@ def write_text_atomic(path, text):
 def save_figure(fig, path, *, dpi=120):
     """Save a matplotlib figure atomically, as PNG."""
     write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi), mode="wb")
+
+
+def read_input_text(path, what="file"):
+    """The text of an input file, or :class:`~emulator.errors.InputFileError` naming the
+    path and the problem: missing, a folder, unreadable, or not UTF-8 text."""
+    from .errors import InputFileError
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputFileError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise InputFileError(path, None, f"is a folder, not a {what}") from None
+    except OSError as e:
+        raise InputFileError(path, None, f"cannot be read: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputFileError(path, f"byte {e.start}",
+                             f"not a text {what} (binary or not UTF-8)") from None

@@ -1,17 +1,19 @@
 """The ``nodesel`` command line (also ``python -m emulator``).
 
 Each command group owns its parsers and handlers in a module of its own (network,
-selection, experiments, kernel); this module assembles them and turns a
+selection, experiments, kernel, workload, scheduling); this module assembles them and turns a
 :class:`~emulator.errors.UserError` into one line on stderr and exit status 2.
 """
 
 import argparse
+import os
+import signal
 import sys
 
 from ..errors import UserError
-from . import experiments, kernel, network, selection
+from . import experiments, kernel, network, scheduling, selection, workload
 
-GROUPS = (experiments, network, selection, kernel)
+GROUPS = (experiments, network, selection, kernel, workload, scheduling)
 
 EXAMPLES = """\
 examples:
@@ -26,6 +28,9 @@ examples:
   nodesel patterns list
   nodesel patterns show cg --nprocs 4
   nodesel trace cg --nprocs 4 --class S --out cg4.json --plot cg4.png
+  nodesel workload show nasa --plot nasa.png    the built-in NASA iPSC/860 trace (1993)
+  nodesel workload fit nasa --out model.json    the workload model of England and Weissman
+  nodesel schedule nasa --policy all --compress-arrivals 1.93 --out results/nasa90
 """
 
 
@@ -53,3 +58,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("nodesel: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``nodesel ... | head``): end quietly, as shell tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

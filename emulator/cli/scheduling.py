@@ -1,0 +1,155 @@
+"""The ``schedule`` command: simulate a batch scheduler over an SWF trace."""
+
+import math
+import os
+import sys
+
+from ..errors import UserError
+from .common import command, output_folder, positive_float
+from .workload import NASA, read_trace, trace_options
+
+
+def register(sub):
+    sch = command(sub, "schedule",
+                  help="simulate a batch scheduler over a trace (FCFS, LWF, EASY, conservative)",
+                  examples=[f"nodesel schedule {NASA} --policy easy --estimates actual "
+                            "--out results/schedule",
+                            f"nodesel schedule {NASA} --policy fcfs,lwf,easy,conservative "
+                            "--compress-arrivals 1.93 --out results/nasa90",
+                            "nodesel schedule W.swf --policy conservative --estimates requested "
+                            "--kill-at-requested --policy-file site.toml --out results/w"],
+                  handler=cmd_schedule)
+    trace_options(sch)
+    sch.add_argument("--policy", default="easy",
+                     help="fcfs, lwf, easy or conservative, or several comma-separated, or all "
+                          "(default easy)")
+    sch.add_argument("--estimates", default="actual",
+                     help="what the policies schedule with: requested (the user's requested "
+                          "time, SWF field 9) or actual (the run time: perfect knowledge); "
+                          "default actual")
+    sch.add_argument("--kill-at-requested", action="store_true",
+                     help="end a job at its requested time if it would run longer")
+    sch.add_argument("--policy-file",
+                     help="priorities, MAXPROC limits and advance reservations: TOML, or Maui "
+                          "GROUPCFG[...]/USERCFG[...] lines")
+    sch.add_argument("--compress-arrivals", type=positive_float, default=1.0,
+                     help="divide every submit time by this factor (rounded down to a whole "
+                          "second), to make the trace heavier (default 1)")
+    sch.add_argument("--reservation-fraction", type=float, default=0.0,
+                     help="turn this share of the jobs into advance reservation requests for "
+                          "up to two hours ahead, as Smith did (default 0)")
+    sch.add_argument("--seed", type=int, default=1, help="seed of --reservation-fraction "
+                                                         "(default 1)")
+    sch.add_argument("--out", help="output folder; its parent must exist (default "
+                                   "results/schedule, created as needed)")
+    sch.add_argument("--gantt-start-seconds", type=float,
+                     help="start of the Gantt chart's window (default: the first start)")
+    sch.add_argument("--gantt-hours", type=positive_float, default=24.0,
+                     help="length of the Gantt chart's window (default 24)")
+    sch.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def policies_of(text):
+    from ..scheduling.scheduler import POLICIES
+
+    names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        raise UserError(f"unknown policy {unknown[0] if unknown else text!r}; choose from "
+                        f"{', '.join(POLICIES)} (or all)")
+    return names
+
+
+def cmd_schedule(args):
+    from ..files import write_json_atomic, write_text_atomic
+    from ..scheduling import metrics
+    from ..scheduling.estimates import estimator
+    from ..scheduling.gantt import plot_gantt
+    from ..scheduling.job import jobs_from_trace
+    from ..scheduling.policyfile import read_policy_file
+    from ..scheduling.reservations import jobs_as_reservations
+    from ..scheduling.scheduler import Scheduler
+    from ..scheduling.simulate import simulate
+
+    policies = policies_of(args.policy)
+    estimator(args.estimates)  # an unknown name fails before any work
+    if not 0 <= args.reservation_fraction <= 1:
+        raise UserError(f"--reservation-fraction must lie in [0, 1], got "
+                        f"{args.reservation_fraction}")
+    site = read_policy_file(args.policy_file) if args.policy_file else None
+    trace = read_trace(args)
+    if args.estimates == "requested" and not trace.has("requested_time"):
+        raise UserError(f"{trace.path}: no job has a requested time (SWF field 9); use "
+                        "--estimates actual")
+    if args.kill_at_requested and not trace.has("requested_time"):
+        raise UserError(f"{trace.path}: --kill-at-requested needs requested times (SWF field 9)")
+    out = output_folder(args.out, "results/schedule")
+    processors = trace.max_procs
+    summaries = []
+    for policy in policies:
+        jobs = jobs_from_trace(trace)
+        if args.compress_arrivals != 1.0:
+            for job in jobs:  # whole seconds, as SWF times are
+                job.submit = math.floor(job.submit / args.compress_arrivals)
+        requests = ()
+        if args.reservation_fraction or (site and site.reservations):
+            if site is None:
+                from ..scheduling.policyfile import SitePolicy
+
+                site = SitePolicy()
+            requests = list(site.reservations)
+            if args.reservation_fraction:
+                jobs, converted = jobs_as_reservations(jobs, args.reservation_fraction,
+                                                       seed=args.seed)
+                requests += converted
+            for r in requests:
+                if r.procs > processors:
+                    raise UserError(f"reservation {r.id} asks for {r.procs} processors, more "
+                                    f"than the machine's {processors}")
+        scheduled = list(jobs)
+        nonrestartable = bool(requests) and site.mode == "nonrestartable"
+        est = estimator(args.estimates)
+        if nonrestartable:  # reservations must hold: schedule with maximum run times
+            from ..scheduling.estimates import Function
+
+            est = Function(lambda job, now: job.limit(), "maximum")
+        bar = None
+        if not args.no_progress and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(jobs), desc=policy, unit="job", leave=False)
+        progress = (lambda done: bar.update(done - bar.n)) if bar else None
+        try:
+            sim = simulate(jobs, Scheduler(processors, policy, site=site), estimator=est,
+                           kill_at_requested=args.kill_at_requested or nonrestartable,
+                           reservations=requests, progress=progress)
+        finally:
+            if bar is not None:
+                bar.close()
+        folder = out if len(policies) == 1 else os.path.join(out, policy)
+        os.makedirs(folder, exist_ok=True)
+        summary = metrics.summarize(sim, dropped_jobs=trace.dropped,
+                                    estimates="maximum" if nonrestartable else args.estimates)
+        summary.update(trace=trace.path, compress_arrivals=args.compress_arrivals,
+                       kill_at_requested=args.kill_at_requested)
+        summaries.append(summary)
+        metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
+        if len(scheduled) == len(trace):
+            metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, scheduled)
+        write_json_atomic(os.path.join(folder, "summary.json"), summary)
+        start = args.gantt_start_seconds
+        plot_gantt(sim.jobs, processors, os.path.join(folder, "gantt.png"), start_seconds=start,
+                   end_seconds=None if start is None else start + args.gantt_hours * 3600,
+                   title=f"{policy} on {os.path.basename(trace.path)}"
+                   + (f", arrivals compressed {args.compress_arrivals:g}x"
+                      if args.compress_arrivals != 1 else ""))
+        print(f"{policy}: {summary['jobs']} jobs, utilisation "
+              f"{100 * summary['utilization']:.1f}%, "
+              f"mean wait {summary['mean_wait_seconds']:.0f} s, "
+              f"mean bounded slowdown {summary['mean_bounded_slowdown']:.2f} "
+              f"({summary['simulated_jobs_per_second']:.0f} jobs/s simulated)", flush=True)
+    if len(policies) > 1:
+        write_json_atomic(os.path.join(out, "summary.json"), {"policies": summaries})
+    write_text_atomic(os.path.join(out, "table.md"), metrics.summary_table(summaries))
+    print(f"results in {out}")
+    return 0

@@ -1,0 +1,128 @@
+"""Workload commands: ``workload fit`` (the model of England and Weissman, fitted to a trace),
+``workload generate`` (a synthetic SWF trace from a model) and ``workload show`` (a trace's
+figures)."""
+
+import json
+import os
+
+from ..errors import InputFileError, UserError
+from .common import actions, command, positive_int
+
+NASA = "nasa"  # the built-in NASA iPSC/860 trace
+
+
+def trace_options(p):
+    p.add_argument("trace", help="SWF trace: .swf, .swf.gz, or a .zip holding one; 'nasa' is "
+                                 "the built-in NASA Ames iPSC/860 trace (1993, 18,239 jobs)")
+    p.add_argument("--processors", type=positive_int,
+                   help="processors of the machine (default: the header's MaxProcs)")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="drop malformed jobs and count them, instead of stopping at the first")
+
+
+def read_trace(args):
+    from ..workload.swf import read_swf
+    from ..workload.traces import resolve_trace
+
+    trace = read_swf(resolve_trace(args.trace), skip_bad=args.skip_bad,
+                     machine_procs=args.processors)
+    if len(trace) == 0:
+        raise InputFileError(args.trace, None, "holds no jobs")
+    if args.processors:
+        trace = trace.with_header(MaxProcs=args.processors)
+    if trace.dropped:
+        print(f"dropped {trace.dropped} bad jobs, e.g. {trace.drop_reasons[0]}", flush=True)
+    return trace
+
+
+def check_out(path):
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"the folder of {path}, {parent}, does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a folder; give a file name")
+
+
+def register(sub):
+    wsub = actions(sub, "workload", help="job traces (SWF) and the workload model of seed 001",
+                   examples=[f"nodesel workload show {NASA} --plot nasa.png",
+                             f"nodesel workload fit {NASA} --out model.json",
+                             "nodesel workload generate --model model.json --jobs 100000 "
+                             "--seed 1 --out W.swf"])
+    fit = command(wsub, "fit", help="fit the workload model to a trace",
+                  examples=[f"nodesel workload fit {NASA} --out model.json",
+                            f"nodesel workload fit {NASA} --out model.json --size-runtime "
+                            "correlated"],
+                  handler=cmd_workload)
+    trace_options(fit)
+    fit.add_argument("--out", required=True, help="the model's JSON file")
+    fit.add_argument("--components", type=positive_int, default=4,
+                     help="Weibulls in the run-time mixture; 1 is seed 001's single Weibull "
+                          "(default 4)")
+    fit.add_argument("--size-runtime", choices=("independent", "correlated"),
+                     default="independent",
+                     help="independent: run time does not depend on size, as seed 001 found "
+                          "(default); correlated: keep the trace's correlation")
+    gen = command(wsub, "generate", help="sample a synthetic trace from a model",
+                  examples="nodesel workload generate --model model.json --jobs 100000 --seed 1 "
+                           "--out W.swf",
+                  handler=cmd_workload)
+    gen.add_argument("--model", required=True, help="model JSON from 'nodesel workload fit'")
+    gen.add_argument("--jobs", type=positive_int, required=True, help="jobs to generate")
+    gen.add_argument("--seed", type=int, required=True,
+                     help="random seed (the same seed gives the same file, byte for byte)")
+    gen.add_argument("--out", required=True, help="the SWF file (.swf or .swf.gz)")
+    show = command(wsub, "show", help="print a trace's figures, and plot them",
+                   examples=[f"nodesel workload show {NASA}",
+                             f"nodesel workload show {NASA} --plot nasa.png --json"],
+                   handler=cmd_workload)
+    trace_options(show)
+    show.add_argument("--plot", help="PNG: arrivals by hour, sizes, run times against the fits")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def cmd_workload(args):
+    from ..workload.model import fit_model, read_model, sample
+
+    if args.action == "fit":
+        check_out(args.out)
+        trace = read_trace(args)
+        try:
+            model = fit_model(trace, components=args.components, size_runtime=args.size_runtime)
+        except ValueError as e:
+            raise InputFileError(args.trace, None, str(e)) from None
+        model.write(args.out)
+        from ..workload.summary import offered_utilization
+
+        probe = sample(model, 20000, seed=0)
+        print(f"wrote {args.out}: {len(trace)} jobs of {trace.path} on {model.machine_procs} "
+              f"processors; arrivals per hour of the "
+              f"{'week' if model.period_hours == 168 else 'day'}"
+              f", {len(model.sizes)} sizes, {len(model.runtime['weights'])} Weibull(s), "
+              f"{len(model.users)} users, run correlation {model.run_correlation:.2f}; "
+              f"offered utilisation {100 * offered_utilization(probe):.1f}% "
+              f"(the trace's {100 * offered_utilization(trace):.1f}%)")
+        return 0
+    if args.action == "generate":
+        from ..workload.swf import write_swf
+
+        check_out(args.out)
+        model = read_model(args.model)
+        trace = sample(model, args.jobs, seed=args.seed)
+        write_swf(args.out, trace)
+        print(f"wrote {args.out}: {args.jobs} jobs, seed {args.seed}")
+        return 0
+    from ..workload.summary import plot_workload, summarize, summary_lines
+
+    trace = read_trace(args)
+    summary = summarize(trace)
+    if args.plot:
+        check_out(args.plot)
+        plot_workload(trace, summary, args.plot)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print("\n".join(summary_lines(summary)))
+        if args.plot:
+            print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,74 @@
+"""A batch job as the scheduler sees it, and the jobs of an SWF trace.
+
+A job is submitted at ``submit`` asking for ``procs`` processors; ``estimate`` is how long the
+scheduler believes it will run (the user's requested time, the actual run time, or a
+predictor's output), ``run`` how long it really runs (unknown to the scheduler; ``None`` on a
+live cluster until it ends). The scheduler fills in ``start`` and ``end``.
+"""
+
+import numpy as np
+
+from ..workload.swf import COLUMN
+
+
+class Job:
+    """One job; see the module docstring. ``reserved`` is the first start time the scheduler
+    promised it (EASY's reservation of a blocked queue head, or conservative backfilling's
+    reservation at arrival), ``None`` if it never had one."""
+
+    __slots__ = ("id", "index", "submit", "procs", "run", "requested", "estimate", "user",
+                 "group", "executable", "queue", "priority", "start", "end", "est_end",
+                 "killed", "reserved", "slot", "restarts", "nodes", "info")
+
+    def __init__(self, id, submit, procs, run=None, *, requested=None, estimate=None, user=-1,
+                 group=-1, executable=-1, queue=-1, index=None):
+        self.id = id
+        self.index = id if index is None else index
+        self.submit = float(submit)
+        self.procs = int(procs)
+        self.run = None if run is None else float(run)
+        self.requested = None if requested is None or requested < 0 else float(requested)
+        self.estimate = estimate
+        self.user, self.group, self.executable, self.queue = user, group, executable, queue
+        self.priority = 0
+        self.start = self.end = self.est_end = self.reserved = self.slot = None
+        self.killed = False
+        self.restarts = 0
+        self.nodes = None
+        self.info = None
+
+    def __repr__(self):
+        return (f"Job({self.id}, submit={self.submit:g}, procs={self.procs}, run={self.run}, "
+                f"estimate={self.estimate}, start={self.start})")
+
+    @property
+    def wait(self):
+        return None if self.start is None else self.start - self.submit
+
+    def limit(self):
+        """The longest the job may run: its requested time, else (perfect knowledge) its
+        actual run time."""
+        return self.requested if self.requested is not None else self.run
+
+    def fresh(self):
+        """A copy as submitted: same attributes, no schedule."""
+        copy = Job(self.id, self.submit, self.procs, self.run, requested=self.requested,
+                   estimate=self.estimate, user=self.user, group=self.group,
+                   executable=self.executable, queue=self.queue, index=self.index)
+        copy.priority = self.priority
+        copy.info = self.info
+        return copy
+
+
+def jobs_from_trace(trace):
+    """The jobs of an SWF :class:`~emulator.workload.swf.Trace`, in file order."""
+    data = trace.data
+    procs = trace.procs
+    cols = {name: data[:, COLUMN[name]].tolist() for name in
+            ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")}
+    procs = np.asarray(procs).astype(int).tolist()
+    return [Job(int(cols["job"][i]), cols["submit"][i], procs[i], cols["run"][i],
+                requested=cols["requested_time"][i], user=int(cols["user"][i]),
+                group=int(cols["group"][i]), executable=int(cols["executable"][i]),
+                queue=int(cols["queue"][i]), index=i)
+            for i in range(len(data))]

@@ -1,0 +1,168 @@
+"""An availability profile: free processors over future time, as backfilling schedulers keep
+it (Mu'alem and Feitelson).
+
+Breakpoints ``times[i]`` with ``free[i]`` processors free on ``[times[i], times[i+1])``; the
+last segment runs to infinity. Running jobs release processors at their estimated ends;
+reservations take processors over an interval. :meth:`Profile.earliest` finds the first time a
+job of ``procs`` processors fits for ``duration`` seconds, vectorised with numpy (a profile of a
+long queue has thousands of breakpoints).
+"""
+
+import numpy as np
+
+INFINITY = float("inf")
+
+
+class Profile:
+    """Free processors over time from ``now`` on.
+
+    Parameters
+    ----------
+    now : float
+        The first instant of the profile.
+    free_now : int
+        Processors free at ``now``.
+    releases : iterable of (float, int)
+        ``(time, procs)``: processors a running job gives back at its estimated end. Times
+        at or before ``now`` count as released at ``now``.
+
+    Examples
+    --------
+    >>> p = Profile(0.0, 2, [(10.0, 6)])
+    >>> p.earliest(4, 5.0, 0.0)
+    10.0
+    >>> p.reserve(10.0, 5.0, 4); p.earliest(5, 5.0, 0.0)
+    15.0
+    """
+
+    __slots__ = ("_t", "_f", "n")
+
+    def __init__(self, now, free_now, releases=()):
+        times = [now]
+        free = [free_now]
+        for t, procs in sorted(releases):
+            t = max(t, now)
+            if t == times[-1]:
+                free[-1] += procs
+            else:
+                times.append(t)
+                free.append(free[-1] + procs)
+        self.n = len(times)
+        capacity = max(16, 2 * self.n + 1)
+        self._t = np.empty(capacity, dtype=np.float64)
+        self._f = np.empty(capacity, dtype=np.int64)
+        self._t[:self.n] = times
+        self._f[:self.n] = free
+        self._t[self.n] = INFINITY  # a sentinel past the last breakpoint
+
+    @property
+    def times(self):
+        return self._t[:self.n]
+
+    @property
+    def free(self):
+        return self._f[:self.n]
+
+    def copy(self):
+        p = Profile.__new__(Profile)
+        p._t, p._f, p.n = self._t.copy(), self._f.copy(), self.n
+        return p
+
+    def __len__(self):
+        return self.n
+
+    def advance(self, now):
+        """Drop what lies before ``now``."""
+        n = self.n
+        i = int(np.searchsorted(self._t[:n], now, side="right")) - 1
+        if i > 0:
+            self._t[:n - i + 1] = self._t[i:n + 1]
+            self._f[:n - i] = self._f[i:n]
+            self.n = n - i
+        if self._t[0] < now:
+            self._t[0] = now
+
+    def _split(self, t):
+        """Index of the breakpoint at ``t``, made if missing (``t`` >= the first time)."""
+        n = self.n
+        i = int(np.searchsorted(self._t[:n], t, side="right")) - 1
+        if self._t[i] == t:
+            return i
+        if n + 1 >= len(self._t):
+            self._t = np.concatenate((self._t, np.empty(n + 1, dtype=np.float64)))
+            self._f = np.concatenate((self._f, np.empty(n + 1, dtype=np.int64)))
+        tt, ff = self._t, self._f
+        tt[i + 2:n + 2] = tt[i + 1:n + 1]  # the sentinel moves along
+        ff[i + 2:n + 1] = ff[i + 1:n]
+        tt[i + 1] = t
+        ff[i + 1] = ff[i]
+        self.n = n + 1
+        return i + 1
+
+    def add_release(self, t, procs):
+        """``procs`` processors become free at ``t`` and stay free."""
+        i = self._split(t)
+        self._f[i:self.n] += procs
+
+    def reserve(self, start, duration, procs):
+        """Take ``procs`` processors over ``[start, start + duration)``."""
+        if duration <= 0:
+            return
+        i = self._split(start)
+        end = start + duration
+        j = self._split(end) if end < INFINITY else self.n
+        self._f[i:j] -= procs
+
+    def free_at(self, t):
+        return int(self._f[int(np.searchsorted(self.times, t, side="right")) - 1])
+
+    def earliest(self, procs, duration, after):
+        """The first time >= ``after`` with ``procs`` processors free for ``duration``
+        seconds, or None if there is none (more processors than the profile ever frees)."""
+        times, free = self._t[:self.n], self._f[:self.n]
+        i = max(int(np.searchsorted(times, after, side="right")) - 1, 0)
+        start0 = max(after, float(times[0]))
+        n = len(times) - i
+        # the common cases first: fits in the first segment, or the first few
+        if free[i] >= procs and (n == 1 or times[i + 1] >= start0 + duration):
+            return start0
+        t = times[i:]
+        bad = free[i:] < procs
+        if not bad.any():
+            return start0
+        if bad[-1] and bad.all():
+            return None
+        # for each segment, the first too-small segment at or after it
+        positions = np.where(bad, np.arange(n), n)
+        next_bad = np.minimum.accumulate(positions[::-1])[::-1]
+        bad_time = self._t[i:self.n + 1][next_bad]  # the sentinel stands for 'never'
+        starts = t.copy()
+        starts[0] = start0
+        ok = ~bad & (bad_time >= starts + duration)
+        k = int(np.argmax(ok))
+        return float(starts[k]) if ok[k] else None
+
+    def fits(self, procs, duration, start):
+        """True if ``procs`` processors are free over ``[start, start + duration)``."""
+        times = self.times
+        i = max(int(np.searchsorted(times, start, side="right")) - 1, 0)
+        j = max(int(np.searchsorted(times, start + duration, side="left")), i + 1)
+        return bool((self.free[i:j] >= procs).all())
+
+    def nearest(self, procs, duration, target, after):
+        """The feasible start time closest to ``target`` (not before ``after``); ties go to
+        the earlier time. Candidates are ``target``, the earliest fit, the breakpoints and
+        the breakpoints less ``duration`` (a start that ends just as a segment begins)."""
+        candidates = {max(target, after)}
+        candidates.update(float(t) for t in self.times if t >= after)
+        candidates.update(float(t) - duration for t in self.times if t - duration >= after)
+        first = self.earliest(procs, duration, after)
+        if first is not None:
+            candidates.add(first)
+        best = None
+        for t in sorted(candidates):
+            if self.fits(procs, duration, t):
+                key = (abs(t - target), t)
+                if best is None or key < best:
+                    best = key
+        return None if best is None else best[1]

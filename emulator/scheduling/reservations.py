@@ -1,0 +1,51 @@
+"""Advance reservations (seed 002 §5): a request for N processors at a time T for at most M
+seconds, granted at T or at the feasible time nearest to it (the scheduler decides, see
+:meth:`~.scheduler.Scheduler.request_reservation`), and Smith's experiment that turns a share
+of a trace's jobs into reservation requests."""
+
+import random
+from dataclasses import dataclass
+
+HORIZON_SECONDS = 7200.0  # requested start times lie up to two hours after the request
+
+
+@dataclass
+class ReservationRequest:
+    """N processors at ``start_seconds`` for at most ``duration_seconds``, asked at
+    ``submit_seconds``; the application runs ``run_seconds`` (default: the whole duration)."""
+
+    submit_seconds: float
+    start_seconds: float
+    procs: int
+    duration_seconds: float
+    run_seconds: float = None
+    id: int = None
+    granted_seconds: float = None
+    started_seconds: float = None
+    end_seconds: float = None
+
+    @property
+    def offset_seconds(self):
+        return None if self.granted_seconds is None else self.granted_seconds - self.start_seconds
+
+
+def jobs_as_reservations(jobs, fraction, *, seed, horizon_seconds=HORIZON_SECONDS):
+    """Turn ``fraction`` of ``jobs`` (chosen at random) into reservation requests, as Smith
+    did: each asks, at the job's submit time, for its processors at a start time drawn
+    uniformly from the next ``horizon_seconds``, for its maximum run time (requested, else
+    actual), and runs as long as the job ran. Returns (the other jobs, the requests)."""
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"the reservation fraction must lie in [0, 1], got {fraction}")
+    rng = random.Random(seed)
+    chosen = set(rng.sample(range(len(jobs)), round(fraction * len(jobs))))
+    kept, requests = [], []
+    for i, job in enumerate(jobs):
+        if i not in chosen:
+            kept.append(job)
+            continue
+        limit = job.limit()
+        requests.append(ReservationRequest(
+            submit_seconds=job.submit, start_seconds=job.submit + rng.uniform(0, horizon_seconds),
+            procs=job.procs, duration_seconds=max(limit, 1.0), run_seconds=min(job.run, limit),
+            id=len(requests) + 1))
+    return kept, requests

@@ -1,0 +1,487 @@
+"""The batch scheduler: a queue, running jobs and a policy that decides which jobs start.
+
+One :class:`Scheduler` serves every clock. A trace simulation (:mod:`.simulate`) and the
+live coordinator call the same four methods with their own notion of *now*:
+:meth:`~Scheduler.submit` when a job arrives, :meth:`~Scheduler.finish` when one ends,
+:meth:`~Scheduler.schedule` to start what the policy allows, and
+:meth:`~Scheduler.next_wakeup` for the next instant the scheduler wants to act on its own
+(an advance reservation's start).
+
+Job selection policies (seed 002 §3.1, seed 001 §IV.A):
+
+``fcfs``          the queue in arrival order; the head runs when enough processors are free.
+``lwf``           least work first: ordered by processors x estimate, otherwise as FCFS.
+``easy``          aggressive backfilling (EASY): only the queue head holds a reservation; a
+                  later job starts now if it ends before that reservation or uses only
+                  processors the head does not need then.
+``conservative``  every queued job holds a reservation, made at arrival; a job starts early
+                  only where it delays no reservation. Reservations are rebuilt in queue
+                  order when a job ends early (compression).
+
+Priorities and MAXPROC limits come from a :class:`~.policyfile.SitePolicy`: the queue is
+ordered by priority first, and a job whose user or group is at its limit is passed over (it
+holds no reservation) until the limit allows it. Which processors a starting job gets is a
+separate node-selection policy (``nodes``); on a trace any free processors will do.
+"""
+
+import bisect
+import dataclasses
+import heapq
+import math
+
+from .estimates import extended_estimate
+from .job import Job
+from .profile import Profile
+
+POLICIES = ("fcfs", "lwf", "easy", "conservative")
+RESOLUTION_SECONDS = 1.0  # SWF's: an estimate below it counts as this long
+DEPTH = {"fcfs": 0, "lwf": 0, "easy": 1, "conservative": math.inf}
+
+
+class Scheduler:
+    """A batch scheduler for a machine of ``processors``.
+
+    Parameters
+    ----------
+    processors : int
+        Processors (or, on a time-shared cluster, task slots) of the machine.
+    policy : str
+        One of :data:`POLICIES`.
+    site : SitePolicy, optional
+        Priorities, MAXPROC limits and reservation settings.
+    nodes : object, optional
+        A node-selection policy with ``can_place(job)``, ``place(job) -> nodes`` and
+        ``release(job)``; without one, any free processors will do.
+    """
+
+    def __init__(self, processors, policy="easy", *, site=None, nodes=None):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        if processors < 1:
+            raise ValueError(f"processors must be >= 1, got {processors}")
+        self.total = int(processors)
+        self.free = int(processors)
+        self.policy = policy
+        self.site = site
+        self.nodes = nodes
+        self.queue = []  # (key, job), ordered; may hold started jobs until compacted
+        self._stale = 0  # started jobs still in the queue
+        self._sizes = {}  # procs -> queued jobs of that size
+        self.running = {}  # job -> None: an ordered set
+        self.releases = []  # (estimated end, index, job), ordered
+        self.used_users, self.used_groups = {}, {}
+        self._limits = bool(site and site.has_limits)
+        self._priorities = bool(site and site.has_priorities)
+        self.granted = []  # advance reservations granted, not yet started (ReservationRequest)
+        self.reserving = bool(site and site.reservations)
+        self._profile = None  # conservative: the reservations of the queue
+        self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
+        self._dirty = True
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def _key(self, job):
+        prio = -job.priority
+        if self.policy == "lwf":
+            return (prio, job.procs * job.estimate, job.submit, job.index)
+        return (prio, job.submit, job.index)
+
+    def submit(self, job, now):
+        """A job arrives (its ``estimate`` already set). Raises ValueError if it asks for
+        more processors than the machine has."""
+        if job.procs > self.total:
+            raise ValueError(f"job {job.id} asks for {job.procs} processors, more than the "
+                             f"machine's {self.total}")
+        if job.estimate is None:
+            raise ValueError(f"job {job.id} has no estimate")
+        # a job of no length still holds its processors for an instant; at one second it
+        # holds them in every profile too, and ending early is what schedulers handle
+        job.estimate = max(job.estimate, RESOLUTION_SECONDS)
+        if self.site is not None:
+            job.priority = self.site.priority(job)
+        entry = (self._key(job), job)
+        self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
+        queue = self.queue
+        at_end = not queue or entry[0] > queue[-1][0]
+        if at_end:
+            queue.append(entry)
+        else:
+            bisect.insort(queue, entry, key=lambda e: e[0])
+        if self.policy == "conservative":
+            if at_end and not self._dirty and self._profile is not None and not self._held(job):
+                self._profile_from(now)
+                self._reserve_slot(job, now)
+            else:
+                self._dirty = True
+
+    def finish(self, job, now):
+        """A running job ended at ``now``."""
+        del self.running[job]
+        self._release(job)
+        if job.est_end != now:
+            self._dirty = True  # ended early (compress) or late: the reservations are stale
+        elif self._limits:
+            self._dirty = True  # a held job may now be eligible
+
+    def _release(self, job):
+        self.free += job.procs
+        i = bisect.bisect_left(self.releases, (job.est_end, job.index))
+        del self.releases[i]
+        if self._limits:
+            self.used_users[job.user] -= job.procs
+            self.used_groups[job.group] -= job.procs
+        if self.nodes is not None:
+            self.nodes.release(job)
+
+    def _held(self, job):
+        """True if a MAXPROC limit keeps ``job`` from starting now."""
+        if not self._limits:
+            return False
+        user_max, group_max = self.site.maxproc(job)
+        return ((user_max is not None and self.used_users.get(job.user, 0) + job.procs > user_max)
+                or (group_max is not None
+                    and self.used_groups.get(job.group, 0) + job.procs > group_max))
+
+    def _placeable(self, job):
+        return self.nodes is None or self.nodes.can_place(job)
+
+    def _start(self, job, now):
+        if job.index >= 0:  # from the queue (not an advance reservation's application)
+            self._sizes[job.procs] -= 1
+        job.start = now
+        job.est_end = now + job.estimate
+        self.free -= job.procs
+        self.running[job] = None
+        bisect.insort(self.releases, (job.est_end, job.index, job))
+        if self._limits:
+            self.used_users[job.user] = self.used_users.get(job.user, 0) + job.procs
+            self.used_groups[job.group] = self.used_groups.get(job.group, 0) + job.procs
+        if self.nodes is not None:
+            job.nodes = self.nodes.place(job)
+
+    def _drop_started(self, count):
+        """Note ``count`` queued jobs started; compact the queue once many have."""
+        self._stale += count
+        queue = self.queue
+        k = 0
+        while k < len(queue) and queue[k][1].start is not None:
+            k += 1
+        if k:
+            del queue[:k]
+            self._stale -= k
+        if self._stale > 32 and self._stale * 4 > len(self.queue):
+            self.queue = [e for e in self.queue if e[1].start is None]
+            self._stale = 0
+
+    def waiting(self):
+        """The queued jobs, in queue order."""
+        return [job for _, job in self.queue if job.start is None]
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def schedule(self, now):
+        """Start every job the policy allows at ``now``; returns them in start order."""
+        self._extend_overruns(now)
+        if not self.queue:
+            return []
+        if self.policy == "conservative":
+            started = self._conservative(now)
+        elif self.granted or self._pending_reservations(now):
+            started = self._general(now, DEPTH[self.policy])
+        elif self.policy == "easy":
+            started = self._easy(now)
+        else:
+            started = self._in_order(now)
+        if started:
+            self._drop_started(sum(1 for j in started if j.index >= 0))
+        return started
+
+    def _extend_overruns(self, now):
+        """Jobs still running past their estimated end get a longer estimate (EASY++)."""
+        releases = self.releases
+        while releases and releases[0][0] <= now:
+            _, _, job = releases.pop(0)
+            job.est_end = job.start + extended_estimate(job, now)
+            bisect.insort(releases, (job.est_end, job.index, job))
+            self._dirty = True
+
+    def _in_order(self, now):
+        """FCFS and LWF: start jobs in queue order until one does not fit."""
+        started = []
+        for _, job in self.queue:
+            if job.start is not None or self._held(job):
+                continue
+            if job.procs > self.free or not self._placeable(job):
+                break
+            self._start(job, now)
+            started.append(job)
+        return started
+
+    def shadow(self, now, procs):
+        """EASY's reservation for a job of ``procs``: the earliest estimated time enough
+        processors are free (the shadow time), and the processors left over then."""
+        avail = self.free
+        if avail >= procs:
+            return now, avail - procs
+        releases = self.releases
+        n = len(releases)
+        i = 0
+        while i < n:
+            t = releases[i][0]
+            while i < n and releases[i][0] == t:  # every release at that instant
+                avail += releases[i][2].procs
+                i += 1
+            if avail >= procs:
+                return max(t, now), avail - procs
+        return math.inf, 0
+
+    def _easy(self, now):
+        started = []
+        queue = self.queue
+        n = len(queue)
+        i = 0
+        head = None
+        while i < n:
+            job = queue[i][1]
+            i += 1
+            if job.start is not None or self._held(job):
+                continue
+            if job.procs <= self.free and self._placeable(job):
+                self._start(job, now)
+                started.append(job)
+            else:
+                head = job
+                break
+        if head is None or self.free == 0:
+            if head is not None and head.reserved is None:
+                head.reserved = self.shadow(now, head.procs)[0]
+            return started
+        shadow, extra = self.shadow(now, head.procs)
+        if head.reserved is None:
+            head.reserved = shadow
+        smallest = min(size for size, count in self._sizes.items() if count)
+        while i < n and self.free >= smallest:
+            job = queue[i][1]
+            i += 1
+            procs = job.procs
+            if procs > self.free or job.start is not None:
+                continue
+            end = now + job.estimate
+            if end > shadow and procs > extra:
+                continue
+            if self._held(job) or not self._placeable(job):
+                continue
+            if end > shadow:
+                extra -= procs
+            self._start(job, now)
+            started.append(job)
+        return started
+
+    # -- conservative backfilling ---------------------------------------------------------
+
+    def _profile_from(self, now):
+        """The conservative profile, moved on to ``now``."""
+        self._profile.advance(now)
+
+    def _reserve_slot(self, job, now):
+        t = self._profile.earliest(job.procs, job.estimate, now)
+        job.slot = t
+        if t is not None:
+            self._profile.reserve(t, job.estimate, job.procs)
+            heapq.heappush(self._slots, (t, job.index, job))
+            if job.reserved is None:
+                job.reserved = t
+
+    def _base_profile(self, now):
+        """Free processors from ``now`` on: running jobs by their estimated ends, and the
+        advance reservations granted."""
+        profile = Profile(now, self.free, [(e, j.procs) for e, _, j in self.releases])
+        for req in self.granted:
+            start = max(req.granted_seconds, now)
+            profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
+                            req.procs)
+        return profile
+
+    def _rebuild(self, now):
+        self._profile = self._base_profile(now)
+        self._slots = []
+        for _, job in self.queue:
+            if job.start is not None:
+                continue
+            if self._held(job):
+                job.slot = None
+            else:
+                self._reserve_slot(job, now)
+        self._dirty = False
+
+    def _conservative(self, now):
+        started = []
+        for _ in range(2):  # a stale promise found: rebuild once and go on
+            if self._dirty or self._profile is None:
+                self._rebuild(now)
+            else:
+                self._profile_from(now)
+            slots = self._slots
+            while slots and slots[0][0] <= now:
+                slot, _, job = heapq.heappop(slots)
+                if job.slot != slot or job.start is not None:
+                    continue  # reserved again since, or started
+                if job.procs <= self.free and not self._held(job) and self._placeable(job):
+                    self._start(job, now)
+                    started.append(job)
+                else:
+                    self._dirty = True
+                    break
+            if not self._dirty:
+                break
+        return started
+
+    # -- with advance reservations: every policy on one profile ---------------------------
+
+    def _general(self, now, depth):
+        """Start jobs in queue order on a profile that holds the granted advance
+        reservations: FCFS and LWF stop at the first job that cannot start (depth 0), EASY
+        reserves for that one (depth 1), conservative for every one."""
+        profile = self._base_profile(now)
+        started = []
+        blocked = 0
+        for _, job in self.queue:
+            if job.start is not None or self._held(job):
+                continue
+            if (blocked == 0 or depth > 0) and job.procs <= self.free \
+                    and profile.fits(job.procs, job.estimate, now) and self._placeable(job):
+                profile.reserve(now, job.estimate, job.procs)
+                self._start(job, now)
+                started.append(job)
+                continue
+            if depth == 0:
+                break
+            if blocked < depth:
+                t = profile.earliest(job.procs, job.estimate, now)
+                if t is not None:
+                    profile.reserve(t, job.estimate, job.procs)
+                    if job.reserved is None:
+                        job.reserved = t
+                blocked += 1
+        return started
+
+    # -- advance reservations (seed 002 §5) -----------------------------------------------
+
+    def _pending_reservations(self, now):
+        return any(r.granted_seconds <= now for r in self.granted)
+
+    def request_reservation(self, req, now):
+        """Grant ``req`` at the feasible time nearest to the one asked for, on a timeline of
+        the running jobs, the reservations granted and the protected share of the queue
+        (those it may not delay); with restartable jobs, of the reservations alone (queue
+        jobs make room when it starts). Returns the granted time."""
+        if req.procs > self.total:
+            raise ValueError(f"reservation {req.id} asks for {req.procs} processors, more "
+                             f"than the machine's {self.total}")
+        if self.site is not None and self.site.mode == "restartable":
+            # queue jobs can be terminated: only reservations stand in the way
+            apps = [(e, j.procs) for e, _, j in self.releases if j.index < 0]
+            profile = Profile(now, self.total - sum(p for _, p in apps), apps)
+            for other in self.granted:
+                start = max(other.granted_seconds, now)
+                profile.reserve(start, other.duration_seconds - (start - other.granted_seconds),
+                                other.procs)
+        else:
+            profile = self._base_profile(now)
+            waiting = self.waiting()
+            protected = math.ceil(self.site.queued_priority * len(waiting)) if self.site else 0
+            for job in waiting[:protected]:
+                t = profile.earliest(job.procs, job.estimate, now)
+                if t is not None:
+                    profile.reserve(t, job.estimate, job.procs)
+        req.granted_seconds = profile.nearest(req.procs, req.duration_seconds, req.start_seconds,
+                                              now)
+        self.granted.append(req)
+        self.granted.sort(key=lambda r: r.granted_seconds)
+        self._dirty = True
+        return req.granted_seconds
+
+    def next_wakeup(self):
+        """The next instant the scheduler must act without an arrival or an ending: the
+        start of a granted advance reservation; None if there is none."""
+        return self.granted[0].granted_seconds if self.granted else None
+
+    def start_reservations(self, now):
+        """Start the reservations due at ``now``. Returns (reservation jobs started, queue
+        jobs killed to make room). With restartable jobs, running queue jobs are killed by
+        least cost (work done and work left, weighted) and requeued; otherwise a due
+        reservation that does not fit waits."""
+        started, killed = [], []
+        for req in [r for r in self.granted if r.granted_seconds <= now]:
+            if req.procs > self.free and self.site is not None and self.site.mode == "restartable":
+                killed += self._kill_for(req.procs - self.free, now)
+            if req.procs > self.free:
+                continue  # waits (a job overran its maximum); the next event tries again
+            self.granted.remove(req)
+            run = req.duration_seconds if req.run_seconds is None else req.run_seconds
+            job = Job(-req.id, req.submit_seconds, req.procs, run, estimate=req.duration_seconds,
+                      index=-req.id)
+            job.info = {"reservation": req}
+            req.started_seconds = now
+            self._start(job, now)
+            started.append(job)
+            self._dirty = True
+        return started, killed
+
+    def _kill_for(self, procs, now):
+        done_weight, left_weight = self.site.restart_cost
+        victims = []
+        for job in self.running:
+            if job.info and "reservation" in job.info:
+                continue  # reserved applications are never terminated
+            done = job.procs * (now - job.start)
+            left = job.procs * max(job.est_end - now, 0.0)
+            victims.append((done_weight * done + left_weight * left, job.index, job))
+        victims.sort(key=lambda v: v[:2])
+        chosen, freed = [], 0
+        for _, _, job in victims:
+            if freed >= procs:
+                break
+            chosen.append(job)
+            freed += job.procs
+        # started jobs may linger in the queue: drop them before the victims go back in
+        self.queue = [e for e in self.queue if e[1].start is None]
+        self._stale = 0
+        for job in chosen:
+            del self.running[job]
+            self._release(job)
+            job.start = job.est_end = job.end = None
+            job.restarts += 1
+            self._sizes[job.procs] += 1
+            bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
+        return chosen
+
+    # -- a copy to simulate forward -------------------------------------------------------
+
+    def snapshot(self, *, job_copy=None):
+        """An independent scheduler in the same state: running jobs (with their start
+        times) and queued jobs are copies (``job_copy(job) -> Job``, default
+        :meth:`Job.fresh`, with the schedule fields carried over). Returns (scheduler, map
+        from original job to copy)."""
+        other = Scheduler(self.total, self.policy, site=self.site, nodes=None)
+        copy = job_copy or (lambda j: j.fresh())
+        mapping = {}
+        for job in self.running:
+            c = copy(job)
+            c.start, c.est_end, c.reserved = job.start, job.est_end, job.reserved
+            mapping[job] = c
+            other.running[c] = None
+            other.free -= c.procs
+            bisect.insort(other.releases, (c.est_end, c.index, c))
+            if other._limits:
+                other.used_users[c.user] = other.used_users.get(c.user, 0) + c.procs
+                other.used_groups[c.group] = other.used_groups.get(c.group, 0) + c.procs
+        for job in self.waiting():
+            c = copy(job)
+            c.reserved = job.reserved
+            mapping[job] = c
+            other.queue.append((other._key(c), c))
+            other._sizes[c.procs] = other._sizes.get(c.procs, 0) + 1
+        other.queue.sort(key=lambda e: e[0])
+        other.granted = [dataclasses.replace(r) for r in self.granted]
+        return other, mapping

@@ -1,0 +1,112 @@
+"""Trace simulation: drive a :class:`~.scheduler.Scheduler` through a list of jobs on a
+simulated clock that jumps from event to event (seed 003 §3.2).
+
+Events are arrivals, completions and the scheduler's own wake-ups (advance reservations). At
+each instant, completions are handled first, then advance reservations, then arrivals, and
+then the policy runs once, so jobs that arrive together are scheduled together.
+"""
+
+import heapq
+import time
+
+from .estimates import Actual
+
+
+class Simulation:
+    """The outcome of a simulation: the jobs (start and end filled in), the advance
+    reservations, and how long the simulation took."""
+
+    def __init__(self, jobs, reservations, processors, policy, seconds):
+        self.jobs = jobs
+        self.reservations = reservations
+        self.processors = processors
+        self.policy = policy
+        self.seconds = seconds
+
+    @property
+    def jobs_per_second(self):
+        return len(self.jobs) / self.seconds if self.seconds > 0 else float("inf")
+
+
+def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reservations=(),
+             stop=None, progress=None):
+    """Simulate ``jobs`` (:class:`~.job.Job`, any order) on ``scheduler``.
+
+    Parameters
+    ----------
+    jobs : list of Job
+        Each with ``submit``, ``procs`` and ``run``; ``estimate`` is set here by
+        ``estimator`` (default: the actual run time) when the job arrives.
+    estimator : object, optional
+        ``estimate(job, now)`` and ``observe(job, now)``; see :mod:`.estimates`.
+    kill_at_requested : bool
+        End a job at its requested time if it would run longer (``job.killed``).
+    reservations : list of ReservationRequest
+        Advance reservation requests, each handled at its ``submit_seconds``.
+    stop : callable, optional
+        ``stop(now) -> bool``, checked after each instant; the simulation ends when it is
+        true (jobs not started keep ``start=None``).
+    progress : callable, optional
+        ``progress(jobs_done)``, called now and then.
+
+    Returns
+    -------
+    Simulation
+    """
+    estimator = estimator or Actual()
+    arrivals = sorted(jobs, key=lambda j: (j.submit, j.index))
+    requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
+    ends = []  # (end, index, start, job); stale if the job was killed and requeued
+    n, m = len(arrivals), len(requests)
+    a = r = 0
+    done = 0
+    started_at = time.perf_counter()
+    inf = float("inf")
+    while True:
+        t = ends[0][0] if ends else inf
+        if a < n and arrivals[a].submit < t:
+            t = arrivals[a].submit
+        if r < m and requests[r].submit_seconds < t:
+            t = requests[r].submit_seconds
+        wake = scheduler.next_wakeup()
+        if wake is not None and wake < t:
+            t = wake
+        if t == inf:
+            break
+        while ends and ends[0][0] <= t:
+            _, _, start, job = heapq.heappop(ends)
+            if job.start != start:
+                continue  # killed and requeued since
+            scheduler.finish(job, t)
+            if job.index < 0:
+                continue  # an advance reservation's application
+            estimator.observe(job, t)
+            done += 1
+            if progress is not None and done % 2048 == 0:
+                progress(done)
+        while r < m and requests[r].submit_seconds <= t:
+            scheduler.request_reservation(requests[r], t)
+            r += 1
+        if scheduler.granted:
+            started, killed = scheduler.start_reservations(t)
+            for job in started:
+                job.end = t + job.run
+                heapq.heappush(ends, (job.end, job.index, t, job))
+        while a < n and arrivals[a].submit <= t:
+            job = arrivals[a]
+            job.estimate = estimator.estimate(job, t)
+            scheduler.submit(job, t)
+            a += 1
+        for job in scheduler.schedule(t):
+            run = job.run
+            if kill_at_requested and job.requested is not None and run > job.requested:
+                run = job.requested
+                job.killed = True
+            job.end = t + run
+            heapq.heappush(ends, (job.end, job.index, t, job))
+        if stop is not None and stop(t):
+            break
+    seconds = time.perf_counter() - started_at
+    if progress is not None:
+        progress(done)
+    return Simulation(jobs, list(reservations), scheduler.total, scheduler.policy, seconds)

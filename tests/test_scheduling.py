@@ -1,0 +1,347 @@
+"""The batch scheduler: schedules worked out by hand for every policy, priorities and limits,
+advance reservations, and properties on random workloads."""
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emulator.cli import main
+from emulator.errors import InputFileError
+from emulator.scheduling.estimates import Function, Requested
+from emulator.scheduling.job import Job
+from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_maui,
+                                            read_policy_file)
+from emulator.scheduling.profile import Profile
+from emulator.scheduling.reservations import ReservationRequest
+from emulator.scheduling.scheduler import DEPTH, POLICIES, Scheduler
+from emulator.scheduling.simulate import simulate
+from emulator.workload.swf import read_swf
+
+
+def jobs_of(*rows, **extra):
+    """Jobs from (submit, procs, run) rows, ids 1, 2, ... in row order."""
+    out = []
+    for i, row in enumerate(rows, start=1):
+        submit, procs, run = row[:3]
+        kw = dict(extra)
+        if len(row) > 3:
+            kw.update(row[3])
+        out.append(Job(i, submit, procs, run, index=i - 1, **kw))
+    return out
+
+
+def starts(policy, jobs, processors, **kw):
+    site = kw.pop("site", None)
+    simulate(jobs, Scheduler(processors, policy, site=site), **kw)
+    return [j.start for j in jobs]
+
+
+# -- hand-worked schedules -----------------------------------------------------------------
+#
+# 4 processors. J1 (2 procs, 10 s) runs from 0. J2 (all 4, 5 s) arrives at 1 and must wait
+# for J1 (until 10). J3 (1 proc, 3 s) arrives at 2, J4 (2 procs, 4 s) at 3, J5 (1 proc, 20 s)
+# at 4.
+QUEUE = ((0, 2, 10), (1, 4, 5), (2, 1, 3), (3, 2, 4), (4, 1, 20))
+
+
+def test_fcfs_by_hand():
+    # nothing passes J2: J3, J4 and J5 start when J2 ends at 15, together (1+2+1 procs)
+    assert starts("fcfs", jobs_of(*QUEUE), 4) == [0, 10, 15, 15, 15]
+
+
+def test_lwf_by_hand():
+    # least work first: at 2 the queue is J3 (3 proc-s) then J2 (20); J3 starts at 2 (it
+    # fits); at 3, J4 (8) is first but 2 procs are not free (J1 2 + J3 1), and it blocks; at
+    # 4 J5 (20) queues behind it. At 5 J3 ends: J4 starts (5-9). At 9: J5 (20) and J2 (20),
+    # J2 arrived first and J5's work ties... J2 (4 procs) needs J1's end; J5 is behind it.
+    assert starts("lwf", jobs_of(*QUEUE), 4) == [0, 10, 2, 5, 15]
+
+
+def test_easy_backfills_what_ends_before_the_shadow_time_only():
+    # J2's reservation (shadow time) is 10, with no processors to spare then. J3 ends at 5
+    # and J4 at 9: both backfill (J4 once J3 frees a processor). J5 would run to 24 and must
+    # not backfill (at 4 one processor is free, but J2 needs all four at 10).
+    jobs = jobs_of(*QUEUE)
+    assert starts("easy", jobs, 4) == [0, 10, 2, 5, 15]
+    assert jobs[1].reserved == 10  # the head's reservation, kept
+
+
+# J1 (2 procs, 10 s) from 0; J2 (3 procs, 10 s) at 1 is the head, shadow 10 with 1 processor
+# to spare; J3 (all 4, 10 s) at 2 is second; J4 (1 proc, 30 s) at 3; J5 (1 proc, 5 s) at 4.
+SECOND = ((0, 2, 10), (1, 3, 10), (2, 4, 10), (3, 1, 30), (4, 1, 5))
+
+
+def test_easy_delays_the_second_job_where_conservative_does_not():
+    # EASY: J4 uses the spare processor (1 <= 1) and runs to 33; J2 is not delayed, but J3,
+    # which holds no reservation, must wait for J4: 33.
+    assert starts("easy", jobs_of(*SECOND), 4) == [0, 10, 33, 3, 4]
+    # conservative: J3 was promised 20 (after J2) when it arrived; J4 would hold a processor
+    # through it, so it waits for 30. J5 ends at 9, before anything, and backfills at 4.
+    jobs = jobs_of(*SECOND)
+    assert starts("conservative", jobs, 4) == [0, 10, 20, 30, 4]
+    assert [j.reserved for j in jobs] == [0, 10, 20, 30, 4]
+
+
+def test_a_limit_holds_a_job_back_while_others_pass():
+    site = SitePolicy(users={"7": Credential(maxproc=2)})
+    jobs = jobs_of((0, 2, 10, {"user": 7}), (1, 1, 5, {"user": 7}), (2, 4, 5, {"user": 8}))
+    # J2 would put user 7 at 3 processors: it waits for J1, and J3 passes it
+    for policy in POLICIES:
+        assert starts(policy, [j.fresh() for j in jobs], 8, site=site) == [0, 10, 2], policy
+
+
+def test_priorities_order_the_queue():
+    site = policy_from_maui("GROUPCFG[default] PRIORITY=0\nGROUPCFG[2] PRIORITY=100\n")
+    jobs = jobs_of((0, 4, 10), (1, 4, 5, {"group": 1}), (2, 4, 5, {"group": 2}))
+    for policy in POLICIES:
+        assert starts(policy, [j.fresh() for j in jobs], 4, site=site) == [0, 15, 10], policy
+
+
+def test_a_reservation_is_granted_late_and_held():
+    # J1 holds all 4 processors until 100. At 10, 2 processors are asked for at 50 for 20 s:
+    # the nearest feasible time is 100 (offset 50). J2 (3 procs) cannot run beside the
+    # reservation and starts at 120; a second request for 1 processor at 200 gets 200.
+    site = SitePolicy()
+    reqs = [ReservationRequest(10, 50, 2, 20, id=1), ReservationRequest(10, 200, 1, 10, id=2)]
+    jobs = jobs_of((0, 4, 100), (20, 3, 10))
+    for policy in POLICIES:
+        fresh = [ReservationRequest(r.submit_seconds, r.start_seconds, r.procs,
+                                    r.duration_seconds, id=r.id) for r in reqs]
+        assert starts(policy, [j.fresh() for j in jobs], 4, site=site,
+                      reservations=fresh) == [0, 120], policy
+        assert [r.granted_seconds for r in fresh] == [100, 200]
+        assert [r.started_seconds for r in fresh] == [100, 200]
+        assert [r.offset_seconds for r in fresh] == [50, 0]
+
+
+def test_restartable_jobs_make_room_by_least_cost():
+    # J1 and J2 (2 procs, 100 s each) fill the machine. At 10, 2 processors are asked for at
+    # 20 for 10 s. Queue jobs can be restarted, so the request is granted at 20; there J2 has
+    # done less work (2 x 19 against 2 x 20) and is terminated, requeued, and restarts at 30.
+    site = SitePolicy(mode="restartable", restart_cost=(1.0, 0.1))
+    req = ReservationRequest(10, 20, 2, 10, id=1)
+    jobs = jobs_of((0, 2, 100), (1, 2, 100))
+    assert starts("easy", jobs, 4, site=site, reservations=[req]) == [0, 30]
+    assert req.granted_seconds == 20 and req.started_seconds == 20
+    assert jobs[1].restarts == 1 and jobs[1].end == 130
+
+
+def test_kill_at_requested_and_estimates_from_requested_times():
+    jobs = jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5}))
+    assert starts("fcfs", jobs, 4, estimator=Requested(), kill_at_requested=True) == [0, 20]
+    assert jobs[0].killed and jobs[0].end == 20 and not jobs[1].killed
+
+
+def test_a_job_past_its_estimate_gets_a_longer_one():
+    # J1 is estimated at 10 s but runs 50. J2 (all 4) waits; J3 (1 proc, 30 s) asks to
+    # backfill. At 12 EASY has extended J1's estimate (twice what it ran: to 24); J3 would
+    # end at 42 > 24, with nothing to spare: it waits, and J2 is not delayed past J1's end.
+    est = Function(lambda job, now: 10.0 if job.id == 1 else job.run)
+    jobs = jobs_of((0, 2, 50), (1, 4, 5), (12, 1, 30))
+    assert starts("easy", jobs, 4, estimator=est) == [0, 50, 55]
+
+
+# -- the policy file ----------------------------------------------------------------------
+
+
+def test_policy_files_toml_and_maui(tmp_path):
+    toml = tmp_path / "site.toml"
+    toml.write_text('[groups.default]\npriority = 100\n[groups.atlas]\npriority = 300\n'
+                    'maxproc = 4\n[users.svens]\npriority = 100\nmaxproc = 2\n'
+                    '[reservations]\nmode = "restartable"\n[[reservations.requests]]\n'
+                    'submit_seconds = 0\nstart_seconds = 3600\nprocs = 32\n'
+                    'duration_seconds = 7200\n')
+    site = read_policy_file(toml)
+    cfg = tmp_path / "maui.cfg"
+    cfg.write_text("GROUPCFG[default] PRIORITY=100\nGROUPCFG[atlas] PRIORITY=300 MAXPROC=4\n"
+                   "USERCFG[svens] PRIORITY=100 MAXPROC=2   # a comment\n")
+    maui = read_policy_file(cfg)
+    for s in (site, maui):
+        job = Job(1, 0, 1, 1, user="svens", group="atlas")
+        assert s.priority(job) == 400 and s.maxproc(job) == (2, 4)
+        other = Job(2, 0, 1, 1, user="bob", group="cms")
+        assert s.priority(other) == 100 and s.maxproc(other) == (None, None)
+    assert site.mode == "restartable" and site.reservations[0].procs == 32
+
+
+@pytest.mark.parametrize("text, where", [
+    ("[groups.a]\npriority = 'high'\n", "groups.a.priority"),
+    ("[groups.a]\nmaxproc = 0\n", "groups.a.maxproc"),
+    ("[users.a]\nspeed = 1\n", "users.a"),
+    ("[reservations]\nmode = 'sometimes'\n", "reservations.mode"),
+    ("[[reservations.requests]]\nsubmit_seconds = 0\nstart_seconds = 10\nprocs = 2\n",
+     "reservations.requests[0]"),
+    ("[queues]\n", "queues"),
+    ("[groups\n", "malformed TOML"),
+])
+def test_bad_policy_files_name_the_field(tmp_path, text, where):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(InputFileError, match=re_escape(where)):
+        read_policy_file(path)
+
+
+def re_escape(text):
+    import re
+
+    return re.escape(text)
+
+
+def test_bad_maui_lines_name_the_line(tmp_path):
+    path = tmp_path / "maui.cfg"
+    path.write_text("GROUPCFG[a] PRIORITY=1\nBACKFILLPOLICY FIRSTFIT\n")
+    with pytest.raises(InputFileError, match="line 2"):
+        read_policy_file(path)
+    path.write_text("USERCFG[a] MAXPROC=two\n")
+    with pytest.raises(InputFileError, match="line 1, MAXPROC"):
+        read_policy_file(path)
+
+
+# -- the profile ----------------------------------------------------------------------------
+
+
+def test_profile_earliest_nearest_and_fits():
+    p = Profile(0.0, 1, [(10.0, 1), (20.0, 2)])  # 1 free, 2 from 10, 4 from 20
+    assert p.earliest(2, 5, 0) == 10 and p.earliest(3, 5, 0) == 20 and p.earliest(5, 1, 0) is None
+    p.reserve(12.0, 3.0, 2)  # 0 free on [12, 15)
+    assert p.earliest(1, 5, 10) == 15 and p.earliest(2, 2, 10) == 10 and not p.fits(1, 3, 11)
+    assert p.nearest(2, 2, target=14, after=0) == 15  # 1 s late beats 4 s early (10)
+    assert p.nearest(2, 2, target=16, after=0) == 16
+    full = Profile(0.0, 4)
+    full.reserve(10.0, 10.0, 4)  # nothing free on [10, 20)
+    assert full.nearest(2, 2, target=11, after=0) == 8  # ends as the block begins
+    assert full.nearest(2, 2, target=16, after=0) == 20
+
+
+# -- properties on random workloads ---------------------------------------------------------
+
+job_rows = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8), st.integers(0, 25)),
+                    min_size=1, max_size=14)
+
+
+def _check_capacity(jobs, processors):
+    events = sorted([(j.start, 1, j.procs) for j in jobs] + [(j.end, 0, -j.procs) for j in jobs])
+    used = 0
+    for _, _, delta in events:
+        used += delta
+        assert used <= processors
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=job_rows, processors=st.integers(1, 8), policy=st.sampled_from(POLICIES))
+def test_no_schedule_uses_more_processors_than_exist(rows, processors, policy):
+    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
+    starts(policy, jobs, processors)
+    assert all(j.start is not None and j.start >= j.submit for j in jobs)
+    _check_capacity(jobs, processors)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=job_rows, processors=st.integers(1, 8))
+def test_fcfs_starts_jobs_in_arrival_order(rows, processors):
+    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
+    starts("fcfs", jobs, processors)
+    order = sorted(jobs, key=lambda j: (j.submit, j.index))
+    assert all(a.start <= b.start for a, b in zip(order, order[1:]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=job_rows, processors=st.integers(1, 8))
+def test_easy_never_delays_the_queue_heads_reservation(rows, processors):
+    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
+    starts("easy", jobs, processors)  # estimates: the actual run times
+    assert all(j.start <= j.reserved for j in jobs if j.reserved is not None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=job_rows, processors=st.integers(1, 8))
+def test_conservative_never_starts_a_job_after_its_reservation(rows, processors):
+    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
+    starts("conservative", jobs, processors)
+    assert all(j.reserved is not None and j.start <= j.reserved for j in jobs)
+
+
+class GeneralScheduler(Scheduler):
+    """Every policy on the general profile path (the one advance reservations use)."""
+
+    def schedule(self, now):
+        self._extend_overruns(now)
+        started = self._general(now, DEPTH[self.policy])
+        if started:
+            self._drop_started(len(started))
+        return started
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=job_rows, processors=st.integers(1, 8), policy=st.sampled_from(POLICIES),
+       scale=st.sampled_from([0.5, 1.0, 2.0]))
+def test_fast_paths_agree_with_the_profile_path(rows, processors, policy, scale):
+    """FCFS, LWF and EASY's own code, and conservative's incremental reservations, give the
+    schedule the general profile algorithm gives (estimates off by a factor included)."""
+    rows = [(s, min(p, processors), r) for s, p, r in rows]
+    est = Function(lambda job, now: math.ceil(job.run * scale))
+    a, b = jobs_of(*rows), jobs_of(*rows)
+    simulate(a, Scheduler(processors, policy), estimator=est)
+    simulate(b, GeneralScheduler(processors, policy), estimator=est)
+    assert [j.start for j in a] == [j.start for j in b]
+
+
+# -- the command -----------------------------------------------------------------------------
+
+
+def _trace(tmp_path, rows, requested=False):
+    lines = ["; MaxProcs: 4\n"]
+    for i, (submit, procs, run) in enumerate(rows, start=1):
+        req = run * 2 if requested else -1
+        lines.append(f"{i} {submit} -1 {run} {procs} -1 -1 {procs} {req} -1 1 1 1 1 -1 -1 -1 -1\n")
+    path = tmp_path / "t.swf"
+    path.write_text("".join(lines))
+    return str(path)
+
+
+def test_schedule_command_writes_the_schedule(tmp_path, capsys):
+    trace = _trace(tmp_path, QUEUE)
+    out = tmp_path / "out"
+    assert main(["schedule", trace, "--policy", "easy", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("policy", "jobs", "dropped_jobs", "utilization", "mean_wait_seconds",
+                "mean_bounded_slowdown", "simulated_jobs_per_second"):
+        assert key in summary
+    assert summary["policy"] == "easy" and summary["jobs"] == 5
+    waits = read_swf(out / "schedule.swf").column("wait").tolist()
+    assert waits == [0, 9, 0, 2, 11]  # starts 0, 10, 2, 5, 15 minus submits
+    assert summary["mean_wait_seconds"] == pytest.approx(22 / 5)
+    assert (out / "gantt.png").stat().st_size > 5000 and (out / "jobs.csv").exists()
+    assert main(["schedule", trace, "--policy", "all", "--compress-arrivals", "2",
+                 "--out", str(tmp_path / "all"), "--no-progress"]) == 0
+    both = json.loads((tmp_path / "all" / "summary.json").read_text())["policies"]
+    assert [s["policy"] for s in both] == list(POLICIES)
+    assert read_swf(tmp_path / "all" / "fcfs" / "schedule.swf").column("submit").tolist() == \
+        [0, 0, 1, 1, 2]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "sjf"], "unknown policy 'sjf'"),
+    (["--estimates", "requested"], "no job has a requested time"),
+    (["--estimates", "psychic"], "unknown estimates 'psychic'"),
+    (["--reservation-fraction", "2"], "must lie in [0, 1]"),
+])
+def test_schedule_command_rejects_bad_requests(tmp_path, argv, message, capsys):
+    trace = _trace(tmp_path, QUEUE)
+    assert main(["schedule", trace, "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_schedule_command_with_reservations_and_requested_times(tmp_path):
+    trace = _trace(tmp_path, [(i * 3, 1 + i % 4, 5 + i % 7) for i in range(40)], requested=True)
+    out = tmp_path / "r"
+    assert main(["schedule", trace, "--policy", "conservative", "--estimates", "requested",
+                 "--kill-at-requested", "--reservation-fraction", "0.2", "--seed", "3",
+                 "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reservations"]["requested"] == 8 and summary["reservations"]["granted"] == 8
+    assert summary["jobs"] == 32 and summary["estimates"] == "maximum"

@@ -1,0 +1,261 @@
+"""Workloads: SWF traces in and out, bad lines, and the workload model of England and
+Weissman fitted to the NASA trace."""
+
+import gzip
+import json
+import zipfile
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from emulator.cli import main
+from emulator.errors import InputFileError
+from emulator.workload.model import fit_model, hour_of_week, model_from_json, read_model, sample
+from emulator.workload.runtimes import fit_runtimes
+from emulator.workload.summary import offered_utilization, summarize
+from emulator.workload.swf import format_swf, read_swf, write_swf
+from emulator.workload.traces import resolve_trace
+
+HEADER = "; Version: 2.2\n; MaxProcs: 8\n; UnixStartTime: 0\n; TimeZone: 0\n"
+
+
+def swf_line(job, submit, run, procs, *, requested=-1, user=1, group=1, exe=1):
+    fields = [job, submit, -1, run, procs, -1, -1, procs, requested, -1, 1, user, group, exe,
+              -1, -1, -1, -1]
+    return " ".join(str(f) for f in fields) + "\n"
+
+
+def write(tmp_path, body, name="t.swf", header=HEADER):
+    path = tmp_path / name
+    path.write_text(header + body)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def nasa():
+    return read_swf(resolve_trace("nasa"))
+
+
+def test_reads_fields_and_header(tmp_path):
+    path = write(tmp_path, swf_line(1, 0, 10, 4) + swf_line(2, 5, 0, 8, requested=60))
+    trace = read_swf(path)
+    assert len(trace) == 2 and trace.max_procs == 8
+    assert trace.column("run").tolist() == [10, 0]
+    assert trace.procs.tolist() == [4, 8]
+    assert trace.column("requested_time").tolist() == [-1, 60]
+    assert trace.fields["Version"] == "2.2"
+    assert trace.lines.tolist() == [5, 6]
+
+
+def test_round_trip_plain_gz_and_zip(tmp_path):
+    path = write(tmp_path, swf_line(1, 0, 10, 4) + swf_line(2, 5, 7, 2, requested=60))
+    trace = read_swf(path)
+    write_swf(tmp_path / "out.swf.gz", trace)
+    again = read_swf(tmp_path / "out.swf.gz")
+    assert np.array_equal(again.data, trace.data) and again.header == trace.header
+    with zipfile.ZipFile(tmp_path / "t.zip", "w") as z:
+        z.writestr("inner.swf", format_swf(trace))
+    assert np.array_equal(read_swf(tmp_path / "t.zip").data, trace.data)
+    # the same trace gives the same bytes (gzip without a time stamp)
+    write_swf(tmp_path / "again.swf.gz", trace)
+    assert (tmp_path / "out.swf.gz").read_bytes() == (tmp_path / "again.swf.gz").read_bytes()
+
+
+def test_the_nasa_trace_is_read_whole(nasa):
+    assert len(nasa) == 18239 and nasa.max_procs == 128 and nasa.dropped == 0
+    assert not nasa.has("requested_time") and nasa.has("user")
+
+
+@pytest.mark.parametrize("body, where, problem", [
+    (swf_line(1, 0, 10, 4) + "2 5 -1 10 4\n", "line 6", "5 fields, expected 18"),
+    (swf_line(1, 0, 10, 4).replace(" 10 ", " ten ", 1), "line 5, field 4 (run)",
+     "is not a number"),
+    (swf_line(1, 0, -1, 4), "line 5, field 4 (run)", "no run time"),
+    (swf_line(1, 0, 10, -1), "line 5, field 8 (requested_procs)", "no processor count"),
+    (swf_line(1, 0, 10, 16), "line 5, field 8 (requested_procs)", "more than the machine's 8"),
+    (swf_line(1, -3, 10, 4), "line 5, field 2 (submit)", "negative submit time"),
+])
+def test_bad_lines_name_file_line_and_field(tmp_path, body, where, problem):
+    path = write(tmp_path, body)
+    with pytest.raises(InputFileError) as e:
+        read_swf(path)
+    assert str(e.value).startswith(f"{path}: {where}: ") and problem in str(e.value)
+
+
+def test_skip_bad_drops_and_counts(tmp_path):
+    body = (swf_line(1, 0, 10, 4) + "2 5 -1\n" + swf_line(3, 6, -1, 4) + swf_line(4, 7, 5, 99)
+            + swf_line(5, 8, 5, 2).replace(" 5 ", " x ", 1) + swf_line(6, 9, 5, 2))
+    trace = read_swf(write(tmp_path, body), skip_bad=True)
+    assert trace.column("job").tolist() == [1, 6]
+    assert trace.dropped == 4
+    assert "line 6" in trace.drop_reasons[0]
+
+
+@pytest.mark.parametrize("make", ["missing", "folder", "binary", "badzip"])
+def test_unreadable_traces_are_one_clear_error(tmp_path, make, capsys):
+    path = tmp_path / "t.swf"
+    if make == "folder":
+        path.mkdir()
+    elif make == "binary":
+        path.write_bytes(b"\x00\xff\xfe" * 10)
+    elif make == "badzip":
+        path = tmp_path / "t.zip"
+        path.write_bytes(b"not a zip")
+    assert main(["workload", "show", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"nodesel: error: {path}")
+
+
+def test_cli_reports_a_bad_line_and_exits_2(tmp_path, capsys):
+    path = write(tmp_path, swf_line(1, 0, 10, 4) + "2 5\n")
+    assert main(["schedule", path, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "line 6" in err and "Traceback" not in err
+    assert main(["schedule", path, "--skip-bad", "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 0
+    assert "dropped 1 bad jobs" in capsys.readouterr().out
+
+
+def test_local_hour_of_week_from_the_header(tmp_path):
+    # 1993-10-04 was a Monday; 09:30 Pacific daylight time is 16:30 UTC
+    monday_utc = 749692800  # 1993-10-04 00:00 UTC
+    header = f"; MaxProcs: 8\n; UnixStartTime: {monday_utc}\n; TimeZoneString: US/Pacific\n"
+    trace = read_swf(write(tmp_path, swf_line(1, 16 * 3600 + 1800, 5, 1), header=header))
+    assert hour_of_week(trace).tolist() == [9]
+    header = f"; MaxProcs: 8\n; UnixStartTime: {monday_utc}\n; TimeZone: -25200\n"
+    trace = read_swf(write(tmp_path, swf_line(1, 16 * 3600 + 1800, 5, 1), header=header))
+    assert hour_of_week(trace).tolist() == [9]
+
+
+def test_single_weibull_is_scipys_fit_and_quantiles_invert_the_cdf():
+    rng = np.random.default_rng(3)
+    data = stats.weibull_min.rvs(0.6, scale=500, size=4000, random_state=rng)
+    single = fit_runtimes(data, components=1)
+    shape, _, scale = stats.weibull_min.fit(data[data > 0], floc=0)
+    assert single.shapes[0] == pytest.approx(shape) and single.scales[0] == pytest.approx(scale)
+    mixture = fit_runtimes(np.r_[data, np.zeros(40)], components=2)
+    assert mixture.zero_fraction == pytest.approx(40 / 4040)
+    p = np.array([0.05, 0.3, 0.5, 0.9, 0.99])
+    assert mixture.cdf(mixture.quantile(p)) == pytest.approx(p, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def nasa_model(nasa):
+    return fit_model(nasa)
+
+
+@pytest.fixture(scope="module")
+def nasa_sample(nasa_model):
+    return sample(nasa_model, 200_000, seed=11)
+
+
+def _per_hour_of_day(trace):
+    submit = trace.column("submit")
+    days = (submit.max() - submit.min()) / 86400
+    return np.bincount(hour_of_week(trace) % 24, minlength=24) / days
+
+
+def test_model_arrivals_per_hour_within_10_percent(nasa, nasa_model, nasa_sample):
+    assert nasa_model.period_hours == 168  # 13 weeks: a rate per hour of the week
+    ratio = _per_hour_of_day(nasa_sample) / _per_hour_of_day(nasa)
+    assert np.all(np.abs(ratio - 1) <= 0.10), ratio
+
+
+def test_model_sizes_within_10_percent(nasa, nasa_sample):
+    sizes, counts = np.unique(nasa.procs, return_counts=True)
+    model_sizes, model_counts = np.unique(nasa_sample.procs, return_counts=True)
+    assert model_sizes.tolist() == sizes.tolist()  # only sizes the trace uses
+    ratio = (model_counts / len(nasa_sample)) / (counts / len(nasa))
+    assert np.all(np.abs(ratio - 1) <= 0.10), dict(zip(sizes, ratio))
+
+
+def test_model_runtime_quantiles_within_10_percent(nasa, nasa_sample):
+    q = [10, 25, 50, 75, 90]
+    ratio = np.percentile(nasa_sample.column("run"), q) / np.percentile(nasa.column("run"), q)
+    assert np.all(np.abs(ratio - 1) <= 0.10), dict(zip(q, ratio))
+
+
+def test_model_runs_are_similar_jobs_of_one_user(nasa_sample):
+    user, procs = nasa_sample.column("user"), nasa_sample.procs
+    order = np.lexsort((nasa_sample.column("submit"), user))
+    u, p = user[order], procs[order]
+    same_user = u[1:] == u[:-1]
+    # a user's next job has the same size far more often than sizes drawn independently
+    repeat = np.mean(p[1:][same_user] == p[:-1][same_user])
+    _, counts = np.unique(procs, return_counts=True)
+    assert repeat > 2 * np.sum((counts / counts.sum()) ** 2)
+
+
+def test_size_runtime_independent_by_default_and_kept_on_request(nasa, nasa_sample):
+    from emulator.workload.model import size_runtime_correlation
+
+    assert size_runtime_correlation(nasa) > 0.4
+    assert abs(size_runtime_correlation(nasa_sample)) < 0.05
+    correlated = sample(fit_model(nasa, size_runtime="correlated"), 30_000, seed=2)
+    assert abs(size_runtime_correlation(correlated) - size_runtime_correlation(nasa)) < 0.1
+    load = offered_utilization(correlated) / offered_utilization(nasa)
+    assert 0.8 < load < 1.25
+
+
+def test_generation_is_reproducible_byte_for_byte(tmp_path, nasa_model):
+    model_path = tmp_path / "model.json"
+    nasa_model.write(model_path)
+    outs = []
+    for name, seed in (("a.swf", 5), ("b.swf", 5), ("c.swf", 6)):
+        assert main(["workload", "generate", "--model", str(model_path), "--jobs", "3000",
+                     "--seed", str(seed), "--out", str(tmp_path / name)]) == 0
+        outs.append((tmp_path / name).read_bytes())
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+    generated = read_swf(tmp_path / "a.swf")
+    assert len(generated) == 3000 and generated.max_procs == 128
+
+
+def test_requested_times_follow_the_traces_ratio(tmp_path):
+    rng = np.random.default_rng(0)
+    body = "".join(swf_line(i + 1, i * 100, int(r), 2, requested=int(r * f), user=1 + i % 3)
+                   for i, (r, f) in enumerate(zip(rng.integers(10, 5000, 400),
+                                                  rng.choice([2, 4], 400))))
+    model = fit_model(read_swf(write(tmp_path, body)), components=2)
+    generated = sample(model, 5000, seed=1)
+    ratio = generated.column("requested_time") / np.maximum(generated.column("run"), 1)
+    assert np.median(ratio) == pytest.approx(3, abs=1.01) and ratio.min() >= 1.9
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"machine_procs": 0}, "machine_procs"),
+    ({"rates_per_hour": [1.0] * 10}, "rates_per_hour"),
+    ({"sizes": [1, 512]}, "sizes"),
+    ({"run_correlation": 1.5}, "run_correlation"),
+    ({"runtime": {"weights": [1.0], "shapes": [-1.0], "scales": [5.0]}}, "runtime"),
+])
+def test_bad_model_files_name_the_field(tmp_path, nasa_model, change, field, capsys):
+    data = dict(nasa_model.to_json(), **change)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputFileError, match=field):
+        read_model(path)
+    assert main(["workload", "generate", "--model", str(path), "--jobs", "5", "--seed", "1",
+                 "--out", str(tmp_path / "w.swf")]) == 2
+    path.write_text("{not json")
+    with pytest.raises(InputFileError, match="not JSON"):
+        read_model(path)
+    assert model_from_json(nasa_model.to_json()).sizes == nasa_model.sizes
+
+
+def test_show_prints_the_figures_and_plots(tmp_path, capsys):
+    path = write(tmp_path, "".join(swf_line(i + 1, i * 3600, 10 + 7 * i, 2 ** (i % 4))
+                                   for i in range(60)))
+    plot = tmp_path / "w.png"
+    assert main(["workload", "show", path, "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "60 jobs" in out and "offered utilisation" in out and plot.stat().st_size > 10_000
+    summary = summarize(read_swf(path), components=2)
+    assert summary["sizes"] == {1: 15, 2: 15, 4: 15, 8: 15}
+    assert summary["power_of_two_fraction"] == 1.0
+
+
+def test_gzip_trace_read_like_plain(tmp_path):
+    text = HEADER + swf_line(1, 0, 10, 4)
+    (tmp_path / "t.swf.gz").write_bytes(gzip.compress(text.encode()))
+    assert read_swf(tmp_path / "t.swf.gz").column("run").tolist() == [10]
