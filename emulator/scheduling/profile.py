@@ -113,6 +113,48 @@ class Profile:
         j = self._split(end) if end < INFINITY else self.n
         self._f[i:j] -= procs
 
+    def earlier_start(self, procs, duration, slot):
+        """The earliest start of a job reserved on ``[slot, slot + duration)`` were its
+        reservation taken out: ``slot`` itself if nothing earlier fits. It can start at
+        ``s`` < ``slot`` only if ``procs`` are free on ``[s, slot)`` (from ``slot`` on, its
+        own processors come back), or on the whole of ``[s, s + duration)`` before that."""
+        times, free = self._t, self._f
+        i = int(np.searchsorted(times[:self.n], slot, side="left"))
+        if i == 0:
+            return slot
+        bad = np.flatnonzero(free[:i] < procs)
+        if len(bad) == 0:
+            return float(times[0])
+        j = int(bad[-1])  # the last segment before the slot that is too small
+        if j == 0:
+            return float(times[1]) if i > 1 else slot
+        # a hole before segment j long enough on its own
+        t = times[:j + 1]
+        small = free[:j] < procs
+        positions = np.where(small, np.arange(j), j)
+        next_small = np.minimum.accumulate(positions[::-1])[::-1]
+        ok = ~small & (t[next_small] >= t[:j] + duration)
+        k = int(np.argmax(ok))
+        if ok[k]:
+            return float(t[k])
+        return float(times[j + 1]) if j + 1 < i else slot
+
+    def compact(self):
+        """Merge neighbouring segments with the same free count (reservations taken out
+        leave them behind)."""
+        n = self.n
+        f = self._f[:n]
+        keep = np.ones(n, dtype=bool)
+        keep[1:] = f[1:] != f[:-1]
+        if keep.all():
+            return
+        idx = np.flatnonzero(keep)
+        m = len(idx)
+        self._t[:m] = self._t[idx]
+        self._f[:m] = self._f[idx]
+        self._t[m] = INFINITY
+        self.n = m
+
     def free_at(self, t):
         return int(self._f[int(np.searchsorted(self.times, t, side="right")) - 1])
 

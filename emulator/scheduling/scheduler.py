@@ -15,8 +15,12 @@ Job selection policies (seed 002 §3.1, seed 001 §IV.A):
                   later job starts now if it ends before that reservation or uses only
                   processors the head does not need then.
 ``conservative``  every queued job holds a reservation, made at arrival; a job starts early
-                  only where it delays no reservation. Reservations are rebuilt in queue
-                  order when a job ends early (compression).
+                  only where it delays no reservation. When a job ends early, each
+                  reservation in queue order is taken out and made again as early as it
+                  fits (compression, Mu'alem and Feitelson): no job moves later, so none
+                  starts after the reservation it was first given. A job that outlives
+                  its estimate, or one that enters the queue ahead of others, makes every
+                  reservation again in queue order.
 
 Priorities and MAXPROC limits come from a :class:`~.policyfile.SitePolicy`: the queue is
 ordered by priority first, and a job whose user or group is at its limit is passed over (it
@@ -77,6 +81,7 @@ class Scheduler:
         self._profile = None  # conservative: the reservations of the queue
         self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
         self._dirty = True
+        self._compress = False  # conservative: a job ended early, the profile knows
 
     # -- the queue ------------------------------------------------------------------------
 
@@ -108,7 +113,11 @@ class Scheduler:
         else:
             bisect.insort(queue, entry, key=lambda e: e[0])
         if self.policy == "conservative":
-            if at_end and not self._dirty and self._profile is not None and not self._held(job):
+            if not at_end:
+                self._dirty = True
+            elif self._compress:
+                job.slot = None  # reserved by the compression, after the jobs ahead of it
+            elif not self._dirty and self._profile is not None and not self._held(job):
                 self._profile_from(now)
                 self._reserve_slot(job, now)
             else:
@@ -118,10 +127,14 @@ class Scheduler:
         """A running job ended at ``now``."""
         del self.running[job]
         self._release(job)
-        if job.est_end != now:
-            self._dirty = True  # ended early (compress) or late: the reservations are stale
-        elif self._limits:
+        if self._limits:
             self._dirty = True  # a held job may now be eligible
+        elif job.est_end > now and self._profile is not None and not self._dirty:
+            # ended early: its processors come back now; compress at the next pass
+            self._profile.reserve(now, job.est_end - now, -job.procs)
+            self._compress = True
+        elif job.est_end != now:
+            self._dirty = True
 
     def _release(self, job):
         self.free += job.procs
@@ -292,6 +305,41 @@ class Scheduler:
             if job.reserved is None:
                 job.reserved = t
 
+    def _compress_slots(self, now):
+        """Take each reservation out in queue order and make it again as early as it fits
+        (never later: its old place is free again); jobs queued since are reserved after
+        the jobs ahead of them, until nothing moves. False if a reservation is already past
+        (then rebuild)."""
+        profile = self._profile
+        profile.advance(now)
+        queue = self.queue
+        limit = len(queue)
+        while limit:  # a job moved up may leave room for one ahead of it: pass again
+            last = None  # after the last job moved, every job has seen every move
+            for i, (_, job) in enumerate(queue):
+                if i >= limit and last is None:
+                    break
+                if job.start is not None:
+                    continue
+                old = job.slot
+                if old is None:  # queued since the last pass: reserved behind the others
+                    self._reserve_slot(job, now)
+                    continue
+                if old < now:
+                    return False
+                t = profile.earlier_start(job.procs, job.estimate, old)
+                if t == old:
+                    continue
+                profile.reserve(old, job.estimate, -job.procs)
+                profile.reserve(t, job.estimate, job.procs)
+                job.slot = t
+                heapq.heappush(self._slots, (t, job.index, job))
+                last = i
+            limit = last or 0
+            profile.compact()
+        self._compress = False
+        return True
+
     def _base_profile(self, now):
         """Free processors from ``now`` on: running jobs by their estimated ends, and the
         advance reservations granted."""
@@ -312,15 +360,17 @@ class Scheduler:
                 job.slot = None
             else:
                 self._reserve_slot(job, now)
-        self._dirty = False
+        self._dirty = self._compress = False
 
     def _conservative(self, now):
         started = []
         for _ in range(2):  # a stale promise found: rebuild once and go on
             if self._dirty or self._profile is None:
                 self._rebuild(now)
-            else:
+            elif not self._compress:
                 self._profile_from(now)
+            elif not self._compress_slots(now):
+                self._rebuild(now)
             slots = self._slots
             while slots and slots[0][0] <= now:
                 slot, _, job = heapq.heappop(slots)
@@ -329,6 +379,8 @@ class Scheduler:
                 if job.procs <= self.free and not self._held(job) and self._placeable(job):
                     self._start(job, now)
                     started.append(job)
+                    if slot < now:
+                        self._dirty = True  # its reservation began before it did
                 else:
                     self._dirty = True
                     break
@@ -403,8 +455,15 @@ class Scheduler:
 
     def next_wakeup(self):
         """The next instant the scheduler must act without an arrival or an ending: the
-        start of a granted advance reservation; None if there is none."""
-        return self.granted[0].granted_seconds if self.granted else None
+        start of a granted advance reservation or of a conservative reservation; None if
+        there is none."""
+        wake = self.granted[0].granted_seconds if self.granted else None
+        slots = self._slots
+        while slots and (slots[0][2].slot != slots[0][0] or slots[0][2].start is not None):
+            heapq.heappop(slots)  # stale: reserved again since, or started
+        if slots and not self._dirty and (wake is None or slots[0][0] < wake):
+            wake = slots[0][0]
+        return wake
 
     def start_reservations(self, now):
         """Start the reservations due at ``now``. Returns (reservation jobs started, queue
@@ -458,17 +517,22 @@ class Scheduler:
 
     # -- a copy to simulate forward -------------------------------------------------------
 
-    def snapshot(self, *, job_copy=None):
+    def snapshot(self, now=None, *, job_copy=None):
         """An independent scheduler in the same state: running jobs (with their start
         times) and queued jobs are copies (``job_copy(job) -> Job``, default
-        :meth:`Job.fresh`, with the schedule fields carried over). Returns (scheduler, map
-        from original job to copy)."""
+        :meth:`Job.fresh`, with the schedule fields carried over). With ``job_copy`` and
+        ``now``, a running copy's estimated end follows its own ``estimate`` (extended if
+        already past). Returns (scheduler, map from original job to copy)."""
         other = Scheduler(self.total, self.policy, site=self.site, nodes=None)
         copy = job_copy or (lambda j: j.fresh())
         mapping = {}
         for job in self.running:
             c = copy(job)
             c.start, c.est_end, c.reserved = job.start, job.est_end, job.reserved
+            if job_copy is not None and now is not None:
+                c.est_end = c.start + max(c.estimate, RESOLUTION_SECONDS)
+                if c.est_end <= now:
+                    c.est_end = c.start + extended_estimate(c, now)
             mapping[job] = c
             other.running[c] = None
             other.free -= c.procs

@@ -29,7 +29,7 @@ class Simulation:
 
 
 def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reservations=(),
-             stop=None, progress=None):
+             stop=None, until=None, progress=None, on_instant=None):
     """Simulate ``jobs`` (:class:`~.job.Job`, any order) on ``scheduler``.
 
     Parameters
@@ -46,8 +46,13 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
     stop : callable, optional
         ``stop(now) -> bool``, checked after each instant; the simulation ends when it is
         true (jobs not started keep ``start=None``).
+    until : float, optional
+        Stop before the first instant later than this (the state as it is at ``until``).
     progress : callable, optional
         ``progress(jobs_done)``, called now and then.
+    on_instant : callable, optional
+        ``on_instant(now, scheduler, arrived, started)`` after the policy has run at each
+        instant (``arrived``, ``started``: lists of jobs), e.g. to predict from a snapshot.
 
     Returns
     -------
@@ -71,7 +76,7 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
         wake = scheduler.next_wakeup()
         if wake is not None and wake < t:
             t = wake
-        if t == inf:
+        if t == inf or (until is not None and t > until):
             break
         while ends and ends[0][0] <= t:
             _, _, start, job = heapq.heappop(ends)
@@ -92,18 +97,22 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
             for job in started:
                 job.end = t + job.run
                 heapq.heappush(ends, (job.end, job.index, t, job))
+        first = a
         while a < n and arrivals[a].submit <= t:
             job = arrivals[a]
             job.estimate = estimator.estimate(job, t)
             scheduler.submit(job, t)
             a += 1
-        for job in scheduler.schedule(t):
+        started = scheduler.schedule(t)
+        for job in started:
             run = job.run
             if kill_at_requested and job.requested is not None and run > job.requested:
                 run = job.requested
                 job.killed = True
             job.end = t + run
             heapq.heappush(ends, (job.end, job.index, t, job))
+        if on_instant is not None:
+            on_instant(t, scheduler, arrivals[first:a], started)
         if stop is not None and stop(t):
             break
     seconds = time.perf_counter() - started_at
