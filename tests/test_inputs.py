@@ -335,3 +335,57 @@ def test_default_output_folder_is_made_on_a_fresh_checkout(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)  # no results/ here, as in a fresh clone
     _, out = experiment_config(build_parser().parse_args(["demo"]))
     assert out == str(tmp_path / "results" / "demo") and os.path.isdir(out)
+
+
+# -- paths that cannot be read -----------------------------------------------------------
+
+
+def test_a_pattern_name_wins_over_a_folder_of_that_name(tmp_path):
+    (tmp_path / "cg").mkdir()  # e.g. left by 'nodesel run --out cg'
+    net = tmp_path / "g.json"
+    write_network(net, [{"source": f"n{a}", "target": f"n{b}", "bandwidth_mbps": 10.0}
+                        for a in range(1, 6) for b in range(a + 1, 6)])
+    proc = nodesel("select", "--network", "g.json", "--pattern", "cg", "--nprocs", "4",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["candidates"][0]["nodes"]) == 4
+    # the folder itself, reached as a path, is refused in one line
+    assert_clean_error(nodesel("select", "--network", "g.json", "--pattern", "./cg",
+                               "--nprocs", "4", cwd=tmp_path), "./cg", "is a folder")
+
+
+def _bad_path(tmp_path, kind, suffix):
+    path = tmp_path / f"input-{kind}{suffix}"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(bytes(range(128, 256)) * 8)
+    elif kind == "empty":
+        path.write_text("")
+    elif kind == "unreadable":
+        path.write_text("x")
+        path.chmod(0)
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "binary", "empty", "unreadable"])
+@pytest.mark.parametrize("command,suffix", [
+    (["cluster", "show"], ".toml"), (["cluster", "show"], ".json"), (["cluster", "show"], ""),
+    (["scenario", "show"], ".json"), (["scenario", "show"], ".csv"),
+    (["select", "--pattern", "cg", "--nprocs", "4", "--network"], ".json"),
+    (["select", "--network", "NET", "--nprocs", "4", "--pattern"], ".json"),
+    (["select", "--network", "NET", "--nprocs", "4", "--pattern"], ".csv"),
+    (["workload", "show"], ".swf"),
+])
+def test_an_unusable_input_path_gets_one_line_naming_it(tmp_path, kind, command, suffix):
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    net = tmp_path / "g.json"
+    write_network(net, [{"source": f"n{a}", "target": f"n{b}", "bandwidth_mbps": 10.0}
+                        for a in range(1, 6) for b in range(a + 1, 6)])
+    path = _bad_path(tmp_path, kind, suffix)
+    argv = [str(net) if a == "NET" else a for a in command] + [path]
+    proc = nodesel(*argv)
+    if kind == "empty" and proc.returncode == 0:
+        return  # an empty hostfile or scenario may mean "nothing": not an error, no traceback
+    assert_clean_error(proc, path)

@@ -378,3 +378,30 @@ def test_schedule_command_with_reservations_and_requested_times(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["reservations"]["requested"] == 8 and summary["reservations"]["granted"] == 8
     assert summary["jobs"] == 32 and summary["estimates"] == "maximum"
+
+
+def test_schedule_command_with_a_run_time_predictor(tmp_path):
+    """--estimates last2: a job's estimate is the mean of its user's last two completed
+    jobs. User 1's jobs all run 10 s, user 2's 40 s, so once two of a user's jobs have
+    ended (the trace is spread out enough for that) every estimate is exact; before, the
+    estimate is a fallback."""
+    rows = [(i * 50, 1 + i % 4, 10 if i % 2 == 0 else 40) for i in range(30)]
+    lines = ["; MaxProcs: 4\n"]
+    for i, (submit, procs, run) in enumerate(rows, start=1):
+        user = 1 if run == 10 else 2
+        lines.append(f"{i} {submit} -1 {run} {procs} -1 -1 {procs} -1 -1 1 {user} 1 1 1 -1 -1 "
+                     "-1\n")
+    trace = tmp_path / "u.swf"
+    trace.write_text("".join(lines))
+    out = tmp_path / "p"
+    assert main(["schedule", str(trace), "--policy", "easy", "--estimates", "last2",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert json.loads((out / "summary.json").read_text())["estimates"] == "last2"
+    import csv
+    with open(out / "jobs.csv") as f:
+        jobs = list(csv.DictReader(f))
+    # the first job has no history and no requested time: the default fallback, an hour
+    assert float(jobs[0]["estimate_seconds"]) == 3600
+    late = jobs[8:]
+    assert late and all(float(j["estimate_seconds"]) == float(j["run_seconds"])
+                        for j in late)

@@ -11,9 +11,9 @@ import signal
 import sys
 
 from ..errors import UserError
-from . import experiments, kernel, network, scheduling, selection, workload
+from . import experiments, kernel, network, prediction, scheduling, selection, workload
 
-GROUPS = (experiments, network, selection, kernel, workload, scheduling)
+GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction)
 
 EXAMPLES = """\
 examples:
@@ -31,6 +31,9 @@ examples:
   nodesel workload show nasa --plot nasa.png    the built-in NASA iPSC/860 trace (1993)
   nodesel workload fit nasa --out model.json    the workload model of England and Weissman
   nodesel schedule nasa --policy all --compress-arrivals 1.93 --out results/nasa90
+  nodesel predict runtime nasa --predictor all --out results/runtime
+  nodesel predict wait nasa --compress-arrivals 1.93 --runtimes actual,smith --out results/wait
+  nodesel predict starts nasa --at 864000 --policy-file site.toml
 """
 
 
@@ -63,3 +66,8 @@ def main(argv=None):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except OSError as e:
+        # a path the user gave that cannot be used (missing, a folder, unreadable, full)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"nodesel: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2

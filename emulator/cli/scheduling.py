@@ -5,7 +5,7 @@ import os
 import sys
 
 from ..errors import UserError
-from .common import command, output_folder, positive_float
+from .common import command, fraction, output_folder, positive_float
 from .workload import NASA, read_trace, trace_options
 
 
@@ -17,7 +17,9 @@ def register(sub):
                             f"nodesel schedule {NASA} --policy fcfs,lwf,easy,conservative "
                             "--compress-arrivals 1.93 --out results/nasa90",
                             "nodesel schedule W.swf --policy conservative --estimates requested "
-                            "--kill-at-requested --policy-file site.toml --out results/w"],
+                            "--kill-at-requested --policy-file site.toml --out results/w",
+                            "nodesel schedule W.swf --policy easy,conservative --estimates smith "
+                            "--out results/w-smith"],
                   handler=cmd_schedule)
     trace_options(sch)
     sch.add_argument("--policy", default="easy",
@@ -25,8 +27,12 @@ def register(sub):
                           "(default easy)")
     sch.add_argument("--estimates", default="actual",
                      help="what the policies schedule with: requested (the user's requested "
-                          "time, SWF field 9) or actual (the run time: perfect knowledge); "
-                          "default actual")
+                          "time, SWF field 9), actual (the run time: perfect knowledge), or a "
+                          "run-time predictor learning online (last2, smith, ibl, li-temp-est, "
+                          "li-lsterr, li-aver; fitted on --train-fraction); default actual")
+    sch.add_argument("--train-fraction", type=fraction, default=0.3,
+                     help="with a predictor as --estimates: the share of the trace it is "
+                          "fitted on (default 0.3)")
     sch.add_argument("--kill-at-requested", action="store_true",
                      help="end a job at its requested time if it would run longer")
     sch.add_argument("--policy-file",
@@ -38,8 +44,8 @@ def register(sub):
     sch.add_argument("--reservation-fraction", type=float, default=0.0,
                      help="turn this share of the jobs into advance reservation requests for "
                           "up to two hours ahead, as Smith did (default 0)")
-    sch.add_argument("--seed", type=int, default=1, help="seed of --reservation-fraction "
-                                                         "(default 1)")
+    sch.add_argument("--seed", type=int, default=1,
+                     help="seed of --reservation-fraction and of predictor searches (default 1)")
     sch.add_argument("--out", help="output folder; its parent must exist (default "
                                    "results/schedule, created as needed)")
     sch.add_argument("--gantt-start-seconds", type=float,
@@ -60,6 +66,18 @@ def policies_of(text):
     return names
 
 
+def _predicting(args, trace, jobs):
+    """A run-time predictor as the estimator, fitted on the first jobs of the trace."""
+    from ..prediction.evaluate import fit_predictor
+    from ..prediction.online import Online, completion_times
+
+    ordered = sorted(jobs, key=lambda j: (j.submit, j.index))
+    ends = completion_times([j.fresh() for j in ordered], trace.max_procs)
+    predictor, _ = fit_predictor(args.estimates, ordered, ends,
+                                 train_fraction=args.train_fraction, seed=args.seed)
+    return Online(predictor)
+
+
 def cmd_schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
@@ -71,8 +89,12 @@ def cmd_schedule(args):
     from ..scheduling.scheduler import Scheduler
     from ..scheduling.simulate import simulate
 
+    from ..prediction.evaluate import PREDICTORS
+
     policies = policies_of(args.policy)
-    estimator(args.estimates)  # an unknown name fails before any work
+    predicting = args.estimates in PREDICTORS and args.estimates != "requested"
+    if not predicting:
+        estimator(args.estimates)  # an unknown name fails before any work
     if not 0 <= args.reservation_fraction <= 1:
         raise UserError(f"--reservation-fraction must lie in [0, 1], got "
                         f"{args.reservation_fraction}")
@@ -108,7 +130,7 @@ def cmd_schedule(args):
                                     f"than the machine's {processors}")
         scheduled = list(jobs)
         nonrestartable = bool(requests) and site.mode == "nonrestartable"
-        est = estimator(args.estimates)
+        est = _predicting(args, trace, jobs) if predicting else estimator(args.estimates)
         if nonrestartable:  # reservations must hold: schedule with maximum run times
             from ..scheduling.estimates import Function
 

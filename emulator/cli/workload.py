@@ -72,6 +72,9 @@ def register(sub):
     gen.add_argument("--seed", type=int, required=True,
                      help="random seed (the same seed gives the same file, byte for byte)")
     gen.add_argument("--out", required=True, help="the SWF file (.swf or .swf.gz)")
+    gen.add_argument("--modal-requests", action="store_true",
+                     help="where the model has no requested times, give each user's run of "
+                          "jobs one round requested time (5 min to 2 days) above its run times")
     show = command(wsub, "show", help="print a trace's figures, and plot them",
                    examples=[f"nodesel workload show {NASA}",
                              f"nodesel workload show {NASA} --plot nasa.png --json"],
@@ -108,7 +111,7 @@ def cmd_workload(args):
 
         check_out(args.out)
         model = read_model(args.model)
-        trace = sample(model, args.jobs, seed=args.seed)
+        trace = sample(model, args.jobs, seed=args.seed, modal_requests=args.modal_requests)
         write_swf(args.out, trace)
         print(f"wrote {args.out}: {args.jobs} jobs, seed {args.seed}")
         return 0

@@ -14,7 +14,9 @@ splitting with shlex; nothing runs through a shell.
 import json
 import os
 import shlex
+import signal
 import subprocess
+import sys
 import time
 
 from ..coordinator.pipeline import trial_rounds
@@ -54,8 +56,25 @@ def measure(launch_argv, extra_args, *, timeout_seconds):
     argv = launch_argv + rank_command(["measure", "--json", "--shaping", "external"]
                                       + extra_args)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_seconds)
+    if proc.returncode == 128 + signal.SIGPIPE:
+        # the job's teardown wrote to a closed pipe after the graph was printed: a complete
+        # graph is a complete measurement, so it is used, and the user is told
+        try:
+            graph = graph_from_node_link(json.loads(proc.stdout[proc.stdout.index("{"):]))
+        except ValueError:
+            graph = None
+        if graph is not None:
+            print("nodesel: warning: the measurement job printed a complete status graph, "
+                  "then ended with SIGPIPE at teardown; using the graph", file=sys.stderr,
+                  flush=True)
+            return graph
     if proc.returncode != 0:
-        raise UserError("measurement failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+        status = proc.returncode
+        how = (f"killed by {signal.Signals(-status).name}" if status < 0 else
+               f"exit status {status}" + (" (128 + SIGPIPE: a write to a closed pipe)"
+                                          if status == 128 + signal.SIGPIPE else ""))
+        last = " | ".join(proc.stderr.strip().splitlines()[-3:]) or "nothing on stderr"
+        raise UserError(f"measurement failed, {how}: {last}")
     start = proc.stdout.index("{")
     return graph_from_node_link(json.loads(proc.stdout[start:]))
 

@@ -34,6 +34,7 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib
 
 from ..errors import InputFileError
+from ..files import read_input_text
 
 DEFAULT_NODES = 10
 DEFAULT_CAPACITY_MBPS = 100.0
@@ -227,10 +228,7 @@ def parse_hostfile(path):
     """Hosts and slots from a hostfile, MPICH (``host[:slots]``) or Open MPI
     (``host [slots=N] [max_slots=M]``) format. Blank lines and ``#`` comments are ignored."""
     hosts = {}
-    try:
-        lines = open(path).read().splitlines()
-    except FileNotFoundError:
-        raise InputFileError(path, "", "no such file") from None
+    lines = read_input_text(path, "hostfile").splitlines()
     for lineno, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -272,9 +270,9 @@ def load_cluster(path=None):
     if not os.path.exists(path):
         raise InputFileError(path, "", "no such file")
     if path.endswith(".toml"):
+        text = read_input_text(path, "cluster file")
         try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise InputFileError(path, "", f"malformed TOML: {e}") from None
         return cluster_from_dict(data, path)

@@ -11,6 +11,7 @@ import math
 import networkx as nx
 
 from ..errors import InputFileError
+from ..files import read_input_text
 
 COMPUTE = "compute"
 ROUTER_KINDS = ("router", "switch")
@@ -29,11 +30,9 @@ def to_node_link(graph):
 
 def load_json(path):
     """Parse a JSON file, turning syntax errors into :class:`InputFileError`."""
+    text = read_input_text(path, "JSON file")
     try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise InputFileError(path, "", "no such file") from None
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputFileError(path, f"line {e.lineno} column {e.colno}",
                              f"malformed JSON: {e.msg}") from None

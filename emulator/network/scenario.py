@@ -22,12 +22,14 @@ than the wall clock, so a 30 s interval passes in 30/k s.
 
 import bisect
 import csv
+import io
 import math
 import os
 import random
 from dataclasses import dataclass, field
 
 from ..errors import InputFileError
+from ..files import read_input_text
 from ..files import write_json_atomic
 from . import cluster as clusters
 from .netgraph import graph_from_node_link, load_json
@@ -162,7 +164,7 @@ def read_trace(path, cluster):
     index = {frozenset((a, b)): i for i, (a, b, _) in enumerate(link_list)}
     initial = [cap for _, _, cap in link_list]
     events = []
-    with open(path, newline="") as f:
+    with io.StringIO(read_input_text(path, "scenario trace"), newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         want = ["time_seconds", "a", "b", "bandwidth_mbps"]

@@ -11,6 +11,7 @@ checksums) are left out: they are not the dominant communication.
 """
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import InputFileError, ProcessCountError, UnknownPatternError
+from ..files import read_input_text
 from ..network.netgraph import load_json
 
 DOUBLE_BYTES = 8
@@ -466,7 +468,7 @@ def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix"):
 
 def _read_csv_matrix(path):
     rows = []
-    with open(path, newline="") as f:
+    with io.StringIO(read_input_text(path, "pattern file"), newline="") as f:
         for lineno, row in enumerate(csv.reader(f), 1):
             if not row or all(not c.strip() for c in row):
                 continue
@@ -517,10 +519,14 @@ def _pattern_from_node_link(data, path):
 
 
 def resolve_pattern(spec, nprocs=None, *, npb_class="A", threshold=0.1):
-    """A pattern from a built-in name (needs ``nprocs``) or a file path."""
+    """A pattern from a built-in name (needs ``nprocs``) or a file path. A built-in name wins
+    over a file or folder of that name in the working folder (reach the file as ``./cg``)."""
     import os
 
-    if os.path.sep in spec or os.path.exists(spec) or spec.endswith((".json", ".csv")):
+    builtin = spec.lower() in pattern_names() or spec.lower() in ("alltoall", "all-all",
+                                                                  "complete")
+    if not builtin and (os.path.sep in spec or os.path.exists(spec)
+                        or spec.endswith((".json", ".csv"))):
         graph = load_pattern(spec, threshold=threshold)
         if nprocs is not None and graph.number_of_nodes() != nprocs:
             raise ProcessCountError(

@@ -230,8 +230,18 @@ def _arrivals(model, jobs, rng):
     return hours * HOUR
 
 
-def sample(model, jobs, *, seed):
-    """A synthetic trace of ``jobs`` jobs from ``model``; the same seed gives the same trace."""
+MODAL_REQUESTS_SECONDS = np.array([300, 600, 900, 1800, 3600, 7200, 14400, 28800, 43200,
+                                   86400, 172800], dtype=float)
+
+
+def sample(model, jobs, *, seed, modal_requests=False):
+    """A synthetic trace of ``jobs`` jobs from ``model``; the same seed gives the same trace.
+
+    ``modal_requests``: where the model has no requested-time ratios, each run of a user's
+    jobs asks for one round value (5 min to 2 days) above its typical run time times a
+    log-normal overestimate (median 3x), and a job never asks for less than it runs; users'
+    requests are modal in this way (Tsafrir, Etsion and Feitelson, 2005).
+    """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     rng = np.random.default_rng(seed)
@@ -255,6 +265,8 @@ def sample(model, jobs, *, seed):
         run_scores = coupling * lean + math.sqrt(1 - coupling ** 2) * run_scores
     noise = rng.standard_normal(jobs)
     exe_draws = rng.random(jobs)
+    overestimate = np.exp(math.log(3.0) + rng.standard_normal(jobs))
+    run_of_run = np.empty(jobs)
     rho = model.run_correlation
     size_of = np.empty(jobs)
     exe_of = np.empty(jobs)
@@ -268,11 +280,12 @@ def sample(model, jobs, *, seed):
             row = user_rows[u]
             exe = row[3][min(np.searchsorted(np.cumsum(row[4]), exe_draws[next_run]),
                              len(row[3]) - 1)]
-            state = [lengths[next_run], sizes[next_run], exe, run_scores[next_run]]
+            state = [lengths[next_run], sizes[next_run], exe, run_scores[next_run], next_run]
             current[u] = state
             next_run += 1
         state[0] -= 1
         size_of[i], exe_of[i] = state[1], state[2]
+        run_of_run[i] = state[4]
         score[i] = math.sqrt(rho) * state[3] + math.sqrt(1 - rho) * noise[i]
     run = np.round(model.runtimes.quantile(stats.norm.cdf(score)))
     requested = np.full(jobs, -1.0)
@@ -280,6 +293,13 @@ def sample(model, jobs, *, seed):
         ratio = np.exp(np.interp(rng.random(jobs) * 100, np.arange(101),
                                  model.requested_log_ratio_quantiles))
         requested = np.where(run > 0, np.ceil(run * ratio), 60.0)
+    elif modal_requests:
+        runs_first = run_scores[run_of_run.astype(int)]
+        typical = model.runtimes.quantile(stats.norm.cdf(math.sqrt(rho) * runs_first))
+        wanted = np.maximum(typical * overestimate[run_of_run.astype(int)], run)
+        ladder = MODAL_REQUESTS_SECONDS
+        pick = np.minimum(np.searchsorted(ladder, wanted), len(ladder) - 1)
+        requested = np.maximum(ladder[pick], run)
     data = np.full((jobs, len(FIELDS)), -1.0)
     data[:, COLUMN["job"]] = np.arange(1, jobs + 1)
     data[:, COLUMN["submit"]] = submit

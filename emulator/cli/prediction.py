@@ -1,0 +1,290 @@
+"""The ``predict`` commands: run times, waits and published start times."""
+
+import math
+import os
+import sys
+
+from ..errors import UserError
+from .common import actions, command, fraction, output_folder, positive_float, positive_int
+from .workload import NASA, read_trace, trace_options
+
+
+def register(sub):
+    predict = actions(sub, "predict",
+                      help="predict run times, waits and start times (seeds 002, 003)",
+                      examples=[f"nodesel predict runtime {NASA} --predictor all "
+                                "--out results/runtime",
+                                f"nodesel predict wait {NASA} --policy easy --compress-arrivals "
+                                "1.93 --runtimes actual,smith --out results/wait",
+                                f"nodesel predict starts {NASA} --at 864000 --policy-file "
+                                "site.toml"])
+
+    rt = command(predict, "runtime", help="fit run-time predictors on a training prefix of "
+                                          "a trace and evaluate them online on the rest",
+                 examples=[f"nodesel predict runtime {NASA} --predictor all "
+                           "--train-fraction 0.3 --out results/runtime",
+                           "nodesel predict runtime W.swf --predictor requested,last2,smith"],
+                 handler=cmd_runtime)
+    trace_options(rt)
+    rt.add_argument("--predictor", default="all",
+                    help="requested, last2, smith, ibl, li-temp-est, li-lsterr, li-aver; "
+                         "several comma-separated, or all (default)")
+    _common(rt)
+
+    wt = command(predict, "wait", help="predict every job's wait at its submission by "
+                                       "simulating the scheduler forward (technique 1) and from "
+                                       "similar past states (technique 2), against the "
+                                       "schedule that actually happens",
+                 examples=[f"nodesel predict wait {NASA} --policy easy --compress-arrivals 1.93 "
+                           "--runtimes actual,smith --out results/wait",
+                           "nodesel predict wait W.swf --policy conservative --runtimes "
+                           "actual,requested,li-aver"],
+                 handler=cmd_wait)
+    trace_options(wt)
+    _scheduler_options(wt)
+    wt.add_argument("--runtimes", default="actual",
+                    help="run times the forward simulation believes: actual, requested, or a "
+                         "predictor (see predict runtime); several comma-separated "
+                         "(default actual)")
+    wt.add_argument("--no-technique2", action="store_true",
+                    help="skip the prediction from similar scheduler states")
+    _common(wt)
+
+    st = command(predict, "starts", help="publish start times per group and user: simulate "
+                                         "the trace up to --at, add one probe job per group "
+                                         "and user with a policy, and simulate forward (seed "
+                                         "003 4.1)",
+                 examples=[f"nodesel predict starts {NASA} --at 864000 --policy-file site.toml",
+                           f"nodesel predict starts {NASA} --at 864000 --runtimes smith "
+                           "--out results/starts"],
+                 handler=cmd_starts)
+    trace_options(st)
+    _scheduler_options(st)
+    st.add_argument("--at", type=float, required=True,
+                    help="the snapshot time, in seconds from the trace's start")
+    st.add_argument("--runtimes", default="actual",
+                    help="run times the forward simulation believes: actual, requested or a "
+                         "predictor (default actual)")
+    st.add_argument("--probe-procs", type=positive_int, default=1,
+                    help="processors each probe job asks for (default 1)")
+    st.add_argument("--train-fraction", type=fraction, default=0.3,
+                    help="share of the trace a predictor is fitted on (default 0.3)")
+    st.add_argument("--seed", type=int, default=1, help="seed of the predictor searches")
+    st.add_argument("--out", help="also write the table as CSV, JSON, Markdown and a plot here")
+
+
+def _common(p):
+    p.add_argument("--train-fraction", type=fraction, default=0.3,
+                   help="share of the jobs (first by submission) predictors are fitted on; "
+                        "errors are measured on the rest (default 0.3)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the predictor searches "
+                                                       "(default 1)")
+    p.add_argument("--out", help="output folder; its parent must exist (default "
+                                 "results/predict, created as needed)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _scheduler_options(p):
+    p.add_argument("--policy", default="easy",
+                   help="the scheduler: fcfs, lwf, easy or conservative (default easy)")
+    p.add_argument("--estimates",
+                   help="what the scheduler itself schedules with: actual, requested or a "
+                        "predictor (default: requested where the trace has requested times, "
+                        "else actual)")
+    p.add_argument("--policy-file",
+                   help="priorities and MAXPROC limits (TOML or Maui GROUPCFG/USERCFG lines)")
+    p.add_argument("--kill-at-requested", action="store_true",
+                   help="end a job at its requested time if it would run longer")
+    p.add_argument("--compress-arrivals", type=positive_float, default=1.0,
+                   help="divide every submit time by this factor (rounded down to a whole "
+                        "second), to load the trace more (default 1)")
+
+
+def _jobs(args, trace):
+    from ..scheduling.job import jobs_from_trace
+
+    jobs = jobs_from_trace(trace)
+    factor = getattr(args, "compress_arrivals", 1.0)
+    if factor != 1.0:
+        for job in jobs:
+            job.submit = math.floor(job.submit / factor)
+    jobs.sort(key=lambda j: (j.submit, j.index))
+    return jobs
+
+
+def _bar(args, total, desc):
+    if getattr(args, "no_progress", False) or not sys.stderr.isatty():
+        return None, None
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="job", leave=False, dynamic_ncols=True)
+    return bar, bar.update
+
+
+def _log(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def cmd_runtime(args):
+    from ..files import write_json_atomic, write_text_atomic
+    from ..prediction import evaluate
+    from ..prediction.online import completion_times
+
+    trace = read_trace(args)
+    jobs = _jobs(args, trace)
+    try:
+        names = evaluate.predictor_names(args.predictor, jobs)
+    except ValueError as e:
+        raise UserError(f"{trace.path}: {e}") from None
+    out = output_folder(args.out, "results/predict")
+    waits = trace.column("wait")[[j.index for j in jobs]]
+    ends = completion_times(jobs, trace.max_procs, waits=waits)
+    bar, update = _bar(args, len(jobs) * len(names), "predicting")
+    try:
+        result = evaluate.evaluate_runtimes(jobs, ends, names,
+                                            train_fraction=args.train_fraction, seed=args.seed,
+                                            log=_log, progress=update)
+    except ValueError as e:
+        raise UserError(f"{trace.path}: {e}") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    summary = result["summary"]
+    summary.update(trace=trace.path, dropped_jobs=trace.dropped)
+    write_text_atomic(os.path.join(out, "jobs.csv"), evaluate.runtime_csv(jobs, result))
+    write_json_atomic(os.path.join(out, "summary.json"), summary)
+    table = evaluate.runtime_table(summary)
+    write_text_atomic(os.path.join(out, "table.md"), table)
+    evaluate.plot_error_cdf(evaluate.test_errors(result), os.path.join(out, "errors-cdf.png"),
+                            f"run-time prediction errors, {os.path.basename(trace.path)}")
+    print(table, end="")
+    print(f"results in {out}")
+    return 0
+
+
+def _scheduler_estimator(args, trace, jobs):
+    """The scheduler's own estimator, and whether predictors may be fitted."""
+    from ..prediction.evaluate import PREDICTORS
+    from ..scheduling.estimates import estimator
+
+    name = args.estimates or ("requested" if trace.has("requested_time") else "actual")
+    if name in ("actual", "requested"):
+        if name == "requested" and not trace.has("requested_time"):
+            raise UserError(f"{trace.path}: no job has a requested time (SWF field 9); use "
+                            "--estimates actual")
+        return estimator(name)
+    if name not in PREDICTORS:
+        raise UserError(f"unknown --estimates {name!r}; choose actual, requested or one of "
+                        f"{', '.join(PREDICTORS)}")
+    from ..prediction.online import Online
+
+    return Online(_fit(args, trace, jobs, name))
+
+
+def _fit(args, trace, jobs, name):
+    from ..prediction.evaluate import fit_predictor
+    from ..prediction.online import completion_times
+
+    ends = completion_times(jobs, trace.max_procs)
+    predictor, _ = fit_predictor(name, jobs, ends, train_fraction=args.train_fraction,
+                                 seed=args.seed, log=_log)
+    return predictor
+
+
+def _sources(args, trace, jobs, text):
+    from ..prediction.evaluate import PREDICTORS
+    from ..prediction.waits import Source
+
+    sources = []
+    for name in [n.strip() for n in text.split(",") if n.strip()]:
+        if name in ("actual", "requested"):
+            if name == "requested" and not trace.has("requested_time"):
+                raise UserError(f"{trace.path}: no job has a requested time (SWF field 9), "
+                                "so --runtimes requested cannot be used")
+            sources.append(Source(name))
+        elif name in PREDICTORS:
+            sources.append(Source(name, _fit(args, trace, jobs, name)))
+        else:
+            raise UserError(f"unknown --runtimes {name!r}; choose actual, requested or one of "
+                            f"{', '.join(PREDICTORS)}")
+    if not sources:
+        raise UserError("--runtimes names nothing")
+    return sources
+
+
+def _site(args):
+    from ..scheduling.policyfile import read_policy_file
+    from ..scheduling.scheduler import POLICIES
+
+    if args.policy not in POLICIES:
+        raise UserError(f"unknown policy {args.policy!r}; choose from {', '.join(POLICIES)}")
+    return read_policy_file(args.policy_file) if args.policy_file else None
+
+
+def cmd_wait(args):
+    from ..files import write_json_atomic, write_text_atomic
+    from ..prediction.evaluate import plot_error_cdf
+    from ..prediction.waits import evaluate_waits, wait_csv, wait_table
+
+    site = _site(args)
+    trace = read_trace(args)
+    if args.kill_at_requested and not trace.has("requested_time"):
+        raise UserError(f"{trace.path}: --kill-at-requested needs requested times (SWF field 9)")
+    jobs = _jobs(args, trace)
+    out = output_folder(args.out, "results/predict")
+    est = _scheduler_estimator(args, trace, jobs)
+    sources = _sources(args, trace, jobs, args.runtimes)
+    split = max(1, min(len(jobs) - 1, int(round(args.train_fraction * len(jobs)))))
+    evaluate = [j.index for j in jobs[split:]]
+    bar, update = _bar(args, len(jobs), f"{args.policy}, predicting waits")
+    try:
+        summary, rows = evaluate_waits(
+            [j.fresh() for j in jobs], trace.max_procs, args.policy, sources, est, site=site,
+            evaluate=evaluate, kill_at_requested=args.kill_at_requested,
+            technique2=not args.no_technique2, progress=update)
+    finally:
+        if bar is not None:
+            bar.close()
+    summary.update(trace=trace.path, compress_arrivals=args.compress_arrivals,
+                   train_jobs=split, dropped_jobs=trace.dropped)
+    write_json_atomic(os.path.join(out, "summary.json"), summary)
+    write_text_atomic(os.path.join(out, "jobs.csv"), wait_csv(rows))
+    table = wait_table(summary)
+    write_text_atomic(os.path.join(out, "table.md"), table)
+    names = [n for n in rows if n not in ("index", "wait")]
+    plot_error_cdf({n: abs(rows[n] - rows["wait"]) for n in names},
+                   os.path.join(out, "errors-cdf.png"),
+                   f"wait prediction errors, {args.policy}, {os.path.basename(trace.path)}")
+    print(table, end="")
+    print(f"results in {out}")
+    return 0
+
+
+def cmd_starts(args):
+    from ..files import write_json_atomic, write_text_atomic
+    from ..prediction.starts import published_starts, starts_csv, starts_table, plot_starts
+
+    site = _site(args)
+    trace = read_trace(args)
+    jobs = _jobs(args, trace)
+    if args.probe_procs > trace.max_procs:
+        raise UserError(f"--probe-procs {args.probe_procs} is more than the machine's "
+                        f"{trace.max_procs} processors")
+    est = _scheduler_estimator(args, trace, jobs)
+    source = _sources(args, trace, jobs, args.runtimes)
+    if len(source) != 1:
+        raise UserError("predict starts takes one --runtimes source")
+    result = published_starts(jobs, trace.max_procs, args.policy, est, source[0], args.at,
+                              site=site, probe_procs=args.probe_procs,
+                              unix_start=trace.header_number("UnixStartTime"),
+                              kill_at_requested=args.kill_at_requested)
+    table = starts_table(result)
+    print(table, end="")
+    if args.out:
+        out = output_folder(args.out, "results/starts")
+        write_json_atomic(os.path.join(out, "summary.json"), result)
+        write_text_atomic(os.path.join(out, "starts.csv"), starts_csv(result))
+        write_text_atomic(os.path.join(out, "table.md"), table)
+        plot_starts(result, os.path.join(out, "starts.png"))
+        print(f"results in {out}")
+    return 0

@@ -1,0 +1,192 @@
+"""Evaluating run-time predictors as seeds 002 (Table 1.1) and 003 (Table 2) did.
+
+Predictors are fitted on a training prefix (:mod:`.search`), then run online over the whole
+trace; errors are measured over the test suffix: mean absolute error in seconds and as % of
+the mean run time, how many jobs each predictor could not predict and what it fell back to,
+and the seconds the online pass took.
+"""
+
+import time
+
+import numpy as np
+
+from .attributes import NOMINAL, available, has_requested
+from .online import SOURCES, run_online
+from .runtime import Categories, InstanceBased, LastTwo, Li, Requested, pair_label
+from .search import Training, search_ibl, search_templates, select_li
+
+PREDICTORS = ("requested", "last2", "smith", "ibl", "li-temp-est", "li-lsterr", "li-aver")
+
+
+def predictor_names(text, jobs):
+    """The predictors ``text`` names (comma-separated, or ``all``), checked; ``requested``
+    only where the trace has requested times."""
+    requested = has_requested(jobs)
+    if text == "all":
+        return [p for p in PREDICTORS if requested or p != "requested"]
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    for name in names:
+        if name not in PREDICTORS:
+            raise ValueError(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}"
+                             " (or all)")
+        if name == "requested" and not requested:
+            raise ValueError("no job has a requested time (SWF field 9), so 'requested' "
+                             "cannot predict")
+    if not names:
+        raise ValueError("no predictor named")
+    return names
+
+
+def build(names, training, *, seed=1, log=None):
+    """Fit the named predictors on ``training``. Returns (predictors, config per name)."""
+    jobs = training.jobs
+    attrs, requested = available(jobs), has_requested(jobs)
+    log = log or (lambda text: None)
+    predictors, config = [], {}
+    li = None
+    for name in names:
+        started = time.perf_counter()
+        if name == "requested":
+            predictors.append(Requested())
+            config[name] = {}
+        elif name == "last2":
+            predictors.append(LastTwo())
+            config[name] = {}
+        elif name == "smith":
+            log("searching Smith's template sets (differential evolution)")
+            templates, mae = search_templates(training, attrs, requested, seed=seed)
+            predictors.append(Categories(templates))
+            config[name] = {"templates": [t.label for t in templates],
+                            "training_mae_seconds": mae}
+        elif name == "ibl":
+            log("searching instance-based learning parameters (differential evolution)")
+            params, mae = search_ibl(training, attrs, requested, seed=seed)
+            nominal = "".join(a for a in attrs if a in NOMINAL)
+            predictors.append(InstanceBased(nominal, use_requested=requested, **params))
+            config[name] = {"features": list(nominal) + ["log2 procs"]
+                            + (["log requested"] if requested else []), **params,
+                            "training_mae_seconds": mae}
+        else:
+            if li is None:
+                log("evaluating Li's templates and estimators")
+                li = select_li(training, attrs)
+            best, selected, errors = li
+            mode = name[3:]
+            pairs = [best] if mode == "temp-est" else selected
+            predictors.append(Li(pairs, mode, name=name))
+            config[name] = {"pairs": [pair_label(p) for p in pairs],
+                            "training_mae_seconds": errors[best] if mode == "temp-est"
+                            else min(errors[p] for p in pairs)}
+        config[name]["training_seconds"] = time.perf_counter() - started
+    return predictors, config
+
+
+def evaluate_runtimes(jobs, ends, names, *, train_fraction=0.3, seed=1, log=None,
+                      progress=None):
+    """Fit on the first ``train_fraction`` of the jobs (by submission), predict every job
+    online, and measure on the rest. ``jobs`` in submission order. Returns a dict: the
+    summary (JSON-able) and per-job arrays."""
+    split = int(round(train_fraction * len(jobs)))
+    if not 0 < split < len(jobs):
+        raise ValueError(f"a training fraction of {train_fraction} leaves no training or no "
+                         f"test jobs among {len(jobs)}")
+    training = Training(jobs, ends, split)
+    predictors, config = build(names, training, seed=seed, log=log)
+    runs = np.array([j.run for j in jobs])
+    test = slice(split, len(jobs))
+    mean_run = float(runs[test].mean())
+    summary = {"jobs": len(jobs), "train_jobs": split, "test_jobs": len(jobs) - split,
+               "train_fraction": train_fraction, "mean_runtime_seconds": mean_run,
+               "attributes": available(jobs), "predictors": {}}
+    predictions, sources = {}, {}
+    for p in predictors:
+        started = time.perf_counter()
+        pred, src = run_online(jobs, ends, [p], progress=progress)
+        seconds = time.perf_counter() - started
+        pred, src = pred[0], src[0]
+        predictions[p.name], sources[p.name] = pred, src
+        error = np.abs(pred[test] - runs[test])
+        counts = np.bincount(src[test].astype(int), minlength=len(SOURCES))
+        summary["predictors"][p.name] = {
+            "mae_seconds": float(error.mean()),
+            "mae_pct_of_mean": float(100 * error.mean() / mean_run) if mean_run > 0 else None,
+            "median_error_seconds": float(np.median(error)),
+            "jobs": int(len(error)),
+            "predicted_jobs": int(counts[0]),
+            "fallbacks": {SOURCES[k]: int(counts[k]) for k in range(1, len(SOURCES))
+                          if counts[k]},
+            "online_seconds": seconds,
+            "seconds_per_prediction": seconds / len(jobs),
+            **config[p.name],
+        }
+    return {"summary": summary, "predictions": predictions, "sources": sources, "runs": runs,
+            "split": split}
+
+
+def runtime_table(summary):
+    """The evaluation as a Markdown table (seed 003 Table 2's columns)."""
+    rows = ["| predictor | mean error [s] | mean error [% of mean run time] | predicted | "
+            "fell back | online [s] |", "|---|---|---|---|---|---|"]
+    for name, s in sorted(summary["predictors"].items(), key=lambda kv: kv[1]["mae_seconds"]):
+        fell = sum(s["fallbacks"].values())
+        rows.append(f"| {name} | {s['mae_seconds']:.0f} | {s['mae_pct_of_mean']:.1f} | "
+                    f"{s['predicted_jobs']} | {fell} | {s['online_seconds']:.1f} |")
+    rows.append(f"\nTest suffix: {summary['test_jobs']} jobs after {summary['train_jobs']} "
+                f"training jobs; mean run time {summary['mean_runtime_seconds']:.0f} s.")
+    return "\n".join(rows) + "\n"
+
+
+def runtime_csv(jobs, result):
+    """Per-job predictions and their sources, as CSV text."""
+    names = list(result["predictions"])
+    lines = ["job,submit_seconds,run_seconds,test," + ",".join(
+        f"{n}_seconds,{n}_source" for n in names)]
+    split = result["split"]
+    for i, job in enumerate(jobs):
+        cells = [str(job.id), f"{job.submit:g}", f"{job.run:g}", str(int(i >= split))]
+        for n in names:
+            cells += [f"{result['predictions'][n][i]:.1f}",
+                      SOURCES[result["sources"][n][i]].replace(" ", "-")]
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def test_errors(result):
+    """Absolute errors over the test suffix, per predictor."""
+    split, runs = result["split"], result["runs"]
+    return {name: np.abs(pred[split:] - runs[split:])
+            for name, pred in result["predictions"].items()}
+
+
+def plot_error_cdf(errors, path, title, xlabel="absolute error [s]"):
+    """The CDF of each named array of absolute errors (a log axis; below 1 s at 1 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..files import save_figure
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, error in errors.items():
+        error = np.sort(np.asarray(error, dtype=float))
+        if len(error):
+            ax.plot(np.maximum(error, 1.0), np.arange(1, len(error) + 1) / len(error),
+                    label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def fit_predictor(name, jobs, ends, *, train_fraction=0.3, seed=1, log=None):
+    """One predictor fitted on the first ``train_fraction`` of ``jobs`` (submission order),
+    ready to run online from the start of the trace. Returns (predictor, config)."""
+    split = max(1, min(len(jobs) - 1, int(round(train_fraction * len(jobs)))))
+    predictors, config = build([name], Training(jobs, ends, split), seed=seed, log=log)
+    return predictors[0], config[name]

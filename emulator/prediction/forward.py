@@ -1,0 +1,108 @@
+"""Start-time prediction by simulating the scheduler forward (seed 002 §3.2, seed 003 §3).
+
+At a job's submission the scheduler is copied (running jobs with their start times, the
+queue in order, priorities, limits and granted reservations) and the copy is run forward,
+event to event, with predicted run times and no later arrivals, until the job starts. The
+copy's policy code is the scheduler's own.
+
+A run time source ``run_of(job, elapsed)`` gives the total run time a job is believed to
+have; a running job that has outlived it is believed to run on as EASY++ extends it. Probe
+jobs (seed 003 §4.1) answer for every group and user at once: one probe each is added at
+the end of the queue, and the time a probe starts is that group's or user's start time.
+"""
+
+import heapq
+
+from ..scheduling.estimates import extended_estimate
+from ..scheduling.job import Job
+from ..scheduling.scheduler import RESOLUTION_SECONDS
+
+
+def _believed(job, run, now):
+    """The run time a job is believed to have at ``now``: ``run``, or extended if a running
+    job has already outlived it."""
+    if job.start is not None and job.start + run <= now:
+        return extended_estimate(job, now)
+    return max(run, RESOLUTION_SECONDS)
+
+
+def forward_snapshot(scheduler, now, run_of, *, knows_estimates=True):
+    """A copy of ``scheduler`` at ``now`` whose jobs run for their believed run times.
+
+    ``knows_estimates``: the scheduler's own estimates (requested times, predictions made
+    at submission) are known and kept; otherwise (a scheduler given actual run times, which
+    no one knows in advance) the copy schedules with the believed run times too.
+    Returns (copy, map from original job to copy).
+    """
+
+    def copy(job):
+        c = job.fresh()
+        elapsed = now - job.start if job.start is not None else 0.0
+        c.run = _believed(job, run_of(job, elapsed), now)
+        if not knows_estimates:
+            c.estimate = c.run
+        return c
+
+    return scheduler.snapshot(now, job_copy=copy)
+
+
+def run_forward(sim, now, targets, *, kill_at_requested=False):
+    """Run the copy ``sim`` from ``now`` until every job of ``targets`` has started (or
+    nothing is left to happen). Returns {target: start time or None}."""
+    ends = [(c.start + c.run, c.index, c) for c in sim.running]
+    heapq.heapify(ends)
+    left = set(targets)
+
+    def started(jobs, t):
+        for c in jobs:
+            left.discard(c)
+            run = c.run
+            if kill_at_requested and c.requested is not None and run > c.requested:
+                run = c.requested
+            heapq.heappush(ends, (t + run, c.index, c))
+
+    if sim.granted:
+        started(sim.start_reservations(now)[0], now)
+    started(sim.schedule(now), now)
+    inf = float("inf")
+    while left:
+        t = ends[0][0] if ends else inf
+        wake = sim.next_wakeup()
+        if wake is not None and wake < t:
+            t = wake
+        if t == inf:
+            break
+        while ends and ends[0][0] <= t:
+            _, _, c = heapq.heappop(ends)
+            if c in sim.running:
+                sim.finish(c, t)
+        if sim.granted:
+            jobs, _ = sim.start_reservations(t)
+            started(jobs, t)
+        started(sim.schedule(t), t)
+    return {c: c.start for c in targets}
+
+
+def predict_start(scheduler, now, job, run_of, *, knows_estimates=True,
+                  kill_at_requested=False):
+    """Technique 1 for one queued ``job``: its predicted start time."""
+    sim, mapping = forward_snapshot(scheduler, now, run_of, knows_estimates=knows_estimates)
+    target = mapping[job]
+    return run_forward(sim, now, [target], kill_at_requested=kill_at_requested)[target]
+
+
+def probe_starts(scheduler, now, probes, run_of, *, knows_estimates=True,
+                 probe_seconds=1.0):
+    """Seed 003's policy-based publishing: ``probes`` is a list of (label, user, group,
+    procs); one probe job each joins the end of the queue (with the priority the site
+    policy gives its user and group) and the copy runs until all have started. Returns
+    {label: start time or None}."""
+    sim, _ = forward_snapshot(scheduler, now, run_of, knows_estimates=knows_estimates)
+    jobs = {}
+    for k, (label, user, group, procs) in enumerate(probes):
+        probe = Job(f"probe-{label}", now, procs, probe_seconds, estimate=probe_seconds,
+                    user=user, group=group, index=10**12 + k)
+        sim.submit(probe, now)
+        jobs[label] = probe
+    starts = run_forward(sim, now, list(jobs.values()))
+    return {label: starts[probe] for label, probe in jobs.items()}

@@ -1,0 +1,179 @@
+"""Evaluating wait (start-time) predictions as seed 002 (Tables 1.3, 1.4) and seed 003
+(Table 4) did.
+
+The ground truth is the schedule that actually happens: the whole trace simulated with the
+scheduler's own estimates, actual run times and every later arrival. Inside that simulation,
+at each job's submission, technique 1 (:mod:`.forward`) predicts its start from a snapshot
+with each run-time source (``actual``, ``requested`` or a predictor learning online), and
+technique 2 (:mod:`.waitstate`) from similar past states. A job the scheduler starts at once
+is predicted to wait 0, exactly. Errors are over the evaluated jobs (the test suffix).
+"""
+
+import time
+
+import numpy as np
+
+from ..scheduling.scheduler import Scheduler
+from ..scheduling.simulate import simulate
+from .forward import predict_start
+from .online import Online
+from .waitstate import StatePredictor, scheduler_state
+
+
+class Source:
+    """A run-time source for technique 1: ``run_of(job, elapsed)``, and the online
+    predictor behind it (None for ``actual`` and ``requested``)."""
+
+    def __init__(self, name, predictor=None):
+        self.name = name
+        self.online = None if predictor is None else Online(predictor)
+        self.conditions = getattr(predictor, "conditions", False)
+
+    def run_of(self, job, elapsed):
+        if self.name == "actual":
+            return job.run
+        if self.name == "requested":
+            return job.requested
+        if self.conditions and elapsed > 0:  # Smith's: history of jobs that ran this long
+            value = self.online.predictor.predict(job, elapsed)
+            if value is not None:
+                return value
+        return self.online.predicted[job.index]
+
+
+class Learning:
+    """The scheduler's estimator, with every predicting source learning beside it."""
+
+    def __init__(self, estimator, sources):
+        self.estimator = estimator
+        self.online = [s.online for s in sources if s.online is not None]
+        self.name = estimator.name
+
+    def estimate(self, job, now):
+        for o in self.online:
+            if o is not self.estimator:
+                o.estimate(job, now)
+        return self.estimator.estimate(job, now)
+
+    def observe(self, job, now):
+        for o in self.online:
+            if o is not self.estimator:
+                o.observe(job, now)
+        self.estimator.observe(job, now)
+
+
+def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
+                   evaluate=None, kill_at_requested=False, technique2=True, progress=None):
+    """Predict the wait of every job in ``evaluate`` (job indices; default all) at its
+    submission, inside the real schedule of ``policy`` with ``estimator``.
+
+    Returns (summary, rows): rows are per evaluated job (index, actual wait, predictions).
+    """
+    knows = estimator.name != "actual"
+    scheduler = Scheduler(processors, policy, site=site)
+    evaluate = set(range(len(jobs))) if evaluate is None else set(evaluate)
+    predicted = {s.name: {} for s in sources}
+    seconds = {s.name: 0.0 for s in sources}
+    queue_sizes = []
+    state_predictor = StatePredictor() if technique2 else None
+    states, t2 = {}, {}
+    done = [0]
+
+    def on_instant(now, sched, arrived, started):
+        if state_predictor is not None:
+            for job in arrived:
+                states[job] = scheduler_state(sched, job, now)
+            for job in started:
+                state = states.pop(job, None)
+                if state is not None:
+                    state_predictor.observe(state, job.start - job.submit)
+        for job in arrived:
+            if job.index not in evaluate:
+                continue
+            if job.start is not None:  # the scheduler started it at once
+                for s in sources:
+                    predicted[s.name][job.index] = now
+                if state_predictor is not None:
+                    t2[job.index] = now
+                continue
+            queue_sizes.append(len(sched.queue) - sched._stale)
+            for s in sources:
+                t0 = time.perf_counter()
+                predicted[s.name][job.index] = predict_start(
+                    sched, now, job, s.run_of, knows_estimates=knows,
+                    kill_at_requested=kill_at_requested)
+                seconds[s.name] += time.perf_counter() - t0
+            if state_predictor is not None:
+                wait = state_predictor.predict(states[job])
+                t2[job.index] = now + (0.0 if wait is None else wait)
+        done[0] += len(arrived)
+        if progress is not None and done[0] >= 256:
+            progress(done[0])
+            done[0] = 0
+
+    sim = simulate(jobs, scheduler, estimator=Learning(estimator, sources),
+                   kill_at_requested=kill_at_requested, on_instant=on_instant)
+    chosen = sorted(j.index for j in jobs if j.index in evaluate and j.start is not None)
+    by_index = {j.index: j for j in jobs}
+    waits = np.array([by_index[i].start - by_index[i].submit for i in chosen])
+    starts = np.array([by_index[i].start for i in chosen])
+    mean_wait = float(waits.mean()) if len(waits) else 0.0
+    forecasts = len(queue_sizes)
+    summary = {"policy": policy, "scheduler_estimates": estimator.name, "jobs": len(chosen),
+               "mean_wait_seconds": mean_wait, "jobs_waiting_at_submission": forecasts,
+               "mean_queue_at_prediction": float(np.mean(queue_sizes)) if forecasts else 0.0,
+               "utilization": None, "runtimes": {}}
+    done_jobs = [j for j in jobs if j.start is not None]
+    if done_jobs:
+        span = max(j.end for j in done_jobs) - min(j.submit for j in done_jobs)
+        work = sum(j.procs * (j.end - j.start) for j in done_jobs)
+        summary["utilization"] = work / (processors * span) if span > 0 else 0.0
+    rows = {"index": chosen, "wait": waits}
+
+    def score(pred):
+        error = np.abs(pred - starts)
+        return {"mae_seconds": float(error.mean()) if len(error) else 0.0,
+                "mae_minutes": float(error.mean() / 60) if len(error) else 0.0,
+                "mae_pct_of_mean_wait": float(100 * error.mean() / mean_wait)
+                if mean_wait > 0 else None}
+
+    for s in sources:
+        pred = np.array([predicted[s.name][i] for i in chosen])
+        rows[s.name] = pred - np.array([by_index[i].submit for i in chosen])
+        summary["runtimes"][s.name] = {
+            **score(pred),
+            "seconds_per_prediction": seconds[s.name] / forecasts if forecasts else 0.0}
+    if state_predictor is not None:
+        pred = np.array([t2[i] for i in chosen])
+        rows["technique2"] = pred - np.array([by_index[i].submit for i in chosen])
+        summary["technique2"] = score(pred)
+    summary["simulation_seconds"] = sim.seconds
+    return summary, rows
+
+
+def wait_table(summary):
+    """Seed 002 Table 1.3/1.4 and seed 003 Table 4's form, as Markdown."""
+    mean = summary["mean_wait_seconds"]
+    rows = [f"{summary['policy']} (scheduling with {summary['scheduler_estimates']} run "
+            f"times); mean wait {mean / 60:.1f} min over {summary['jobs']} jobs", "",
+            "| run times in the simulation | mean error [min] | mean error [% of mean wait] | "
+            "seconds per prediction |", "|---|---|---|---|"]
+    for name, s in summary["runtimes"].items():
+        pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
+        rows.append(f"| {name} | {s['mae_minutes']:.1f} | {pct} | "
+                    f"{s['seconds_per_prediction'] * 1000:.2f} ms |")
+    if "technique2" in summary:
+        s = summary["technique2"]
+        pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
+        rows.append(f"| technique 2 (similar states) | {s['mae_minutes']:.1f} | {pct} | |")
+    return "\n".join(rows) + "\n"
+
+
+def wait_csv(rows):
+    """Per evaluated job: the actual wait and each prediction, in seconds."""
+    names = [n for n in rows if n not in ("index", "wait")]
+    lines = ["index,wait_seconds," + ",".join(f"{n}_seconds" for n in names)]
+    for k, index in enumerate(rows["index"]):
+        lines.append(f"{index},{rows['wait'][k]:.0f}," + ",".join(f"{rows[n][k]:.0f}"
+                                                                   for n in names))
+    return "\n".join(lines) + "\n"

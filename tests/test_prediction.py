@@ -1,0 +1,409 @@
+"""Run-time, wait and start-time predictions: estimators worked by hand, the predictors'
+online discipline, technique 1 against the real schedule, probe jobs, and the commands."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from emulator.cli import main
+from emulator.prediction.attributes import available, category_key, node_bucket
+from emulator.prediction.estimators import (interval_from_sums, linear_regression,
+                                            mean_interval, windowed_mean)
+from emulator.prediction.evaluate import evaluate_runtimes, predictor_names
+from emulator.prediction.forward import predict_start, probe_starts
+from emulator.prediction.online import blind, completion_times, events, run_online
+from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank,
+                                         Requested, Template, li_templates)
+from emulator.prediction.search import Training, search_templates
+from emulator.prediction.waits import Source, evaluate_waits
+from emulator.scheduling.estimates import Actual
+from emulator.scheduling.job import Job
+from emulator.scheduling.policyfile import Credential, SitePolicy
+from emulator.scheduling.scheduler import Scheduler
+from emulator.scheduling.simulate import simulate
+
+
+def job(i, submit, procs, run, **kw):
+    return Job(i, submit, procs, run, **kw)
+
+
+# -- estimators, by hand -------------------------------------------------------------------
+
+def test_windowed_mean_by_hand():
+    assert windowed_mean([], 2) is None
+    assert windowed_mean([10], 2) == 10
+    assert windowed_mean([10, 20, 40], 2) == 30  # (20 + 40) / 2
+    assert windowed_mean([10, 20, 40], 1) == 40
+
+
+def test_linear_regression_by_hand():
+    assert linear_regression([10, 20, 30], 3) == pytest.approx(40)
+    # last three of 5, 7, 4, 10: points (1,7) (2,4) (3,10): slope 1.5, mean 7 at i=2 -> 10
+    assert linear_regression([5, 7, 4, 10], 3) == pytest.approx(10.0)
+    assert linear_regression([8], 3) == 8
+    assert linear_regression([], 3) is None
+
+
+def test_mean_interval_by_hand():
+    mean, half = mean_interval([10, 20, 30])
+    # s = 10, t(0.95, 2) = 2.919986: half = 2.919986 * 10 / sqrt(3)
+    assert mean == 20
+    assert half == pytest.approx(2.919986 * 10 / math.sqrt(3), rel=1e-5)
+    assert mean_interval([5]) == (5, math.inf)
+    assert interval_from_sums(3, 60.0, 1400.0) == pytest.approx((mean, half))
+
+
+# -- Smith's categorisation ----------------------------------------------------------------
+
+def test_categories_pick_the_narrowest_interval_and_condition_on_elapsed():
+    user = Template("U", None, 8)
+    everyone = Template("", None, 8)
+    p = Categories([user, everyone])
+    for i, run in enumerate([100, 110, 120]):
+        p.observe(job(i, 0, 1, run, user=1))
+    for i, run in enumerate([10, 5000, 30, 9000]):
+        p.observe(job(10 + i, 0, 1, run, user=2))
+    # user 1's runs are tight; everyone's are wide: user 1's mean wins
+    assert p.predict(blind(job(20, 0, 1, 1, user=1))) == pytest.approx(110)
+    # a job of user 1 that has already run 105 s: only 110 and 120 count
+    assert p.predict(blind(job(21, 0, 1, 1, user=1)), elapsed=105) == pytest.approx(115)
+    # an unseen user: only the catch-all template has data
+    assert p.predict(blind(job(22, 0, 1, 1, user=3))) == pytest.approx(np.mean(
+        [100, 110, 120, 10, 5000, 30, 9000]))
+
+
+def test_categories_relative_data_and_node_ranges():
+    t = Template("", 4, 8, "relative")
+    p = Categories([t])
+    p.observe(job(1, 0, 3, 50, requested=100))   # 1-4 processors: ratio 0.5
+    p.observe(job(2, 0, 8, 90, requested=100))   # 5-8 processors: ratio 0.9
+    assert p.predict(blind(job(3, 0, 2, 1, requested=400))) == pytest.approx(200)
+    assert p.predict(blind(job(4, 0, 6, 1, requested=1000))) == pytest.approx(900)
+    assert p.predict(blind(job(5, 0, 6, 1))) is None  # no requested time: cannot predict
+    assert node_bucket(4, 4) == 0 and node_bucket(5, 4) == 1
+    assert category_key(job(6, 0, 5, 1, user=7, group=2), "GU", 4) == (2, 7, 1)
+
+
+def test_bounded_history_drops_the_oldest():
+    p = Categories([Template("", None, 2)])
+    for i, run in enumerate([1000, 10, 20]):
+        p.observe(job(i, 0, 1, run))
+    assert p.predict(blind(job(9, 0, 1, 1))) == pytest.approx(15)
+
+
+def test_template_search_finds_the_attribute_that_matters():
+    rng = np.random.default_rng(3)
+    jobs = []
+    for i in range(600):  # run time set by the executable; users are noise
+        exe = int(rng.integers(0, 4))
+        jobs.append(job(i, i * 100.0, 1, 200.0 * (exe + 1) + rng.normal(0, 5),
+                        user=int(rng.integers(0, 30)), group=1, executable=exe))
+    ends = np.array([j.submit + j.run for j in jobs])
+    templates, mae = search_templates(Training(jobs, ends, 400), available(jobs), False,
+                                      maxiter=15)
+    assert mae < 50  # against a spread of 200-800 s (the first jobs have no history)
+    assert any("E" in t.attrs for t in templates)
+
+
+# -- instance-based learning ---------------------------------------------------------------
+
+def test_heom_distance_on_mixed_features():
+    p = InstanceBased("UE", weights=[1.0, 0.5, 1.0], k=2, width=1.0)
+    p.observe(job(1, 0, 1, 100, user=1, executable=7))    # log2 procs 0
+    p.observe(job(2, 0, 16, 300, user=2, executable=7))   # log2 procs 4: range 0..4
+    d2 = p.distances(blind(job(3, 0, 4, 1, user=1, executable=9)))  # log2 procs 2
+    # to 1: user same (0), executable differs (0.5^2), procs |2-0|/4 = 0.5 -> 0.25
+    # to 2: user differs (1), executable differs (0.25), procs 0.5 -> 0.25
+    assert d2 == pytest.approx([0.5, 1.5])
+    w = np.exp(-d2)
+    assert p.predict(blind(job(3, 0, 4, 1, user=1, executable=9))) == pytest.approx(
+        (w @ [100, 300]) / w.sum())
+
+
+def test_ibl_k_nearest_only():
+    p = InstanceBased("U", k=1, width=1.0)
+    p.observe(job(1, 0, 1, 100, user=1))
+    p.observe(job(2, 0, 1, 900, user=2))
+    assert p.predict(blind(job(3, 0, 1, 1, user=2))) == pytest.approx(900)
+
+
+# -- Li et al. -----------------------------------------------------------------------------
+
+def test_li_template_falls_back_to_a_coarser_one():
+    bank = LiBank(["GUE"], ["WM(2)"])
+    bank.observe(job(1, 0, 1, 100, group=1, user=5, executable=3))
+    bank.observe(job(2, 0, 1, 300, group=1, user=6, executable=4))
+    # [G,U,E] and [G,U] are empty for user 5 with executable 9: [G,U] -> no; [G,U] of user
+    # 5 holds 100: the chain stops at [G,U]
+    assert bank.predict_all(blind(job(3, 0, 1, 1, group=1, user=5, executable=9))) == [100]
+    # an unknown user: down to [G], the mean of its last two
+    assert bank.predict_all(blind(job(4, 0, 1, 1, group=1, user=8, executable=9))) == [200]
+    assert bank.fallbacks == 2
+    assert bank.predict_all(blind(job(5, 0, 1, 1, group=2, user=8, executable=9))) == [None]
+
+
+def test_li_templates_drop_missing_attributes():
+    assert li_templates("GUEN") == ["G", "GU", "GUE", "GUEN"]
+    assert li_templates("GUQEN") == ["G", "GU", "GUQ", "GUE", "GUEN", "GUQEN"]
+
+
+def test_lsterr_switches_to_the_predictor_with_less_recent_error():
+    # WM(1) follows the last value; WM(3) averages three. Runs jump from 100 to 1000.
+    li = Li([("G", "WM(3)"), ("G", "WM(1)")], "lsterr")
+    seq = [100, 100, 100, 1000, 1000, 1000]
+    chosen = []
+    for i, run in enumerate(seq):
+        j = job(i, i, 1, run, group=1)
+        chosen.append(li.predict(blind(j)))
+        li.observe(j)
+    # job 4 (after one 1000): WM(3) = 400, WM(1) = 1000; errors so far equal (both exact on
+    # jobs 1-2; job 3 both predicted 100, error 900^2), so the first listed, WM(3), is used
+    assert chosen[4] == pytest.approx(400)
+    # job 5: on job 4 WM(3) erred by 600, WM(1) by 0: LSTERR switches to WM(1)
+    assert chosen[5] == pytest.approx(1000)
+
+
+def test_aver_is_the_mean_of_the_selected_predictions():
+    li = Li([("G", "WM(1)"), ("G", "LR(3)")], "aver")
+    for i, run in enumerate([10, 20, 30]):
+        j = job(i, i, 1, run, group=1)
+        li.predict(blind(j))
+        li.observe(j)
+    assert li.predict(blind(job(9, 9, 1, 1, group=1))) == pytest.approx((30 + 40) / 2)
+
+
+def test_last_two_and_requested():
+    p = LastTwo()
+    assert p.predict(blind(job(1, 0, 1, 5, user=1))) is None
+    for i, run in enumerate([100, 200, 400]):
+        p.observe(job(i, 0, 1, run, user=1))
+    assert p.predict(blind(job(9, 0, 1, 5, user=1))) == 300
+    assert Requested().predict(blind(job(9, 0, 1, 5, requested=3600))) == 3600
+
+
+# -- online: no predictor ever sees the future -------------------------------------------
+
+def test_completions_come_before_submissions_at_one_instant():
+    jobs = [job(0, 0, 1, 10), job(1, 10, 1, 5)]
+    order = events(jobs, [10.0, 15.0])
+    assert order[:3] == [(0, 1, 0), (10.0, 0, 0), (10, 1, 1)]
+
+
+def _adversarial(future_runs):
+    """A trace whose last job is submitted before its predecessors finish: the run times of
+    the unfinished ones are the 'future'."""
+    jobs = [job(i, i * 10.0, 1, 100.0, user=1, group=1, executable=1) for i in range(6)]
+    jobs += [job(6 + i, 60.0 + i, 1, r, user=1, group=1, executable=1)
+             for i, r in enumerate(future_runs)]
+    jobs.append(job(99, 70.0, 1, 50.0, user=1, group=1, executable=1, requested=500))
+    ends = np.array([j.submit + j.run for j in jobs])
+    return jobs, ends
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Requested(), lambda: LastTwo(),
+    lambda: Categories([Template("U", None, 8), Template("", None, 8)]),
+    lambda: InstanceBased("UE", k=3, width=1.0),
+    lambda: Li([("GU", "WM(2)"), ("G", "LR(3)")], "lsterr"),
+    lambda: Li([("GU", "WM(2)"), ("G", "LR(3)")], "aver"),
+])
+def test_no_predictor_reads_a_run_time_before_the_job_completes(make):
+    # jobs 6..8 are still running when job 99 is submitted; changing their run times (which
+    # a cheating predictor would use) must not change any prediction made before they end
+    a_jobs, a_ends = _adversarial([1000.0, 2000.0, 3000.0])
+    b_jobs, b_ends = _adversarial([15.0, 25.0, 35.0])  # still running at 70 too
+    a, _ = run_online(a_jobs, a_ends, [make()])
+    b, _ = run_online(b_jobs, b_ends, [make()])
+    assert np.array_equal(a[0], b[0])
+    # and the job itself never leaks into its own prediction
+    c_jobs, c_ends = _adversarial([1000.0, 2000.0, 3000.0])
+    c_jobs[-1].run = 99999.0
+    c, _ = run_online(c_jobs, c_ends, [make()])
+    assert c[0, -1] == a[0, -1]
+
+
+def test_predictors_see_a_blind_copy():
+    seen = []
+
+    class Spy:
+        name = "spy"
+
+        def predict(self, j, elapsed=0.0):
+            seen.append(j.run)
+            return 1.0
+
+        def observe(self, j):
+            pass
+
+    jobs = [job(0, 0, 1, 10), job(1, 5, 1, 5)]
+    run_online(jobs, completion_times(jobs, 4), [Spy()])
+    assert seen == [None, None]
+
+
+def test_fallback_is_counted():
+    jobs = [job(i, i * 100.0, 1, 10.0 * (i + 1), user=i) for i in range(4)]
+    preds, sources = run_online(jobs, [j.submit + j.run for j in jobs], [LastTwo()])
+    # every user is new: the first falls back to the default, the rest to the history mean
+    assert list(sources[0]) == [3, 2, 2, 2]
+    assert preds[0, 1] == 10.0 and preds[0, 2] == 15.0
+
+
+# -- technique 1 -------------------------------------------------------------------------
+
+def _schedule_until(jobs, processors, policy, until, site=None):
+    sched = Scheduler(processors, policy, site=site)
+    simulate(jobs, sched, estimator=Actual(), until=until)
+    return sched
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "lwf", "easy", "conservative"])
+def test_technique1_is_exact_with_exact_run_times_and_no_later_arrivals(policy):
+    rng = np.random.default_rng(7)
+    jobs = [job(i, float(i * 5), int(rng.integers(1, 9)), float(rng.integers(10, 300)))
+            for i in range(40)]
+    truth = [j.fresh() for j in jobs]
+    simulate(truth, Scheduler(8, policy), estimator=Actual())
+    # at the last arrival, predict every queued job's start from a snapshot
+    copies = [j.fresh() for j in jobs]
+    sched = _schedule_until(copies, 8, policy, copies[-1].submit)
+    waiting = sched.waiting()
+    assert len(waiting) > 5
+    for q in waiting:
+        start = predict_start(sched, copies[-1].submit, q, lambda j, e: j.run,
+                              knows_estimates=False)
+        assert start == truth[q.index].start
+
+
+def test_technique1_respects_limits_and_running_jobs_overrunning_predictions():
+    site = SitePolicy(users={"1": Credential(maxproc=2)})
+    jobs = [job(0, 0, 2, 1000, user=1), job(1, 1, 2, 50, user=1), job(2, 2, 2, 50, user=2)]
+    sched = _schedule_until(jobs, 8, "fcfs", 2, site=site)
+    assert jobs[1].start is None and jobs[2].start == 2
+    # believed 100 s for job 0, which has run 2 s: job 1 starts when it ends, at 100
+    assert predict_start(sched, 2, jobs[1], lambda j, e: 100.0, knows_estimates=False) == 100
+    # at t=500 job 0 has outlived a 100 s belief: it is believed to run to 2 x 500 = 1000
+    sched2 = _schedule_until([j.fresh() for j in jobs], 8, "fcfs", 500, site=site)
+    q = sched2.waiting()[0]
+    assert predict_start(sched2, 500, q, lambda j, e: 100.0, knows_estimates=False) == 1000
+
+
+def test_probe_jobs_publish_start_times_per_policy():
+    # seed 003's example: user svens may use 2 processors and already does; others not
+    site = SitePolicy(groups={"atlas": Credential(priority=300, maxproc=4)},
+                      users={"svens": Credential(priority=100, maxproc=2)})
+    jobs = [job(0, 0, 1, 5000, user="svens", group="dteam"),
+            job(1, 0, 1, 8000, user="svens", group="dteam"),
+            job(2, 0, 1, 9000, user="atlas001", group="atlas"),
+            job(3, 1, 1, 3000, user="svens", group="dteam")]
+    sched = _schedule_until(jobs, 20, "easy", 1, site=site)
+    probes = [("group atlas", "(probe)", "atlas", 1), ("user svens", "svens", "dteam", 1),
+              ("default", "(probe)", "(probe)", 1)]
+    starts = probe_starts(sched, 1, probes, lambda j, e: j.run, knows_estimates=False)
+    assert starts["group atlas"] == 1 and starts["default"] == 1
+    # svens: after his queued job 3, which waits for job 0 to end at 5000, and ends at 8000
+    assert starts["user svens"] == 8000
+
+
+def test_wait_evaluation_is_exact_for_fcfs_with_actual_run_times():
+    rng = np.random.default_rng(2)
+    jobs = [job(i, float(i * 20), int(rng.integers(1, 9)), float(rng.integers(50, 400)))
+            for i in range(150)]
+    summary, rows = evaluate_waits(jobs, 8, "fcfs", [Source("actual")], Actual())
+    assert summary["mean_wait_seconds"] > 0
+    assert summary["runtimes"]["actual"]["mae_seconds"] == 0  # seed 002: no error for FCFS
+    assert "technique2" in summary and summary["technique2"]["mae_seconds"] >= 0
+    assert len(rows["index"]) == 150
+
+
+# -- evaluation and commands -------------------------------------------------------------
+
+def _trace(tmp_path, n=300, requested=True):
+    rng = np.random.default_rng(5)
+    lines = ["; MaxProcs: 16", "; UnixStartTime: 0"]
+    t = 0
+    for i in range(n):
+        t += int(rng.exponential(120))
+        user = int(rng.integers(1, 8))
+        run = int(100 * user + rng.integers(0, 50))
+        req = 4 * run if requested else -1
+        procs = int(2 ** rng.integers(0, 4))
+        lines.append(f"{i + 1} {t} -1 {run} {procs} -1 -1 {procs} {req} -1 1 {user} {user % 2}"
+                     f" {user % 3} -1 -1 -1 -1")
+    path = tmp_path / "t.swf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_runtime_evaluation_beats_the_baselines_on_a_learnable_trace(tmp_path):
+    from emulator.scheduling.job import jobs_from_trace
+    from emulator.workload.swf import read_swf
+
+    trace = read_swf(_trace(tmp_path))
+    jobs = sorted(jobs_from_trace(trace), key=lambda j: (j.submit, j.index))
+    ends = completion_times(jobs, 16)
+    names = predictor_names("all", jobs)
+    assert "requested" in names
+    result = evaluate_runtimes(jobs, ends, ["requested", "last2", "smith", "li-temp-est"])
+    p = result["summary"]["predictors"]
+    assert p["smith"]["mae_seconds"] < p["last2"]["mae_seconds"]
+    assert p["smith"]["mae_seconds"] < p["requested"]["mae_seconds"] / 2
+    assert p["li-temp-est"]["jobs"] == result["summary"]["test_jobs"]
+
+
+def test_predict_runtime_command_writes_its_files(tmp_path, capsys):
+    out = tmp_path / "rt"
+    assert main(["predict", "runtime", str(_trace(tmp_path)), "--predictor",
+                 "requested,last2,li-aver", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_runtime_seconds"] > 0
+    assert set(summary["predictors"]) == {"requested", "last2", "li-aver"}
+    for s in summary["predictors"].values():
+        assert {"mae_seconds", "mae_pct_of_mean", "jobs"} <= set(s)
+    assert (out / "jobs.csv").read_text().count("\n") == 301
+    assert (out / "errors-cdf.png").stat().st_size > 0
+    assert "| predictor |" in (out / "table.md").read_text()
+
+
+def test_predict_wait_command(tmp_path):
+    out = tmp_path / "w"
+    assert main(["predict", "wait", str(_trace(tmp_path)), "--policy", "easy",
+                 "--compress-arrivals", "4", "--runtimes", "actual,requested,last2",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mean_wait_seconds"] > 0
+    assert set(summary["runtimes"]) == {"actual", "requested", "last2"}
+    for s in summary["runtimes"].values():
+        assert {"mae_seconds", "mae_pct_of_mean_wait"} <= set(s)
+
+
+def test_predict_starts_command(tmp_path, capsys):
+    policy = tmp_path / "site.cfg"
+    policy.write_text("GROUPCFG[1] PRIORITY=300 MAXPROC=4\nUSERCFG[3] MAXPROC=2\n")
+    assert main(["predict", "starts", str(_trace(tmp_path)), "--compress-arrivals", "4",
+                 "--at", "3000", "--policy-file", str(policy), "--out",
+                 str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "| group 1 |" in out and "| user 3 |" in out and "| default |" in out
+    result = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert all(r["wait_seconds"] is not None and r["wait_seconds"] >= 0
+               for r in result["starts"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["predict", "runtime", "T", "--predictor", "oracle"], "unknown predictor 'oracle'"),
+    (["predict", "wait", "T", "--runtimes", "psychic"], "unknown --runtimes 'psychic'"),
+    (["predict", "wait", "T", "--policy", "sjf"], "unknown policy 'sjf'"),
+])
+def test_bad_requests_get_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    argv = [str(_trace(tmp_path, requested=False)) if a == "T" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_requested_is_refused_where_the_trace_has_none(tmp_path, capsys):
+    path = str(_trace(tmp_path, requested=False))
+    assert main(["predict", "runtime", path, "--predictor", "requested"]) == 2
+    assert "no job has a requested time" in capsys.readouterr().err
