@@ -13,6 +13,18 @@ import numpy as np
 INFINITY = float("inf")
 
 
+def _first_fit(bounds, small, starts, duration):
+    """The first segment, not ``small``, from whose start (``starts``) the next small segment
+    begins at least ``duration`` later; None if there is none. ``bounds`` holds the segments'
+    times and one more: where the last one ends."""
+    n = len(small)
+    positions = np.where(small, np.arange(n), n)
+    next_small = np.minimum.accumulate(positions[::-1])[::-1]
+    ok = ~small & (bounds[next_small] >= starts + duration)
+    k = int(np.argmax(ok))
+    return k if ok[k] else None
+
+
 class Profile:
     """Free processors over time from ``now`` on.
 
@@ -129,14 +141,9 @@ class Profile:
         if j == 0:
             return float(times[1]) if i > 1 else slot
         # a hole before segment j long enough on its own
-        t = times[:j + 1]
-        small = free[:j] < procs
-        positions = np.where(small, np.arange(j), j)
-        next_small = np.minimum.accumulate(positions[::-1])[::-1]
-        ok = ~small & (t[next_small] >= t[:j] + duration)
-        k = int(np.argmax(ok))
-        if ok[k]:
-            return float(t[k])
+        k = _first_fit(times[:j + 1], free[:j] < procs, times[:j], duration)
+        if k is not None:
+            return float(times[k])
         return float(times[j + 1]) if j + 1 < i else slot
 
     def compact(self):
@@ -174,15 +181,11 @@ class Profile:
             return start0
         if bad[-1] and bad.all():
             return None
-        # for each segment, the first too-small segment at or after it
-        positions = np.where(bad, np.arange(n), n)
-        next_bad = np.minimum.accumulate(positions[::-1])[::-1]
-        bad_time = self._t[i:self.n + 1][next_bad]  # the sentinel stands for 'never'
         starts = t.copy()
         starts[0] = start0
-        ok = ~bad & (bad_time >= starts + duration)
-        k = int(np.argmax(ok))
-        return float(starts[k]) if ok[k] else None
+        # the sentinel past the last segment stands for 'never too small'
+        k = _first_fit(self._t[i:self.n + 1], bad, starts, duration)
+        return None if k is None else float(starts[k])
 
     def fits(self, procs, duration, start):
         """True if ``procs`` processors are free over ``[start, start + duration)``."""
