@@ -14,7 +14,7 @@ from emulator.prediction.estimators import (interval_from_sums, linear_regressio
 from emulator.prediction.evaluate import evaluate_runtimes, predictor_names
 from emulator.prediction.forward import predict_start, probe_starts
 from emulator.prediction.online import blind, completion_times, events, run_online
-from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank,
+from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
 from emulator.prediction.search import Training, search_templates
 from emulator.prediction.waits import Source, evaluate_waits
@@ -183,6 +183,28 @@ def test_last_two_and_requested():
     assert Requested().predict(blind(job(9, 0, 1, 5, requested=3600))) == 3600
 
 
+def test_mean_of_predictors_leaves_out_those_without_a_prediction():
+    p = Mean([LastTwo(), Requested()])
+    assert p.name == "last2+requested" and not p.conditions  # Requested ignores elapsed
+    assert p.predict(blind(job(1, 0, 1, 5, user=1, requested=600))) == 600  # last2: nothing
+    for i, run in enumerate([100, 200, 400]):
+        p.observe(job(i, 0, 1, run, user=1))
+    assert p.predict(blind(job(9, 0, 1, 5, user=1, requested=600))) == (300 + 600) / 2
+    assert p.predict(blind(job(9, 0, 1, 5, user=2))) is None
+    assert Mean([Categories([Template("U")]), InstanceBased("U")]).conditions
+
+
+def test_predictor_names_join_with_plus():
+    jobs = [job(0, 0, 1, 10, requested=20)]
+    assert predictor_names("smith+ibl,last2", jobs) == ["smith+ibl", "last2"]
+    with pytest.raises(ValueError, match="names a predictor twice"):
+        predictor_names("smith+smith", jobs)
+    with pytest.raises(ValueError, match="unknown predictor 'oracle'"):
+        predictor_names("smith+oracle", jobs)
+    with pytest.raises(ValueError, match="'requested' cannot predict"):
+        predictor_names("last2+requested", [job(0, 0, 1, 10)])
+
+
 # -- online: no predictor ever sees the future -------------------------------------------
 
 def test_completions_come_before_submissions_at_one_instant():
@@ -317,6 +339,23 @@ def test_wait_evaluation_is_exact_for_fcfs_with_actual_run_times():
     assert len(rows["index"]) == 150
 
 
+def test_a_mean_of_forecasts_is_the_mean_of_each_jobs_two_forecasts():
+    rng = np.random.default_rng(3)
+    jobs = [job(i, float(i * 15), int(rng.integers(1, 9)), float(rng.integers(50, 400)),
+                requested=float(rng.integers(400, 1200))) for i in range(150)]
+    sources = [Source("actual"), Source("requested")]
+    summary, rows = evaluate_waits(jobs, 8, "easy", sources, Actual(), technique2=False,
+                                   means=[["actual", "requested"]])
+    label = "mean(actual;requested)"
+    assert np.allclose(rows[label], (rows["actual"] + rows["requested"]) / 2)
+    error = np.abs(rows[label] - rows["wait"]).mean()
+    assert summary["runtimes"][label]["mae_seconds"] == pytest.approx(error)
+    assert summary["runtimes"]["actual"]["mae_seconds"] > 0  # later arrivals backfill
+    with pytest.raises(ValueError, match="two or more of the run-time sources"):
+        evaluate_waits([j.fresh() for j in jobs], 8, "easy", sources, Actual(),
+                       means=[["actual", "last2"]])
+
+
 # -- evaluation and commands -------------------------------------------------------------
 
 def _trace(tmp_path, n=300, requested=True):
@@ -370,10 +409,12 @@ def test_predict_wait_command(tmp_path):
     out = tmp_path / "w"
     assert main(["predict", "wait", str(_trace(tmp_path)), "--policy", "easy",
                  "--compress-arrivals", "4", "--runtimes", "actual,requested,last2",
-                 "--out", str(out)]) == 0
+                 "--mean-of", "requested,last2", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mean_wait_seconds"] > 0
-    assert set(summary["runtimes"]) == {"actual", "requested", "last2"}
+    assert set(summary["runtimes"]) == {"actual", "requested", "last2",
+                                        "mean(requested;last2)"}
+    assert "mean(requested;last2)_seconds" in (out / "jobs.csv").read_text().split("\n")[0]
     for s in summary["runtimes"].values():
         assert {"mae_seconds", "mae_pct_of_mean_wait"} <= set(s)
 
@@ -395,6 +436,9 @@ def test_predict_starts_command(tmp_path, capsys):
     (["predict", "runtime", "T", "--predictor", "oracle"], "unknown predictor 'oracle'"),
     (["predict", "wait", "T", "--runtimes", "psychic"], "unknown --runtimes 'psychic'"),
     (["predict", "wait", "T", "--policy", "sjf"], "unknown policy 'sjf'"),
+    (["predict", "wait", "T", "--runtimes", "actual,last2", "--mean-of", "actual,ibl"],
+     "--mean-of actual,ibl: name two or more different sources"),
+    (["predict", "wait", "T", "--runtimes", "last2+last2"], "names a predictor twice"),
 ])
 def test_bad_requests_get_one_line_and_exit_2(tmp_path, capsys, argv, message):
     argv = [str(_trace(tmp_path, requested=False)) if a == "T" else a for a in argv]
@@ -407,3 +451,19 @@ def test_requested_is_refused_where_the_trace_has_none(tmp_path, capsys):
     path = str(_trace(tmp_path, requested=False))
     assert main(["predict", "runtime", path, "--predictor", "requested"]) == 2
     assert "no job has a requested time" in capsys.readouterr().err
+
+
+def test_wait_forecast_selected_on_the_training_prefix(tmp_path):
+    out = tmp_path / "w"
+    assert main(["predict", "wait", str(_trace(tmp_path)), "--compress-arrivals", "4",
+                 "--runtimes", "actual,last2,li-aver,last2+li-aver", "--mean-of",
+                 "last2,li-aver", "--select", "--no-technique2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    selected = summary["selected"]
+    train = selected["train_mae_pct_of_mean_wait"]
+    # chosen among the learning sources and the mean, never 'actual', by training error alone
+    assert set(train) == {"last2", "li-aver", "last2+li-aver", "mean(last2;li-aver)"}
+    assert selected["name"] == min(train, key=train.get)
+    assert selected["mae_seconds"] == summary["runtimes"][selected["name"]]["mae_seconds"]
+    assert selected["train_jobs"] > 0
+    assert "selected on the training prefix" in (out / "table.md").read_text()

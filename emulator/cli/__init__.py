@@ -11,9 +11,9 @@ import signal
 import sys
 
 from ..errors import UserError
-from . import experiments, kernel, network, prediction, scheduling, selection, workload
+from . import experiments, grid, kernel, network, prediction, scheduling, selection, workload
 
-GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction)
+GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction, grid)
 
 EXAMPLES = """\
 examples:
@@ -34,6 +34,7 @@ examples:
   nodesel predict runtime nasa --predictor all --out results/runtime
   nodesel predict wait nasa --compress-arrivals 1.93 --runtimes actual,smith --out results/wait
   nodesel predict starts nasa --at 864000 --policy-file site.toml
+  nodesel grid --grid hostfiles/grid-homogeneous.toml --replications 20   load sharing (seed 001)
 """
 
 

@@ -176,6 +176,7 @@ def _on_testbed(args, cluster, mpiexec):
     the coordinator namespace, rank i in node i's), and take the testbed down again."""
     import tempfile
 
+    from ..coordinator.launch import cleanup_flags
     from ..coordinator.supervise import rank_command
     from ..kernel.testbed import Layout, Testbed, require_root
     from ..network import cluster as clusters
@@ -193,7 +194,7 @@ def _on_testbed(args, cluster, mpiexec):
     with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
         files = testbed.up(capacity, lambda a, b: capacity, out_dir=tmp)
         try:
-            return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-launcher", "ssh",
+            return run_mpiexec([mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh",
                                 "-launcher-exec", files["launcher"], "-f", files["hostfile"],
                                 "-n", str(len(names) + 1)] + rank_command(args.argv))
         finally:

@@ -100,7 +100,9 @@ def register(sub):
     run.add_argument("--out", help="output folder; its parent must exist (default results/run, "
                                    "created as needed)")
     run.add_argument("--timeout-seconds", type=positive_float, default=600.0,
-                     help="limit for the measurement (default 600)")
+                     help="limit for each step: the measurement, each skeleton trial, the "
+                          "application; a step that outlives it is killed and named (default "
+                          "600)")
 
 
 def experiment_config(args):
@@ -160,6 +162,7 @@ def cmd_experiment(args):
 
 
 def cmd_run(args):
+    from ..coordinator.launch import cleanup_flags
     from ..experiments.userjob import command_argv, measure, run_job
     from ..files import write_json_atomic, write_text_atomic
     from ..network import cluster as clusters
@@ -181,7 +184,8 @@ def cmd_run(args):
         machinefile = os.path.join(out, "measure.machinefile")
         # rank 0 (the coordinator) shares the first host with node 1
         write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
-        launch = [mpiexec, "-disable-auto-cleanup", "-f", machinefile, "-n", str(len(hosts) + 1)]
+        launch = [mpiexec, *cleanup_flags(one_host=len(set(hosts)) == 1), "-f", machinefile,
+                  "-n", str(len(hosts) + 1)]
         extra = ["--cluster", os.path.abspath(args.hostfile)]
 
         def host_of(node):
@@ -194,7 +198,7 @@ def cmd_run(args):
         if not launcher or not hostfile:
             raise UserError(f"testbed {args.testbed_name!r} has no launcher and hostfile; bring "
                             "it up with 'nodesel testbed up --out DIR'")
-        launch = [mpiexec, "-disable-auto-cleanup", "-launcher", "ssh", "-launcher-exec",
+        launch = [mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh", "-launcher-exec",
                   launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
         extra = ["--nodes", str(state["nodes"])]
         host_of = testbed.layout.namespace
@@ -202,7 +206,8 @@ def cmd_run(args):
     graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
     write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))
     result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
-                     host_of=host_of, out_dir=out, candidates=args.candidates)
+                     host_of=host_of, out_dir=out, candidates=args.candidates,
+                     timeout_seconds=args.timeout_seconds)
     print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
           f"results in {out}/run.json, machinefile {result['machinefile']}")
     return 0

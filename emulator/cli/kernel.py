@@ -3,7 +3,9 @@
 
 import json
 import os
+import sys
 
+from ..coordinator.launch import mpiexec_path
 from ..errors import UserError
 from .common import actions, command, positive_float, positive_int
 
@@ -129,8 +131,16 @@ def cmd_testbed(args):
               f"...) and a coordinator namespace on bridge {testbed.layout.bridge} "
               f"({testbed.layout.bridge_address}); state in {testbed.path}")
         print(f"hostfile {files['hostfile']}, launcher {files['launcher']}")
-        print(f"run: mpiexec -launcher ssh -launcher-exec {files['launcher']} -f "
-              f"{files['hostfile']} -n {args.nodes + 1} python prog.py")
+        bin_dir = os.path.dirname(mpiexec_path() or sys.executable)
+        print(f"build an MPI program with this MPI (the mpich wheel's): {bin_dir}/mpicc -o prog "
+              "prog.c")
+        print(f"run it with the same MPI's launcher: {bin_dir}/mpiexec -launcher ssh "
+              f"-launcher-exec {files['launcher']} -f {files['hostfile']} -n {args.nodes + 1} "
+              "./prog")
+        print("select nodes for it: nodesel run --testbed-name "
+              f"{args.name} --state-dir {args.state_dir} --pattern ring --nprocs 4 "
+              f"--skeleton-cmd '{bin_dir}/mpiexec -launcher ssh -launcher-exec "
+              f"{files['launcher']} -f {{machinefile}} -n {{nprocs}} ./prog' --app-cmd '...'")
         return 0
     require_root()
     if args.action == "down":

@@ -38,7 +38,9 @@ def register(sub):
                  examples=[f"nodesel predict wait {NASA} --policy easy --compress-arrivals 1.93 "
                            "--runtimes actual,smith --out results/wait",
                            "nodesel predict wait W.swf --policy conservative --runtimes "
-                           "actual,requested,li-aver"],
+                           "actual,requested,li-aver",
+                           f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
+                           "smith,ibl,smith+ibl --mean-of smith,ibl --select"],
                  handler=cmd_wait)
     trace_options(wt)
     _scheduler_options(wt)
@@ -46,6 +48,13 @@ def register(sub):
                     help="run times the forward simulation believes: actual, requested, or a "
                          "predictor (see predict runtime); several comma-separated "
                          "(default actual)")
+    wt.add_argument("--mean-of", action="append", default=[], metavar="NAMES",
+                    help="also score the mean of the forecasts made with these --runtimes "
+                         "sources (comma-separated, two or more); may be repeated")
+    wt.add_argument("--select", action="store_true",
+                    help="also forecast the training prefix, choose there the forecast with "
+                         "predicted run times (a predictor of --runtimes or a --mean-of) that "
+                         "errs least, and score it on the rest as 'selected'")
     wt.add_argument("--no-technique2", action="store_true",
                     help="skip the prediction from similar scheduler states")
     _common(wt)
@@ -192,7 +201,7 @@ def _fit(args, trace, jobs, name):
 
 
 def _sources(args, trace, jobs, text):
-    from ..prediction.evaluate import PREDICTORS
+    from ..prediction.evaluate import PREDICTORS, predictor_names
     from ..prediction.waits import Source
 
     sources = []
@@ -202,11 +211,16 @@ def _sources(args, trace, jobs, text):
                 raise UserError(f"{trace.path}: no job has a requested time (SWF field 9), "
                                 "so --runtimes requested cannot be used")
             sources.append(Source(name))
-        elif name in PREDICTORS:
+        elif all(part in PREDICTORS for part in name.split("+")):
+            try:
+                predictor_names(name, jobs)
+            except ValueError as e:
+                raise UserError(f"--runtimes {name}: {e}") from None
             sources.append(Source(name, _fit(args, trace, jobs, name)))
         else:
             raise UserError(f"unknown --runtimes {name!r}; choose actual, requested or one of "
-                            f"{', '.join(PREDICTORS)}")
+                            f"{', '.join(PREDICTORS)}, or join predictors with + for the mean "
+                            "of their predictions")
     if not sources:
         raise UserError("--runtimes names nothing")
     return sources
@@ -234,6 +248,12 @@ def cmd_wait(args):
     out = output_folder(args.out, "results/predict")
     est = _scheduler_estimator(args, trace, jobs)
     sources = _sources(args, trace, jobs, args.runtimes)
+    means = [[n.strip() for n in text.split(",") if n.strip()] for text in args.mean_of]
+    known = [s.name for s in sources]
+    for group in means:
+        if len(group) < 2 or any(n not in known for n in group) or len(set(group)) < len(group):
+            raise UserError(f"--mean-of {','.join(group)}: name two or more different sources "
+                            f"of --runtimes ({', '.join(known)})")
     split = max(1, min(len(jobs) - 1, int(round(args.train_fraction * len(jobs)))))
     evaluate = [j.index for j in jobs[split:]]
     bar, update = _bar(args, len(jobs), f"{args.policy}, predicting waits")
@@ -241,7 +261,8 @@ def cmd_wait(args):
         summary, rows = evaluate_waits(
             [j.fresh() for j in jobs], trace.max_procs, args.policy, sources, est, site=site,
             evaluate=evaluate, kill_at_requested=args.kill_at_requested,
-            technique2=not args.no_technique2, progress=update)
+            technique2=not args.no_technique2, means=means, progress=update,
+            train=[j.index for j in jobs[:split]] if args.select else ())
     finally:
         if bar is not None:
             bar.close()

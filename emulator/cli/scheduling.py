@@ -68,9 +68,13 @@ def policies_of(text):
 
 def _predicting(args, trace, jobs):
     """A run-time predictor as the estimator, fitted on the first jobs of the trace."""
-    from ..prediction.evaluate import fit_predictor
+    from ..prediction.evaluate import fit_predictor, predictor_names
     from ..prediction.online import Online, completion_times
 
+    try:
+        predictor_names(args.estimates, jobs)
+    except ValueError as e:
+        raise UserError(f"--estimates {args.estimates}: {e}") from None
     ordered = sorted(jobs, key=lambda j: (j.submit, j.index))
     ends = completion_times([j.fresh() for j in ordered], trace.max_procs)
     predictor, _ = fit_predictor(args.estimates, ordered, ends,
@@ -92,7 +96,8 @@ def cmd_schedule(args):
     from ..prediction.evaluate import PREDICTORS
 
     policies = policies_of(args.policy)
-    predicting = args.estimates in PREDICTORS and args.estimates != "requested"
+    predicting = (all(p in PREDICTORS for p in args.estimates.split("+"))
+                  and args.estimates != "requested")
     if not predicting:
         estimator(args.estimates)  # an unknown name fails before any work
     if not 0 <= args.reservation_fraction <= 1:

@@ -118,7 +118,10 @@ def cmd_workload(args):
     from ..workload.summary import plot_workload, summarize, summary_lines
 
     trace = read_trace(args)
-    summary = summarize(trace)
+    try:
+        summary = summarize(trace)
+    except ValueError as e:  # too few jobs to fit run times
+        raise InputFileError(args.trace, None, str(e)) from None
     if args.plot:
         check_out(args.plot)
         plot_workload(trace, summary, args.plot)

@@ -50,81 +50,133 @@ def write_machinefile(path, hosts):
     write_text_atomic(path, "".join(f"{h}:1\n" for h in hosts))
 
 
+def _status_text(status):
+    if status < 0:
+        return f"killed by {signal.Signals(-status).name}"
+    return f"exit status {status}" + (" (128 + SIGPIPE: a write to a closed pipe)"
+                                      if status == 128 + signal.SIGPIPE else "")
+
+
+def _last_lines(text, n=3):
+    return " | ".join((text or "").strip().splitlines()[-n:]) or "nothing on stderr"
+
+
+class Step:
+    """One command of the run (the measurement, a skeleton trial, the application), in its
+    own session so that the whole launch (mpiexec and what it started) can be ended at once;
+    standard error is kept for the message if it fails."""
+
+    def __init__(self, what, argv, *, stdout=None, echo_stderr=False):
+        self.what, self.argv, self.echo_stderr = what, argv, echo_stderr
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdout=stdout,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def finish(self, deadline):
+        """Wait until ``deadline`` (monotonic seconds); returns stdout. A step that fails or
+        outlives its deadline (it is then killed) raises :class:`UserError` naming it."""
+        try:
+            out, err = self.proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            out, err = self.proc.communicate()
+            limit = deadline - self.started
+            raise UserError(
+                f"{self.what} did not end within {limit:.0f} s and was killed: "
+                f"{shlex.join(self.argv)}; stderr: {_last_lines(err)}. A program that printed "
+                "its results but did not exit is usually an MPI library and launcher that do "
+                "not match (see 'Your own MPI programs' in the README); a longer run needs "
+                "--timeout-seconds") from None
+        except BaseException:
+            self.kill()
+            raise
+        self.seconds = time.monotonic() - self.started
+        if self.echo_stderr and err:
+            sys.stderr.write(err)
+        if self.proc.returncode != 0:
+            raise UserError(f"{self.what} failed, {_status_text(self.proc.returncode)}: "
+                            f"{shlex.join(self.argv)}: {_last_lines(err)}")
+        return out
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def measure(launch_argv, extra_args, *, timeout_seconds):
     """Run ``nodesel measure --json`` with ``extra_args`` under ``launch_argv`` (an mpiexec
     prefix); returns the status graph."""
     argv = launch_argv + rank_command(["measure", "--json", "--shaping", "external"]
                                       + extra_args)
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_seconds)
-    if proc.returncode == 128 + signal.SIGPIPE:
-        # the job's teardown wrote to a closed pipe after the graph was printed: a complete
-        # graph is a complete measurement, so it is used, and the user is told
-        try:
-            graph = graph_from_node_link(json.loads(proc.stdout[proc.stdout.index("{"):]))
-        except ValueError:
-            graph = None
-        if graph is not None:
-            print("nodesel: warning: the measurement job printed a complete status graph, "
-                  "then ended with SIGPIPE at teardown; using the graph", file=sys.stderr,
-                  flush=True)
-            return graph
-    if proc.returncode != 0:
-        status = proc.returncode
-        how = (f"killed by {signal.Signals(-status).name}" if status < 0 else
-               f"exit status {status}" + (" (128 + SIGPIPE: a write to a closed pipe)"
-                                          if status == 128 + signal.SIGPIPE else ""))
-        last = " | ".join(proc.stderr.strip().splitlines()[-3:]) or "nothing on stderr"
-        raise UserError(f"measurement failed, {how}: {last}")
-    start = proc.stdout.index("{")
-    return graph_from_node_link(json.loads(proc.stdout[start:]))
+    step = Step("the measurement", argv, stdout=subprocess.PIPE)
+    out = step.finish(time.monotonic() + timeout_seconds)
+    try:
+        return graph_from_node_link(json.loads(out[out.index("{"):]))
+    except ValueError as e:
+        raise UserError(f"the measurement printed no status graph ({e}): "
+                        f"{_last_lines(out)}") from None
 
 
-def run_candidates(candidates, template, host_of, workdir, *, progress=print):
-    """Run the skeleton command on every candidate, in conflict-free rounds; returns the wall
-    seconds of each. A failing command raises :class:`UserError` with its stderr."""
+def run_candidates(candidates, template, host_of, workdir, *, timeout_seconds=600.0,
+                   progress=print):
+    """Run the skeleton command on every candidate, in conflict-free rounds, each within
+    ``timeout_seconds``; returns the wall seconds of each. A failing or hanging command
+    raises :class:`UserError` naming the candidate, with its stderr."""
     seconds = [None] * len(candidates)
     for rnd in trial_rounds([c.nodes for c in candidates]):
         running = {}
-        for i in rnd:
-            cand = candidates[i]
-            machinefile = os.path.join(workdir, f"candidate{i + 1}.machinefile")
-            write_machinefile(machinefile, [host_of(cand.mapping[r]) for r in sorted(cand.mapping)])
-            argv = command_argv(template, machinefile=machinefile, nprocs=len(cand.mapping))
-            running[i] = (time.monotonic(), argv, subprocess.Popen(
-                argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-        for i, (start, argv, proc) in running.items():
-            _, err = proc.communicate()
-            seconds[i] = time.monotonic() - start
-            if proc.returncode != 0:
-                raise UserError(f"the skeleton command failed on candidate {i + 1} "
-                                f"({' '.join(candidates[i].nodes)}), exit {proc.returncode}: "
-                                f"{shlex.join(argv)}: {err.strip()[-500:]}")
-            progress(f"  candidate {i + 1} ({' '.join(candidates[i].nodes)}): "
-                     f"{seconds[i]:.2f} s")
+        try:
+            for i in rnd:
+                cand = candidates[i]
+                machinefile = os.path.join(workdir, f"candidate{i + 1}.machinefile")
+                write_machinefile(machinefile,
+                                  [host_of(cand.mapping[r]) for r in sorted(cand.mapping)])
+                argv = command_argv(template, machinefile=machinefile,
+                                    nprocs=len(cand.mapping))
+                running[i] = Step(f"the skeleton command on candidate {i + 1} "
+                                  f"({' '.join(cand.nodes)})", argv,
+                                  stdout=subprocess.DEVNULL)
+            deadline = time.monotonic() + timeout_seconds
+            for i, step in running.items():
+                step.finish(deadline)
+                seconds[i] = step.seconds
+                progress(f"  candidate {i + 1} ({' '.join(candidates[i].nodes)}): "
+                         f"{seconds[i]:.2f} s")
+        finally:
+            for step in running.values():
+                if step.proc.poll() is None:
+                    step.kill()
+                    step.proc.wait()
     return seconds
 
 
 def run_job(graph, pattern, *, skeleton_cmd, app_cmd, host_of, out_dir, candidates=3,
-            progress=print):
-    """Steps 2-4; writes ``run.json`` and the chosen ``machinefile`` into ``out_dir``."""
+            timeout_seconds=600.0, progress=print):
+    """Steps 2-4, each command within ``timeout_seconds``; writes ``run.json`` and the
+    chosen ``machinefile`` into ``out_dir``."""
     selection = max_min_select(graph, pattern, candidates=candidates)
     progress(f"{len(selection.candidates)} candidate group(s); bottleneck "
              f"{selection.bottleneck_mbps} Mbit/s")
     trials = run_candidates(selection.candidates, skeleton_cmd, host_of, out_dir,
-                            progress=progress)
+                            timeout_seconds=timeout_seconds, progress=progress)
     best = min(range(len(trials)), key=trials.__getitem__)
     chosen = selection.candidates[best]
     machinefile = os.path.join(out_dir, "machinefile")
     write_machinefile(machinefile, [host_of(chosen.mapping[r]) for r in sorted(chosen.mapping)])
     argv = command_argv(app_cmd, machinefile=machinefile, nprocs=len(chosen.mapping))
     progress(f"running the application on candidate {best + 1}: {shlex.join(argv)}")
-    start = time.monotonic()
-    status = subprocess.call(argv)
-    app_seconds = time.monotonic() - start
-    result = {"selection": selection.to_json(), "trial_seconds": trials, "chosen": best,
-              "machinefile": machinefile, "app_command": argv, "app_seconds": app_seconds,
-              "app_exit_status": status}
-    write_json_atomic(os.path.join(out_dir, "run.json"), result)
-    if status != 0:
-        raise UserError(f"the application command exited with status {status}")
+    app = Step("the application command", argv, echo_stderr=True)
+    status = 0
+    try:
+        app.finish(time.monotonic() + timeout_seconds)
+    except UserError:
+        status = app.proc.returncode
+        raise
+    finally:
+        result = {"selection": selection.to_json(), "trial_seconds": trials, "chosen": best,
+                  "machinefile": machinefile, "app_command": argv,
+                  "app_seconds": time.monotonic() - app.started, "app_exit_status": status}
+        write_json_atomic(os.path.join(out_dir, "run.json"), result)
     return result

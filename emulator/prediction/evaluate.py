@@ -12,7 +12,7 @@ import numpy as np
 
 from .attributes import NOMINAL, available, has_requested
 from .online import SOURCES, run_online
-from .runtime import Categories, InstanceBased, LastTwo, Li, Requested, pair_label
+from .runtime import Categories, InstanceBased, LastTwo, Li, Mean, Requested, pair_label
 from .search import Training, search_ibl, search_templates, select_li
 
 PREDICTORS = ("requested", "last2", "smith", "ibl", "li-temp-est", "li-lsterr", "li-aver")
@@ -26,58 +26,87 @@ def predictor_names(text, jobs):
         return [p for p in PREDICTORS if requested or p != "requested"]
     names = [p.strip() for p in text.split(",") if p.strip()]
     for name in names:
-        if name not in PREDICTORS:
-            raise ValueError(f"unknown predictor {name!r}; choose from {', '.join(PREDICTORS)}"
-                             " (or all)")
-        if name == "requested" and not requested:
-            raise ValueError("no job has a requested time (SWF field 9), so 'requested' "
-                             "cannot predict")
+        parts = name.split("+")
+        if len(set(parts)) != len(parts):
+            raise ValueError(f"{name!r} names a predictor twice")
+        for part in parts:
+            if part not in PREDICTORS:
+                raise ValueError(f"unknown predictor {part!r}; choose from "
+                                 f"{', '.join(PREDICTORS)} (or all), or join several with "
+                                 "+ for the mean of their predictions")
+            if part == "requested" and not requested:
+                raise ValueError("no job has a requested time (SWF field 9), so 'requested' "
+                                 "cannot predict")
     if not names:
         raise ValueError("no predictor named")
     return names
 
 
 def build(names, training, *, seed=1, log=None):
-    """Fit the named predictors on ``training``. Returns (predictors, config per name)."""
+    """Fit the named predictors on ``training``. Returns (predictors, config per name).
+
+    A name joining predictors with ``+`` is the mean of their predictions; each search runs
+    once however many names use it."""
     jobs = training.jobs
     attrs, requested = available(jobs), has_requested(jobs)
     log = log or (lambda text: None)
-    predictors, config = [], {}
-    li = None
-    for name in names:
-        started = time.perf_counter()
-        if name == "requested":
-            predictors.append(Requested())
-            config[name] = {}
-        elif name == "last2":
-            predictors.append(LastTwo())
-            config[name] = {}
-        elif name == "smith":
-            log("searching Smith's template sets (differential evolution)")
-            templates, mae = search_templates(training, attrs, requested, seed=seed)
-            predictors.append(Categories(templates))
-            config[name] = {"templates": [t.label for t in templates],
-                            "training_mae_seconds": mae}
-        elif name == "ibl":
-            log("searching instance-based learning parameters (differential evolution)")
-            params, mae = search_ibl(training, attrs, requested, seed=seed)
-            nominal = "".join(a for a in attrs if a in NOMINAL)
-            predictors.append(InstanceBased(nominal, use_requested=requested, **params))
-            config[name] = {"features": list(nominal) + ["log2 procs"]
-                            + (["log requested"] if requested else []), **params,
-                            "training_mae_seconds": mae}
-        else:
-            if li is None:
+    searched = {}
+
+    def search(name):
+        if name not in searched:
+            started = time.perf_counter()
+            if name == "smith":
+                log("searching Smith's template sets (differential evolution)")
+                templates, mae = search_templates(training, attrs, requested, seed=seed)
+                found = templates, {"templates": [t.label for t in templates],
+                                    "training_mae_seconds": mae}
+            elif name == "ibl":
+                log("searching instance-based learning parameters (differential evolution)")
+                params, mae = search_ibl(training, attrs, requested, seed=seed)
+                nominal = "".join(a for a in attrs if a in NOMINAL)
+                found = params, {"features": list(nominal) + ["log2 procs"]
+                                 + (["log requested"] if requested else []), **params,
+                                 "training_mae_seconds": mae}
+            else:
                 log("evaluating Li's templates and estimators")
-                li = select_li(training, attrs)
-            best, selected, errors = li
+                found = select_li(training, attrs), {}
+            searched[name] = found, time.perf_counter() - started
+        (found, config), seconds = searched[name]
+        return found, dict(config), seconds
+
+    def make(name):
+        started = time.perf_counter()
+        if "+" in name:
+            parts = [make(part) for part in name.split("+")]
+            predictor = Mean([p for p, _ in parts], name=name)
+            return predictor, {"parts": {p.name: c for p, c in parts},
+                               "training_seconds": time.perf_counter() - started}
+        if name == "requested":
+            predictor, config, seconds = Requested(), {}, 0.0
+        elif name == "last2":
+            predictor, config, seconds = LastTwo(), {}, 0.0
+        elif name == "smith":
+            templates, config, seconds = search(name)
+            predictor = Categories(templates)
+        elif name == "ibl":
+            params, config, seconds = search(name)
+            nominal = "".join(a for a in attrs if a in NOMINAL)
+            predictor = InstanceBased(nominal, use_requested=requested, **params)
+        else:
+            (best, selected, errors), config, seconds = search("li")
             mode = name[3:]
             pairs = [best] if mode == "temp-est" else selected
-            predictors.append(Li(pairs, mode, name=name))
-            config[name] = {"pairs": [pair_label(p) for p in pairs],
-                            "training_mae_seconds": errors[best] if mode == "temp-est"
-                            else min(errors[p] for p in pairs)}
-        config[name]["training_seconds"] = time.perf_counter() - started
+            predictor = Li(pairs, mode, name=name)
+            config = {"pairs": [pair_label(p) for p in pairs],
+                      "training_mae_seconds": errors[best] if mode == "temp-est"
+                      else min(errors[p] for p in pairs)}
+        config["training_seconds"] = seconds + time.perf_counter() - started
+        return predictor, config
+
+    predictors, config = [], {}
+    for name in names:
+        predictor, config[name] = make(name)
+        predictors.append(predictor)
     return predictors, config
 
 

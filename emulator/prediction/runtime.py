@@ -15,6 +15,7 @@ that long. Nothing else about a job's run time is ever read.
 ``Li``            Li et al.'s predictors: (template, estimator) pairs, each falling back to a
                   coarser template when its category is empty, combined by TEMP-EST (one
                   pair), LSTERR (the pair with the least recent squared error) or AVER.
+``Mean``          the mean of several predictors' predictions (names joined by ``+``).
 """
 
 import collections
@@ -359,6 +360,26 @@ class Li:
                 if v is not None:
                     errs.append((v - job.run) ** 2)
         self.bank.observe(job)
+
+
+class Mean:
+    """The mean of several predictors' predictions (Li's AVER across techniques): each part
+    learns on its own; a part with nothing to go on is left out. It conditions on elapsed
+    time only if every part does."""
+
+    def __init__(self, parts, name=None):
+        self.parts = list(parts)
+        self.name = name or "+".join(p.name for p in self.parts)
+        self.conditions = all(getattr(p, "conditions", False) for p in self.parts)
+
+    def predict(self, job, elapsed=0.0):
+        values = [p.predict(job, elapsed) for p in self.parts]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    def observe(self, job):
+        for p in self.parts:
+            p.observe(job)
 
 
 def smith_templates(attrs, requested):

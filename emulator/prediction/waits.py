@@ -62,16 +62,35 @@ class Learning:
         self.estimator.observe(job, now)
 
 
+def mean_label(names):
+    return f"mean({';'.join(names)})"
+
+
 def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
-                   evaluate=None, kill_at_requested=False, technique2=True, progress=None):
+                   evaluate=None, train=(), kill_at_requested=False, technique2=True,
+                   means=(), progress=None):
     """Predict the wait of every job in ``evaluate`` (job indices; default all) at its
     submission, inside the real schedule of ``policy`` with ``estimator``.
 
+    ``means``: groups of source names whose forecasts are also averaged (an ensemble of
+    forward simulations, one per run-time source); each group is scored as
+    ``mean(a;b;...)``. ``train``: job indices (the training prefix) whose waits are also
+    predicted, only to choose the forecast with predicted run times (a learning source or a
+    mean) with the least error there; that forecast is scored on ``evaluate`` as
+    ``summary["selected"]``, as TEMP-EST chooses a run-time predictor.
     Returns (summary, rows): rows are per evaluated job (index, actual wait, predictions).
     """
+    names = {s.name for s in sources}
+    for group in means:
+        missing = [n for n in group if n not in names]
+        if missing or len(group) < 2:
+            raise ValueError(f"a mean of forecasts needs two or more of the run-time sources "
+                             f"({', '.join(sorted(names))}); got {', '.join(group)}")
     knows = estimator.name != "actual"
     scheduler = Scheduler(processors, policy, site=site)
     evaluate = set(range(len(jobs))) if evaluate is None else set(evaluate)
+    train = set(train) - evaluate
+    forecast_for = evaluate | train
     predicted = {s.name: {} for s in sources}
     seconds = {s.name: 0.0 for s in sources}
     queue_sizes = []
@@ -88,7 +107,7 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
                 if state is not None:
                     state_predictor.observe(state, job.start - job.submit)
         for job in arrived:
-            if job.index not in evaluate:
+            if job.index not in forecast_for:
                 continue
             if job.start is not None:  # the scheduler started it at once
                 for s in sources:
@@ -143,6 +162,33 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
         summary["runtimes"][s.name] = {
             **score(pred),
             "seconds_per_prediction": seconds[s.name] / forecasts if forecasts else 0.0}
+    for group in means:
+        seconds_each = [summary["runtimes"][n]["seconds_per_prediction"] for n in group]
+        pred = np.mean([[predicted[n][i] for i in chosen] for n in group], axis=0) \
+            if chosen else np.array([])
+        label = mean_label(group)
+        rows[label] = pred - np.array([by_index[i].submit for i in chosen])
+        summary["runtimes"][label] = {**score(pred), "seconds_per_prediction": sum(seconds_each)}
+    candidates = [s.name for s in sources if s.online is not None] + \
+        [mean_label(g) for g in means]
+    trained = sorted(j.index for j in jobs if j.index in train and j.start is not None)
+    if trained and candidates:
+        train_starts = np.array([by_index[i].start for i in trained])
+        train_wait = float(np.mean([by_index[i].start - by_index[i].submit for i in trained]))
+
+        def train_error(label):
+            parts = label[5:-1].split(";") if label.startswith("mean(") else [label]
+            pred = np.mean([[predicted[n][i] for i in trained] for n in parts], axis=0)
+            return float(np.abs(pred - train_starts).mean())
+
+        errors = {label: train_error(label) for label in candidates}
+        best = min(candidates, key=errors.__getitem__)
+        summary["selected"] = {
+            "name": best, "train_jobs": len(trained),
+            "train_mae_pct_of_mean_wait": {k: 100 * v / train_wait if train_wait > 0 else None
+                                           for k, v in errors.items()},
+            **{k: v for k, v in summary["runtimes"][best].items()
+               if k != "seconds_per_prediction"}}
     if state_predictor is not None:
         pred = np.array([t2[i] for i in chosen])
         rows["technique2"] = pred - np.array([by_index[i].submit for i in chosen])
@@ -162,6 +208,11 @@ def wait_table(summary):
         pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
         rows.append(f"| {name} | {s['mae_minutes']:.1f} | {pct} | "
                     f"{s['seconds_per_prediction'] * 1000:.2f} ms |")
+    if "selected" in summary:
+        s = summary["selected"]
+        pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
+        rows.append(f"| selected on the training prefix: {s['name']} | {s['mae_minutes']:.1f} | "
+                    f"{pct} | |")
     if "technique2" in summary:
         s = summary["technique2"]
         pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"

@@ -1,0 +1,126 @@
+"""The ``grid`` command: load sharing across the sites of a grid file (seed 001), replicated,
+with paired-t intervals; replications spread over the ranks of ``mpiexec -n K``."""
+
+import os
+import sys
+
+from ..errors import UserError
+from .common import command, output_folder, positive_int
+
+
+def register(sub):
+    g = command(sub, "grid",
+                help="simulate load sharing between the sites of a grid: every site's own "
+                     "scheduler, migratable jobs moved at arrival, slowdown of local and "
+                     "remote jobs over replications (England and Weissman)",
+                examples=["nodesel grid --grid hostfiles/grid-homogeneous.toml --sharing "
+                          "0,25,50,75,100 --replications 20 --out results/grid-homogeneous",
+                          "nodesel grid --grid hostfiles/grid-heterogeneous.toml --targets "
+                          "shortest-queue,weighted-queue,predicted-start --replications 10",
+                          "mpiexec -n 2 nodesel grid --grid G.toml --replications 20   "
+                          "# replications spread over 2 ranks"],
+                handler=cmd_grid)
+    g.add_argument("--grid", required=True, help="the grid file (TOML)")
+    g.add_argument("--sharing", default="0,25,50,75,100",
+                   help="load-sharing levels: the percent of jobs flagged migratable "
+                        "(default 0,25,50,75,100)")
+    g.add_argument("--targets", default="shortest-queue,weighted-queue",
+                   help="how a moving job picks its site: shortest-queue, weighted-queue, "
+                        "predicted-start; comma-separated (default "
+                        "shortest-queue,weighted-queue)")
+    g.add_argument("--replications", type=positive_int, default=20,
+                   help="independent replications, each with its own workloads (default 20)")
+    g.add_argument("--jobs-per-site", type=positive_int,
+                   help="jobs sampled per site and replication (default: the grid file's)")
+    g.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
+    g.add_argument("--out", help="output folder; its parent must exist (default results/grid,"
+                                 " created as needed)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _levels(text):
+    try:
+        levels = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise UserError(f"--sharing takes whole percents such as 0,25,50, got {text!r}") \
+            from None
+    if not levels or any(not 0 <= v <= 100 for v in levels):
+        raise UserError(f"--sharing levels must lie in 0..100, got {text!r}")
+    return levels
+
+
+def _targets(text):
+    from ..grid.migration import TARGETS
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TARGETS]
+    if unknown or not names:
+        raise UserError(f"unknown target {unknown[0] if unknown else text!r}; choose from "
+                        f"{', '.join(TARGETS)}")
+    return list(dict.fromkeys(names))
+
+
+def cmd_grid(args):
+    from ..coordinator.launch import under_mpiexec
+    from ..grid.experiment import replication
+    from ..grid.gridfile import read_grid
+
+    grid = read_grid(args.grid)
+    if args.jobs_per_site:
+        grid.jobs_per_site = args.jobs_per_site
+    sharing, targets = _levels(args.sharing), _targets(args.targets)
+    rank, size, comm = 0, 1, None
+    if under_mpiexec():
+        from mpi4py import MPI
+
+        comm = MPI.COMM_WORLD
+        rank, size = comm.Get_rank(), comm.Get_size()
+    out = output_folder(args.out, "results/grid") if rank == 0 else None
+    mine = list(range(rank, args.replications, size))
+    bar = None
+    if rank == 0 and not args.no_progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(mine), desc=f"replications (rank 0 of {size})", leave=False)
+    results, failure = {}, None
+    try:
+        for r in mine:
+            results[r] = replication(grid, r, sharing, targets, args.seed)
+            if bar is not None:
+                bar.update(1)
+    except UserError as e:
+        failure = str(e)
+    finally:
+        if bar is not None:
+            bar.close()
+    if comm is not None and size > 1:
+        gathered = comm.gather((results, failure), root=0)
+        if rank != 0:
+            return 2 if failure else 0
+        results, failures = {}, [f for _, f in gathered if f]
+        for part, _ in gathered:
+            results.update(part)
+        failure = failures[0] if failures else None
+    if failure:
+        raise UserError(failure)
+    return _write(grid, [results[r] for r in range(args.replications)], sharing, targets,
+                  out, args)
+
+
+def _write(grid, results, sharing, targets, out, args):
+    from ..files import write_json_atomic, write_text_atomic
+    from ..grid.experiment import summarize
+    from ..grid.report import plot_slowdown, replications_csv, tables
+
+    summary = summarize(grid, results, sharing, targets)
+    summary.update(jobs_per_site=grid.jobs_per_site, seed=args.seed,
+                   simulation_seconds=sum(m["simulation_seconds"] for res in results
+                                          for m in res.values()))
+    write_json_atomic(os.path.join(out, "summary.json"), summary)
+    write_text_atomic(os.path.join(out, "replications.csv"), replications_csv(grid, results))
+    text = tables(summary)
+    write_text_atomic(os.path.join(out, "tables.md"), text)
+    plot_slowdown(summary, os.path.join(out, "slowdown.png"))
+    print(text, end="")
+    print(f"results in {out}")
+    return 0

@@ -1,0 +1,178 @@
+"""Load sharing across grid sites (seed 001): migration rules on hand-made queues, the
+migration time in a remote job's slowdown, paired-t intervals against scipy, the command,
+bad grid files, and the same numbers from one process and from two MPI ranks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from emulator.cli import main
+from emulator.grid.experiment import metrics, paired_t
+from emulator.grid.gridfile import Grid, Site
+from emulator.grid.migration import (QueueStatus, choose_by_forecast, choose_by_queue,
+                                     queue_status)
+from emulator.grid.simulate import simulate_grid
+from emulator.scheduling.job import Job
+from emulator.scheduling.scheduler import Scheduler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def job(i, submit, procs, run, home=0, migratable=True, data_bytes=0.0):
+    j = Job(i, submit, procs, run, estimate=run)
+    j.info = {"home": home, "migratable": migratable, "data_bytes": data_bytes}
+    return j
+
+
+def test_no_migration_from_an_empty_queue():
+    statuses = [QueueStatus(0, 0, 128), QueueStatus(0, 0, 128)]
+    assert choose_by_queue(0, statuses, "shortest-queue") is None
+
+
+def test_shortest_and_weighted_queue_pick_different_sites():
+    # home: 3 jobs asking 96 of 128; A: 1 job asking 512 of 512 (weighted 1.0);
+    # B: 2 jobs asking 64 of 512 (weighted 0.125)
+    statuses = [QueueStatus(3, 96, 128), QueueStatus(1, 512, 512), QueueStatus(2, 64, 512)]
+    assert choose_by_queue(0, statuses, "shortest-queue") == 1
+    assert choose_by_queue(0, statuses, "weighted-queue") == 2
+    # a remote site is chosen only if it is more favourable than home
+    assert choose_by_queue(0, [QueueStatus(1, 8, 128), QueueStatus(1, 8, 128)],
+                           "shortest-queue") is None
+    # a site the job does not fit is never chosen
+    assert choose_by_queue(0, statuses, "weighted-queue", fits=[True, True, False]) is None
+
+
+def test_queue_status_counts_waiting_jobs_only():
+    s = Scheduler(8, "fcfs")
+    for j in (job(1, 0, 8, 100), job(2, 0, 4, 10), job(3, 0, 2, 10)):
+        s.submit(j, 0)
+    s.schedule(0)
+    assert queue_status(s) == QueueStatus(2, 6, 8)
+
+
+def test_migration_time_is_part_of_a_remote_jobs_slowdown():
+    # site 0 is busy until 1000 and has a job queued; job 3 arrives there at 10 and moves to
+    # the idle site 1: 5 MB at 40 Mbit/s take 1 s, so it starts at 11
+    jobs = [job(1, 0, 8, 1000, migratable=False), job(2, 5, 8, 100, migratable=False),
+            job(3, 10, 4, 50, data_bytes=5e6)]
+    grid = Grid("g", [Site("a", 8, "nasa"), Site("b", 8, "nasa")])
+    simulate_grid(jobs, [Scheduler(8, "easy"), Scheduler(8, "easy")], "shortest-queue",
+                  lambda a, b, t: 40.0)
+    moved = jobs[2]
+    assert moved.info["site"] == 1 and moved.info["migration_seconds"] == pytest.approx(1.0)
+    assert moved.start == pytest.approx(11.0)
+    m = metrics(grid, jobs, 0.0)
+    assert m["sites"]["b"]["remote"] == pytest.approx((1.0 + 50) / 50)
+    assert m["sites"]["a"]["local"] == pytest.approx(np.mean([1.0, (995 + 100) / 100]))
+    assert m["moved_jobs"] == 1
+
+
+def test_predicted_start_moves_only_where_the_job_would_start_earlier():
+    home, remote = Scheduler(8, "easy"), Scheduler(8, "easy")
+    for j in (job(1, 0, 8, 1000), job(2, 0, 8, 100)):
+        home.submit(j, 0)
+    home.schedule(0)
+    busy = job(5, 0, 8, 400)
+    remote.submit(busy, 0)
+    remote.schedule(0)
+    arriving = job(3, 10, 4, 50)
+    # home: after job 2, at 1100; remote: at 400 (+ 30 s of migration still earlier)
+    assert choose_by_forecast(0, [home, remote], 10, arriving, [0, 30], [True, True]) == 1
+    # a migration that takes longer than waiting at home keeps it home
+    assert choose_by_forecast(0, [home, remote], 10, arriving, [0, 2000], [True, True]) is None
+
+
+def test_paired_t_matches_scipy():
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(50, 10, 20), rng.normal(40, 10, 20)
+    mean, low, high = paired_t(x, y, 0.90)
+    ci = stats.ttest_rel(x, y).confidence_interval(0.90)
+    assert mean == pytest.approx(np.mean(x - y))
+    assert (low, high) == pytest.approx((ci.low, ci.high))
+
+
+GRID = """[grid]
+jobs_per_site = 300
+data_mb = [1, 100, 1000]
+bandwidth_mbps = 40
+
+[[sites]]
+name = "a"
+processors = 128
+workload = "nasa"
+load = 0.9
+
+[[sites]]
+name = "b"
+processors = 128
+workload = "nasa"
+load = 0.7
+"""
+
+
+def test_grid_command_writes_the_documented_summary(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text(GRID)
+    out = tmp_path / "out"
+    assert main(["grid", "--grid", str(path), "--sharing", "0,50", "--replications", "3",
+                 "--targets", "shortest-queue,predicted-start", "--no-progress", "--out",
+                 str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for target in ("shortest-queue", "predicted-start"):
+        assert set(summary["slowdown"][target]) == {"0", "50"}
+        assert summary["slowdown"][target]["0"]["remote"] is None  # nothing moves at 0%
+        assert summary["slowdown"][target]["50"]["local"] >= 1
+    assert summary["moved_jobs"]["shortest-queue"]["50"] > 0
+    assert "shortest-queue: local slowdown, 0% minus 50%" in summary["intervals"]
+    rows = (out / "replications.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * 4 * 3  # replications x configurations x (grid + 2 sites)
+    assert (out / "slowdown.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("text,fragment", [
+    (GRID.replace("processors = 128\nworkload = \"nasa\"\nload = 0.7", "workload = \"nasa\""),
+     "sites[1].processors: site 'b' has no processors"),
+    (GRID.replace("bandwidth_mbps = 40", "bandwidth_mbps = 0"),
+     "grid.bandwidth_mbps: must be a positive number"),
+    (GRID.replace("load = 0.7", "load = 0.7\nworkload = \"missing.swf\"").replace(
+        "workload = \"nasa\"\nload = 0.7\n", "load = 0.7\n"),
+     "sites[1].workload"),
+    (GRID.replace('name = "b"', 'name = "a"'), "sites[1].name: site 'a' is listed twice"),
+    (GRID.replace("policy", "x") + "colour = 1\n", "sites[1].colour: unknown field"),
+    ("[grid\n", "malformed TOML"),
+])
+def test_bad_grid_files_get_one_line_naming_the_field(tmp_path, capsys, text, fragment):
+    path = tmp_path / "g.toml"
+    path.write_text(text)
+    assert main(["grid", "--grid", str(path), "--replications", "2", "--sharing", "0,50",
+                 "--no-progress", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and fragment in err[0], err
+
+
+@pytest.mark.mpi
+def test_one_process_and_two_mpi_ranks_give_the_same_numbers(tmp_path):
+    from emulator.coordinator.launch import mpiexec_path
+
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    path = tmp_path / "g.toml"
+    path.write_text(GRID)
+    args = ["-m", "emulator", "grid", "--grid", str(path), "--sharing", "0,25",
+            "--replications", "3", "--no-progress", "--seed", "7"]
+    one = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "one")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, *args, "--out",
+                          str(tmp_path / "two")], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert two.returncode == 0, two.stderr
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
+    for s in (a, b):
+        s.pop("simulation_seconds")
+    assert a == b

@@ -1,0 +1,114 @@
+"""`nodesel run`'s steps without MPI: trials pick the fastest group, and a step that fails or
+hangs is named, killed with everything it started, and recorded."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator.errors import UserError
+from emulator.experiments.userjob import Step, run_job
+from emulator.network.netgraph import graph_from_node_link
+from emulator.selection.patterns import resolve_pattern
+
+PY = sys.executable
+
+
+def graph(n=5, slow="n5"):
+    nodes = [f"n{i}" for i in range(1, n + 1)]
+    links = [{"source": a, "target": b, "bandwidth_mbps": 10.0 if slow in (a, b) else 100.0}
+             for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    return graph_from_node_link({"directed": False, "multigraph": False, "graph": {},
+                                 "nodes": [{"id": x} for x in nodes], "links": links})
+
+
+def gone(pid):
+    """True once ``pid`` no longer runs (it may linger a moment as a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_step_that_outlives_its_limit_is_killed_with_its_children_and_named():
+    spawn = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
+             "'import time; time.sleep(60)']); print(c.pid, flush=True); time.sleep(60)")
+    step = Step("the application command", [PY, "-c", spawn], stdout=subprocess.PIPE)
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"the application command did not end within 1 s "
+                                        r"and was killed") as info:
+        step.finish(time.monotonic() + 1.0)
+    assert time.monotonic() - start < 10
+    assert "--timeout-seconds" in str(info.value)
+    assert step.proc.returncode is not None and step.proc.returncode < 0
+    # the grandchild (a rank that mpiexec started, say) is ended too
+    child = [p for p in os.listdir("/proc") if p.isdigit()
+             and _cmdline(p).endswith("time.sleep(60)") and "Popen" not in _cmdline(p)]
+    deadline = time.monotonic() + 5
+    while child and not all(gone(p) for p in child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(p) for p in child), child
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def test_a_failing_step_gives_its_status_and_last_stderr_lines():
+    code = "import sys; print('first', file=sys.stderr); print('the cause', file=sys.stderr); " \
+           "sys.exit(3)"
+    step = Step("the skeleton command on candidate 2 (n1 n2)", [PY, "-c", code])
+    with pytest.raises(UserError) as info:
+        step.finish(time.monotonic() + 30)
+    text = str(info.value)
+    assert text.startswith("the skeleton command on candidate 2 (n1 n2) failed, exit status 3")
+    assert text.endswith("first | the cause")
+
+
+def test_a_step_killed_by_a_signal_says_which():
+    step = Step("the measurement", [PY, "-c", "import os, signal; os.kill(os.getpid(), "
+                                              "signal.SIGTERM)"])
+    with pytest.raises(UserError, match="the measurement failed, killed by SIGTERM"):
+        step.finish(time.monotonic() + 30)
+
+
+TRIAL = """import sys, time
+hosts = open(sys.argv[1]).read().split()
+time.sleep(0.6 if any(h.startswith('n5') for h in hosts) else 0.05)
+"""
+
+
+def test_run_job_times_each_candidate_and_runs_the_app_on_the_fastest(tmp_path):
+    trial = tmp_path / "trial.py"
+    trial.write_text(TRIAL)
+    pattern = resolve_pattern("cg", 4)
+    lines = []
+    result = run_job(graph(), pattern, skeleton_cmd=f"{PY} {trial} {{machinefile}}",
+                     app_cmd=f"{PY} -c pass", host_of=lambda n: n, out_dir=str(tmp_path),
+                     candidates=3, progress=lines.append)
+    chosen = result["selection"]["candidates"][result["chosen"]]
+    assert "n5" not in chosen["nodes"]
+    assert len(result["trial_seconds"]) == len(result["selection"]["candidates"])
+    assert result["trial_seconds"][result["chosen"]] == min(result["trial_seconds"])
+    assert result["app_exit_status"] == 0
+    assert json.loads((tmp_path / "run.json").read_text()) == result
+    assert (tmp_path / "machinefile").read_text().split() == \
+        [f"{chosen['mapping'][str(r)]}:1" for r in range(4)]
+
+
+def test_a_hanging_application_is_named_and_recorded(tmp_path):
+    with pytest.raises(UserError, match="the application command did not end within 1 s"):
+        run_job(graph(), resolve_pattern("ring", 4), skeleton_cmd=f"{PY} -c pass",
+                app_cmd=f"{PY} -c 'import time; time.sleep(60)'", host_of=lambda n: n,
+                out_dir=str(tmp_path), timeout_seconds=1.0, progress=lambda text: None)
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["app_exit_status"] < 0  # killed
+    assert 1.0 <= result["app_seconds"] < 10
