@@ -90,6 +90,10 @@ def cmd_grid(args):
                 bar.update(1)
     except UserError as e:
         failure = str(e)
+    except Exception as e:  # noqa: BLE001 - under mpiexec, rank 0 must not wait for ever
+        if size == 1:
+            raise
+        failure = f"rank {rank}: replication {r} failed: {type(e).__name__}: {e}"
     finally:
         if bar is not None:
             bar.close()

@@ -137,8 +137,8 @@ def cmd_testbed(args):
         print(f"run it with the same MPI's launcher: {bin_dir}/mpiexec -launcher ssh "
               f"-launcher-exec {files['launcher']} -f {files['hostfile']} -n {args.nodes + 1} "
               "./prog")
-        print("select nodes for it: nodesel run --testbed-name "
-              f"{args.name} --state-dir {args.state_dir} --pattern ring --nprocs 4 "
+        print(f"select nodes for it: nodesel run --testbed-name {args.name} --state-dir "
+              f"{args.state_dir} --pattern ring --nprocs {min(4, args.nodes)} "
               f"--skeleton-cmd '{bin_dir}/mpiexec -launcher ssh -launcher-exec "
               f"{files['launcher']} -f {{machinefile}} -n {{nprocs}} ./prog' --app-cmd '...'")
         return 0
