@@ -187,43 +187,45 @@ def _scheduler_estimator(args, trace, jobs):
                         f"{', '.join(PREDICTORS)}")
     from ..prediction.online import Online
 
-    return Online(_fit(args, trace, jobs, name))
+    return Online(_fit(args, trace, jobs, [name])[0])
 
 
-def _fit(args, trace, jobs, name):
-    from ..prediction.evaluate import fit_predictor
+def _fit(args, trace, jobs, names):
+    """The named predictors fitted on the training prefix, searches shared."""
+    from ..prediction.evaluate import fit_predictors
     from ..prediction.online import completion_times
 
     ends = completion_times(jobs, trace.max_procs)
-    predictor, _ = fit_predictor(name, jobs, ends, train_fraction=args.train_fraction,
-                                 seed=args.seed, log=_log)
-    return predictor
+    predictors, _ = fit_predictors(names, jobs, ends, train_fraction=args.train_fraction,
+                                   seed=args.seed, log=_log)
+    return predictors
 
 
 def _sources(args, trace, jobs, text):
-    from ..prediction.evaluate import PREDICTORS, predictor_names
+    from ..prediction.evaluate import PREDICTORS, is_predictor, predictor_names
     from ..prediction.waits import Source
 
-    sources = []
-    for name in [n.strip() for n in text.split(",") if n.strip()]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    learning = []
+    for name in names:
         if name in ("actual", "requested"):
             if name == "requested" and not trace.has("requested_time"):
                 raise UserError(f"{trace.path}: no job has a requested time (SWF field 9), "
                                 "so --runtimes requested cannot be used")
-            sources.append(Source(name))
-        elif all(part in PREDICTORS for part in name.split("+")):
+        elif is_predictor(name):
             try:
                 predictor_names(name, jobs)
             except ValueError as e:
                 raise UserError(f"--runtimes {name}: {e}") from None
-            sources.append(Source(name, _fit(args, trace, jobs, name)))
+            learning.append(name)
         else:
             raise UserError(f"unknown --runtimes {name!r}; choose actual, requested or one of "
                             f"{', '.join(PREDICTORS)}, or join predictors with + for the mean "
                             "of their predictions")
-    if not sources:
+    if not names:
         raise UserError("--runtimes names nothing")
-    return sources
+    fitted = iter(_fit(args, trace, jobs, learning) if learning else ())
+    return [Source(name, next(fitted) if name in learning else None) for name in names]
 
 
 def _site(args):

@@ -93,11 +93,10 @@ def cmd_schedule(args):
     from ..scheduling.scheduler import Scheduler
     from ..scheduling.simulate import simulate
 
-    from ..prediction.evaluate import PREDICTORS
+    from ..prediction.evaluate import is_predictor
 
     policies = policies_of(args.policy)
-    predicting = (all(p in PREDICTORS for p in args.estimates.split("+"))
-                  and args.estimates != "requested")
+    predicting = is_predictor(args.estimates) and args.estimates != "requested"
     if not predicting:
         estimator(args.estimates)  # an unknown name fails before any work
     if not 0 <= args.reservation_fraction <= 1:

@@ -18,6 +18,12 @@ from .search import Training, search_ibl, search_templates, select_li
 PREDICTORS = ("requested", "last2", "smith", "ibl", "li-temp-est", "li-lsterr", "li-aver")
 
 
+def is_predictor(name):
+    """True for a predictor's name, or several joined by ``+`` (the mean of their
+    predictions)."""
+    return all(part in PREDICTORS for part in name.split("+"))
+
+
 def predictor_names(text, jobs):
     """The predictors ``text`` names (comma-separated, or ``all``), checked; ``requested``
     only where the trace has requested times."""
@@ -213,9 +219,15 @@ def plot_error_cdf(errors, path, title, xlabel="absolute error [s]"):
     plt.close(fig)
 
 
-def fit_predictor(name, jobs, ends, *, train_fraction=0.3, seed=1, log=None):
-    """One predictor fitted on the first ``train_fraction`` of ``jobs`` (submission order),
-    ready to run online from the start of the trace. Returns (predictor, config)."""
+def fit_predictors(names, jobs, ends, *, train_fraction=0.3, seed=1, log=None):
+    """The named predictors fitted on the first ``train_fraction`` of ``jobs`` (submission
+    order), each search run once for all of them, ready to run online from the start of the
+    trace. Returns (predictors, config per name)."""
     split = max(1, min(len(jobs) - 1, int(round(train_fraction * len(jobs)))))
-    predictors, config = build([name], Training(jobs, ends, split), seed=seed, log=log)
+    return build(names, Training(jobs, ends, split), seed=seed, log=log)
+
+
+def fit_predictor(name, jobs, ends, **kwargs):
+    """One predictor, as :func:`fit_predictors`. Returns (predictor, config)."""
+    predictors, config = fit_predictors([name], jobs, ends, **kwargs)
     return predictors[0], config[name]

@@ -169,20 +169,20 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
         label = mean_label(group)
         rows[label] = pred - np.array([by_index[i].submit for i in chosen])
         summary["runtimes"][label] = {**score(pred), "seconds_per_prediction": sum(seconds_each)}
-    candidates = [s.name for s in sources if s.online is not None] + \
-        [mean_label(g) for g in means]
+    # the forecasts with predicted run times, each as the sources it averages
+    candidates = {s.name: [s.name] for s in sources if s.online is not None}
+    candidates.update((mean_label(g), list(g)) for g in means)
     trained = sorted(j.index for j in jobs if j.index in train and j.start is not None)
     if trained and candidates:
         train_starts = np.array([by_index[i].start for i in trained])
         train_wait = float(np.mean([by_index[i].start - by_index[i].submit for i in trained]))
 
-        def train_error(label):
-            parts = label[5:-1].split(";") if label.startswith("mean(") else [label]
+        def train_error(parts):
             pred = np.mean([[predicted[n][i] for i in trained] for n in parts], axis=0)
             return float(np.abs(pred - train_starts).mean())
 
-        errors = {label: train_error(label) for label in candidates}
-        best = min(candidates, key=errors.__getitem__)
+        errors = {label: train_error(parts) for label, parts in candidates.items()}
+        best = min(errors, key=errors.__getitem__)
         summary["selected"] = {
             "name": best, "train_jobs": len(trained),
             "train_mae_pct_of_mean_wait": {k: 100 * v / train_wait if train_wait > 0 else None
