@@ -69,9 +69,8 @@ def site_jobs(grid, site_index, seed):
     return jobs
 
 
-def draw(grid, replication, base_seed):
+def draw(grid, seed):
     """(jobs per site, migratable draw per job, data bytes per job) of one replication."""
-    seed = base_seed * 1000 + replication
     per_site = [site_jobs(grid, i, seed * 100 + i) for i in range(len(grid.sites))]
     rng = np.random.default_rng(seed)
     counts = [len(j) for j in per_site]
@@ -95,7 +94,7 @@ def bandwidth_function(grid, seed, duration_seconds):
     return lambda a, b, t: f(names[a], names[b], t)
 
 
-def run_one(grid, drawn, sharing_pct, target, seed):
+def run_one(grid, drawn, sharing_pct, target, bandwidth):
     """One simulation: returns per-site metrics and the grid-wide ones."""
     per_site, uniform, data = drawn
     jobs, index = [], 0
@@ -108,8 +107,6 @@ def run_one(grid, drawn, sharing_pct, target, seed):
             c.info = {"home": s, "migratable": bool(uniform[s][k] < sharing_pct / 100),
                       "data_bytes": float(data[s][k])}
             jobs.append(c)
-    span = max(j.submit for j in jobs) - min(j.submit for j in jobs)
-    bandwidth = bandwidth_function(grid, seed, 2 * span + 86400)
     schedulers = [Scheduler(s.processors, s.policy) for s in grid.sites]
     seconds = simulate_grid(jobs, schedulers, target, bandwidth)
     return metrics(grid, jobs, seconds)
@@ -161,17 +158,19 @@ def paired_t(x, y, confidence=0.90):
 
 def replication(grid, r, sharing, targets, base_seed):
     """Every (target, sharing) result of replication ``r``: {(target, pct): metrics}."""
-    drawn = draw(grid, r, base_seed)
     seed = base_seed * 1000 + r
+    drawn = draw(grid, seed)
+    submits = [j.submit for site_list in drawn[0] for j in site_list]
+    bandwidth = bandwidth_function(grid, seed, 2 * (max(submits) - min(submits)) + 86400)
     out = {}
     if 0 in sharing:
-        none = run_one(grid, drawn, 0, targets[0], seed)
+        none = run_one(grid, drawn, 0, targets[0], bandwidth)
         for t in targets:
             out[(t, 0)] = none
     for t in targets:
         for pct in sharing:
             if pct:
-                out[(t, pct)] = run_one(grid, drawn, pct, t, seed)
+                out[(t, pct)] = run_one(grid, drawn, pct, t, bandwidth)
     return out
 
 
