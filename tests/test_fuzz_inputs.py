@@ -6,7 +6,7 @@ as a traceback.
 The damage: a line dropped, duplicated or swapped, a token replaced by a hostile one (empty,
 negative, huge, NaN, text where a number goes, a quote or bracket), the text cut short,
 random printable or binary bytes inserted. ``FUZZ_EXAMPLES`` (default 25 per format) bounds
-the run (12 formats, so 300 damaged files by default).
+the run (14 formats, so 350 damaged files by default).
 """
 
 import contextlib
@@ -81,6 +81,11 @@ FORMATS = {
                                  'maxproc = 4\n',
                     ["schedule", "SWF", "--policy", "conservative", "--policy-file", "FILE",
                      "--out", "OUT"]),
+    "jobs-csv": ("jobs.csv", "arrival_seconds,benchmark,class,tasks\n0,cg,A,4\n2.5,bt,S,4\n"
+                             "3,is,W,2\n7,mg,A,8\n", ["batch", "--jobs", "FILE", "--list-jobs"]),
+    "jobs-toml": ("jobs.toml", '[[job]]\narrival_seconds = 0\nbenchmark = "cg"\ntasks = 4\n\n'
+                               '[[job]]\narrival_seconds = 1.5\nbenchmark = "sp"\nclass = "S"\n'
+                               'tasks = 9\n', ["batch", "--jobs", "FILE", "--list-jobs"]),
     "grid-toml": ("g.toml", _read("hostfiles", "grid-homogeneous.toml"),
                   ["grid", "--grid", "FILE", "--replications", "2", "--jobs-per-site", "60",
                    "--sharing", "0,50", "--no-progress", "--out", "OUT"]),

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Which domains each domain may import (``errors`` and ``files`` serve everyone). The order
 # is the flow: network -> shaping | kernel -> selection -> skeletons -> coordinator ->
-# experiments -> cli; the scheduling domains (workload -> scheduling -> prediction -> grid)
+# experiments | batch -> cli; the scheduling domains (workload -> scheduling -> prediction -> grid)
 # stand beside it and meet it in the coordinator.
 ALLOWED = {
     "network": set(),
@@ -31,6 +31,8 @@ ALLOWED = {
                     "scheduling", "prediction"},
     "experiments": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
                     "scheduling", "prediction", "coordinator"},
+    "batch": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
+              "scheduling", "prediction", "coordinator"},
 }
 ROOT_MODULES = {"errors", "files"}
 

@@ -11,9 +11,11 @@ import signal
 import sys
 
 from ..errors import UserError
-from . import experiments, grid, kernel, network, prediction, scheduling, selection, workload
+from . import batch, experiments, grid, kernel, network, prediction, scheduling, selection, \
+    workload
 
-GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction, grid)
+GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction, grid,
+          batch)
 
 EXAMPLES = """\
 examples:
@@ -35,6 +37,8 @@ examples:
   nodesel predict wait nasa --compress-arrivals 1.93 --runtimes actual,smith --out results/wait
   nodesel predict starts nasa --at 864000 --policy-file site.toml
   nodesel grid --grid hostfiles/grid-homogeneous.toml --replications 20   load sharing (seed 001)
+  nodesel batch --nsp uniform --jsp fcfs --loaded-fraction 0.25   a batch run (seed 000)
+  nodesel batch-experiment --quick              turnaround estimators against each other
 """
 
 

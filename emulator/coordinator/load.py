@@ -118,6 +118,7 @@ def modeled_compute_seconds(work_seconds, local_cpu_fraction):
 def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))  # Ctrl-C at a terminal: end quietly
     block = bytearray(memory_bytes)
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     for i in range(0, memory_bytes, page):
@@ -144,7 +145,10 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second):
             except BlockingIOError:
                 pass
         if period_start - last_report >= 0.5:
-            print(f"sent_bytes {sent}", flush=True)
+            try:
+                print(f"sent_bytes {sent}", flush=True)
+            except BrokenPipeError:  # the node that started this load is gone: so are we
+                os._exit(0)
             last_report = period_start
         rest = period_start + PERIOD_SECONDS - time.monotonic()
         if rest > 0:

@@ -4,7 +4,13 @@ Node ranks serve the coordinator's commands on a control communicator:
 
 ``work``   run a registered work function on a group of nodes, over a shaped group
            communicator (:class:`emulator.shaping.ShapedComm`); disjoint groups run at once;
-``load``   start the node's synthetic local load; ``report`` measures it with psutil;
+           with ``threaded`` the work runs in a thread of its own, on a communicator of
+           its own, so groups that share nodes run at once too (time sharing), their
+           compute phases sharing the node's CPU (:mod:`.cpushare`), and the node goes on
+           answering the coordinator meanwhile; the reply comes on the job's own tag;
+``load``   start the node's synthetic local load (``unload`` stops it; with ``modeled_cpu``
+           its CPU share is the node's CPU model's alone, no process burns it);
+``report`` measure the load with psutil and give each threaded job's CPU time so far;
 ``stop``   stop the load and leave.
 
 No rank spins while it waits: every wait polls with ``Test``/``Iprobe`` and sleeps. No rank
@@ -29,12 +35,18 @@ from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
 from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
 from . import supervise
+from .cpushare import NodeCPU
 from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
 DEFAULT_TIMEOUT_SECONDS = 30.0
 CONTROL_TAG = 7
+JOB_TAG_BASE = 1000  # a threaded job's reply comes on JOB_TAG_BASE + its number
+JOB_TAGS = 1 << 20
+# A threaded job's waits sleep until a ring, a due delivery or this long: up to 4 jobs per
+# node on 16 nodes and 2 cores cannot all wake every millisecond.
+THREADED_BELL_MAX_SECONDS = 0.005
 GRACE_SECONDS = 2.0
 
 
@@ -151,17 +163,84 @@ def _network(settings, *, dedicated=False):
                    time_scale=settings.time_scale)
 
 
+def _group_comm(data, settings, networks, names, msg, *, own=False):
+    """The communicator a work message runs on; with ``own``, one made for this job alone
+    (its ranks numbered from 0), so jobs that share nodes never see each other's traffic.
+    Returns (comm, raw MPI communicator to free or None)."""
+    members, raw = msg["members"], None
+    if own or settings.shaping in ("tc", "external"):
+        group = data.Get_group().Incl(members)
+        raw = data.Create_group(group, msg["job"] % 32768)
+        group.Free()
+    if settings.shaping in ("tc", "external"):
+        return MPIComm(raw), raw  # real traffic: a plain communicator over the group
+    network = networks[bool(msg.get("dedicated"))]
+    # a job may run on its own scenario clock (the experiment replays the same scenario
+    # time for every method)
+    network.epoch = msg.get("epoch") or settings.epoch
+    nodes = [names[r - 1] for r in members]
+    if own:
+        bell = bells = None
+        if msg.get("doorbells"):  # all members on one machine: a bell for this job alone
+            bell = doorbell.Doorbell()
+            bells = raw.allgather(bell.address)
+        comm = ShapedComm(raw, list(range(len(members))), nodes, network, context=0,
+                          timeout_seconds=settings.timeout_seconds, doorbells=bells, bell=bell)
+        comm.own_bell = bell
+        comm.bell_max_seconds = THREADED_BELL_MAX_SECONDS
+        return comm, raw
+    return ShapedComm(data, members, nodes, network, context=msg["job"],
+                      timeout_seconds=settings.timeout_seconds,
+                      doorbells=msg.get("doorbells")), raw
+
+
+def _run_work(data, settings, networks, names, msg, cpu=None):
+    """Run one work message; returns the reply."""
+    try:
+        comm, raw = _group_comm(data, settings, networks, names, msg, own=cpu is not None)
+        try:
+            if cpu is not None:
+                comm.shared_cpu = (cpu, msg["job"])
+            result = WORK[msg["fn"]](comm, **msg["kwargs"])
+        finally:
+            if raw is not None:
+                raw.Free()
+            if getattr(comm, "own_bell", None) is not None:
+                comm.own_bell.close()
+        reply = {"ok": True, "job": msg["job"], "result": result,
+                 "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
+        if cpu is not None:
+            reply["cpu_seconds"] = cpu.cpu_seconds(msg["job"])
+        return reply
+    except NodeFailure as e:
+        return {"ok": False, "job": msg.get("job"), "error": e.reason, "failed": e.node}
+    except Exception as e:  # reported to the coordinator, which decides
+        return {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
+    finally:
+        if cpu is not None:
+            cpu.forget(msg["job"])
+
+
 def serve_node(world, control, data, settings):
     """Serve the coordinator until it says stop."""
+    import threading
+
     names = clusters.node_names(settings.cluster)
     me = world.Get_rank()
     networks = {False: _network(settings), True: _network(settings, dedicated=True)}
     load = None
+    cpu = NodeCPU()
+    threads = {}  # job -> thread of a threaded work
     hello = {"pid": os.getpid(), "machine": _machine()}
     bell = doorbell.local() if settings.shaping in ("inproc", "none") else None
     if bell is not None:
         hello.update(bell=bell.address, place=doorbell.place())
     control.send(hello, 0, CONTROL_TAG)
+
+    def threaded(msg):
+        reply = _run_work(data, settings, networks, names, msg, cpu)
+        control.send(reply, 0, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
+
     try:
         while True:
             req = control.irecv(source=0, tag=CONTROL_TAG)
@@ -174,43 +253,41 @@ def serve_node(world, control, data, settings):
                 pause = min(pause * 1.5, IDLE_POLL_MAX_SECONDS)
             op = msg["op"]
             if op == "stop":
+                for t in threads.values():
+                    t.join(timeout=settings.timeout_seconds)
                 control.send({"ok": True}, 0, CONTROL_TAG)
                 return
+            if op == "work" and msg.get("threaded"):
+                threads = {j: t for j, t in threads.items() if t.is_alive()}
+                t = threading.Thread(target=threaded, args=(msg,), daemon=True)
+                threads[msg["job"]] = t
+                t.start()
+                continue
             try:
                 if op == "work":
-                    members, raw = msg["members"], None
-                    if settings.shaping in ("tc", "external"):
-                        # real traffic: a plain communicator over the group's ranks
-                        group = data.Get_group().Incl(members)
-                        raw = data.Create_group(group, msg["job"] % 32768)
-                        group.Free()
-                        comm = MPIComm(raw)
-                    else:
-                        network = networks[bool(msg.get("dedicated"))]
-                        # a job may run on its own scenario clock (the experiment replays
-                        # the same scenario time for every method)
-                        network.epoch = msg.get("epoch") or settings.epoch
-                        comm = ShapedComm(data, members, [names[r - 1] for r in members],
-                                          network, context=msg["job"],
-                                          timeout_seconds=settings.timeout_seconds,
-                                          doorbells=msg.get("doorbells"))
-                    try:
-                        result = WORK[msg["fn"]](comm, **msg["kwargs"])
-                    finally:
-                        if raw is not None:
-                            raw.Free()
-                    reply = {"ok": True, "job": msg["job"], "result": result,
-                             "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
+                    reply = _run_work(data, settings, networks, names, msg)
                 elif op == "load":
                     spec = LoadSpec(**msg["spec"])
+                    cpu.set_local(spec.cpu_fraction)
+                    if msg.get("modeled_cpu"):
+                        # more node ranks than cores: the local user's CPU share lives in
+                        # the node's CPU model only; its memory and traffic stay real
+                        spec = LoadSpec(0.0, spec.memory_fraction, spec.lan_bytes_per_second)
                     load = LocalLoad(spec, settings.cluster.nodes[names[me - 1]]["memory_mb"])
                     reply = {"ok": True, "pid": load.pid}
+                elif op == "unload":
+                    if load is not None:
+                        load.stop()
+                        load = None
+                    cpu.set_local(0.0)
+                    reply = {"ok": True}
                 elif op == "report":
-                    reply = {"ok": True, "load": None if load is None else load.measure()}
+                    reply = {"ok": True, "load": None if load is None else load.measure(),
+                             "jobs": {j: cpu.cpu_seconds(j) for j, t in threads.items()
+                                      if t.is_alive()},
+                             "computing": cpu.computing()}
                 else:
                     reply = {"ok": False, "error": f"unknown command {op!r}"}
-            except NodeFailure as e:
-                reply = {"ok": False, "job": msg.get("job"), "error": e.reason, "failed": e.node}
             except Exception as e:  # reported to the coordinator, which decides
                 reply = {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
             control.send(reply, 0, CONTROL_TAG)
@@ -330,11 +407,13 @@ class Coordinator:
                     self.down.add(self.node(rank))
                     break
 
-    def submit(self, nodes, fn, *, epoch=None, dedicated=False, **kwargs):
-        """Start ``fn`` on a group of nodes (names); returns a handle for :meth:`wait`.
+    def submit(self, nodes, fn, *, epoch=None, dedicated=False, threaded=False, **kwargs):
+        """Start ``fn`` on a group of nodes (names); returns a handle for :meth:`wait` or
+        :meth:`poll`.
 
         ``epoch`` runs the job on its own scenario clock (wall time at scenario time 0);
-        ``dedicated`` runs it with every link at full capacity.
+        ``dedicated`` runs it with every link at full capacity; ``threaded`` runs it beside
+        whatever else its nodes run (time sharing, see :func:`serve_node`).
         """
         members = [self.rank_of(n) for n in nodes]
         if self.shaper is not None:  # kernel shaping: bring tc to this job's network
@@ -345,11 +424,53 @@ class Coordinator:
             raise NodeFailure(", ".join(gone), "marked down earlier", nodes=gone)
         self._jobs += 1
         msg = {"op": "work", "job": self._jobs, "members": members, "fn": fn, "kwargs": kwargs,
-               "epoch": epoch, "dedicated": dedicated, "doorbells": self._doorbells(members)}
+               "epoch": epoch, "dedicated": dedicated, "doorbells": self._doorbells(members),
+               "threaded": threaded}
         for rank in members:
             self.control.send(msg, rank, CONTROL_TAG)
-        reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in members}
+        tag = JOB_TAG_BASE + self._jobs % JOB_TAGS if threaded else CONTROL_TAG
+        reqs = {r: self.control.irecv(source=r, tag=tag) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
+
+    def poll(self, handle):
+        """The results of a submitted group (as :meth:`wait`) if every node has answered,
+        else None, without waiting. A node found dead is marked down and
+        :class:`NodeFailure` names it; so does a node's own error."""
+        reqs = handle["reqs"]
+        got = handle.setdefault("replies", {})
+        for rank, req in reqs.items():
+            if rank not in got:
+                done, msg = req.test()
+                if done:
+                    got[rank] = msg
+        if len(got) < len(reqs):
+            now = time.monotonic()
+            if now - handle.get("checked", 0.0) > 0.5:
+                handle["checked"] = now
+                dead = [r for r in reqs if r not in got and not self._alive(r)]
+                if dead:
+                    names = [self.node(r) for r in dead]
+                    self.down.update(names)
+                    raise NodeFailure(", ".join(names), f"rank {', '.join(map(str, dead))} "
+                                      f"died during {handle['fn']}", nodes=names)
+            return None
+        return self._judge(got)
+
+    def _judge(self, replies):
+        """Results by node name, or NodeFailure naming the culprit of a failed group."""
+        for rank, msg in replies.items():
+            if msg.get("ok") is False and msg.get("failed") is None:
+                self.down.add(self.node(rank))
+                raise NodeFailure(self.node(rank), msg.get("error", "?"))
+        # errors on a node itself were raised above; what is left are peers that gave up on
+        # a node, and the one they name is the culprit
+        failed = [r for r in replies.values() if not r.get("ok")]
+        if failed:
+            named = next((r for r in failed if r["failed"] != "?"), failed[0])
+            culprits = [n.strip() for n in named["failed"].split(",") if n.strip() in self.names]
+            self.down.update(culprits)
+            raise NodeFailure(named["failed"], named.get("error", "?"), nodes=culprits)
+        return {self.node(rank): reply for rank, reply in replies.items()}
 
     def wait(self, handle, *, timeout=None):
         """Results of a submitted group, by node name. On a failure the culprit is marked
@@ -363,15 +484,7 @@ class Coordinator:
                 if self.node(rank) not in self.down:
                     self._stale.setdefault(rank, []).append(req)
             raise
-        # errors on a node itself were raised above; what is left are peers that gave up on
-        # a node, and the one they name is the culprit
-        failed = [r for r in replies.values() if not r.get("ok")]
-        if failed:
-            named = next((r for r in failed if r["failed"] != "?"), failed[0])
-            culprits = [n.strip() for n in named["failed"].split(",") if n.strip() in self.names]
-            self.down.update(culprits)
-            raise NodeFailure(named["failed"], named.get("error", "?"), nodes=culprits)
-        return {self.node(rank): reply for rank, reply in replies.items()}
+        return self._judge(replies)
 
     def run(self, nodes, fn, **kwargs):
         return self.wait(self.submit(nodes, fn, **kwargs))

@@ -46,6 +46,7 @@ import bisect
 import math
 import pickle
 import struct
+import threading
 import time
 from collections import deque
 
@@ -60,6 +61,9 @@ from .timing import Aim
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.0002
 BELL_MAX_SECONDS = 0.001  # with doorbells, polls only guard against a ring that came early
+# A compute phase on a time-shared node sleeps until its end, a ring (a message, or a change
+# of its CPU share) or this long: what arrives meanwhile is delivered at its modelled time.
+COMPUTE_NAP_SECONDS = 0.02
 LEAD_MAX_SECONDS = 0.0001
 LEAD_WEIGHT = 0.1
 MIN_STEP_SECONDS = 1e-6
@@ -68,6 +72,9 @@ SEND_BUFFER_BYTES = 512 * 1024  # a TCP socket's send buffer after Linux autotun
 # Sends still in flight, kept here (not on a communicator) so their buffers live until MPI is
 # done with them, even after the group's communicator is gone.
 _IN_FLIGHT = []
+# Jobs that time-share a node run in threads of its rank: one thread at a time adds to or
+# tests the sends in flight (MPI forbids completing one request in two threads at once).
+_IN_FLIGHT_LOCK = threading.Lock()
 # How late this process delivers after a timed sleep (wake-up and progress), a moving
 # average: sleeps aim that much early, so deliveries land on time on average. Capped, so a
 # host with its cores busy stays late rather than delivering early.
@@ -81,6 +88,12 @@ _HEADER_FORMAT = struct.Struct("dddq")  # send wall time, bytes, sender's open f
 _BUFFER_BITS = SEND_BUFFER_BYTES * 8.0
 _NOTE_FORMAT = struct.Struct("dd")  # wall time, sender's open flows from then
 _NOTICE_FORMAT = struct.Struct("dq?")  # wall time, the send's seq, final (else release)
+
+
+def _keep(request):
+    """Hold a send's request (and so its buffer) until MPI is done with it."""
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.append(request)
 
 
 def _nbytes(buf):
@@ -195,10 +208,13 @@ class ShapedComm(Collectives):
     doorbells : list, optional
         Doorbell address of each member (same order) when all share this rank's machine
         and network namespace (:func:`emulator.doorbell.place`); without them waits poll.
+    bell : Doorbell, optional
+        This member's own bell (default the process's): a job in a thread of its own has
+        a bell of its own, so a ring wakes the thread it is meant for.
     """
 
     def __init__(self, comm, members, nodes, network, *, context=0, timeout_seconds=120.0,
-                 doorbells=None):
+                 doorbells=None, bell=None):
         self.comm = comm
         self.members = list(members)
         self.nodes = list(nodes)
@@ -230,10 +246,15 @@ class ShapedComm(Collectives):
         self._port_bps = [network.port_mbps[n] * 1e6 for n in self.nodes]
         self._pair = {}  # source -> (from, until, bit/s): the current piece of the scenario
         self._bucket = {}  # source -> (tokens in bits, busy until): the pair's token bucket
-        self._bell = doorbell.local() if doorbells else None
+        self._bell = (bell or doorbell.local()) if doorbells else None
         self._bells = doorbells if self._bell is not None else None
         self.bytes_sent = 0
         self.messages_sent = 0
+        # (NodeCPU, job) when compute phases share the node's CPU with other jobs
+        self.shared_cpu = None
+        # the longest sleep of a wait with doorbells; a node running many jobs at once in
+        # threads sets it longer, so waiting threads do not keep its cores busy
+        self.bell_max_seconds = BELL_MAX_SECONDS
 
     # -- mpi4py-like surface -----------------------------------------------------------
 
@@ -257,7 +278,7 @@ class ShapedComm(Collectives):
             _HEADER_FORMAT.pack_into(packet, 0, now, nbytes, max(len(open_flows), 1), self._seq)
             packet[_HEADER_FORMAT.size:] = data
             # the request holds the packet, which must outlive this communicator
-            _IN_FLIGHT.append(self.comm.Isend(packet, world_dest, self._mpi_tag(tag, _HEADER)))
+            _keep(self.comm.Isend(packet, world_dest, self._mpi_tag(tag, _HEADER)))
             req.done = True
         else:
             egress = len(open_flows) + 1
@@ -279,8 +300,8 @@ class ShapedComm(Collectives):
     def _announce_egress(self, t, count, flows, skip=None):
         """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``."""
         for peer in sorted({r.peer for r in flows} - {skip}):
-            _IN_FLIGHT.append(self.comm.Isend(_NOTE_FORMAT.pack(t, count), self.members[peer],
-                                              self._mpi_tag(0, _EGRESS)))
+            _keep(self.comm.Isend(_NOTE_FORMAT.pack(t, count), self.members[peer],
+                                  self._mpi_tag(0, _EGRESS)))
             self._ring(peer)
 
     def Irecv(self, buf, source, tag=0):
@@ -525,8 +546,8 @@ class ShapedComm(Collectives):
 
     def _notify(self, flow, at, final):
         """Tell a flow's sender that it finished (``final``) or was released at ``at``."""
-        _IN_FLIGHT.append(self.comm.Isend(_NOTICE_FORMAT.pack(at, flow.seq, final),
-                                          self.members[flow.src], self._mpi_tag(flow.tag, _ACK)))
+        _keep(self.comm.Isend(_NOTICE_FORMAT.pack(at, flow.seq, final),
+                              self.members[flow.src], self._mpi_tag(flow.tag, _ACK)))
         self._ring(flow.src)
 
     def _notices(self, now):
@@ -627,7 +648,11 @@ class ShapedComm(Collectives):
                     f.request = None
                 else:
                     moving = True
-        _IN_FLIGHT[:] = [r for r in _IN_FLIGHT if not r.Test()]
+        if _IN_FLIGHT and _IN_FLIGHT_LOCK.acquire(blocking=False):
+            try:
+                _IN_FLIGHT[:] = [r for r in _IN_FLIGHT if not r.Test()]
+            finally:
+                _IN_FLIGHT_LOCK.release()
         for req in self._sends.values():
             if req._mpi:
                 if MPI.Request.Testall(req._mpi):
@@ -645,7 +670,7 @@ class ShapedComm(Collectives):
             self._finish = self._run_model(now)
         return self._deliver(now)
 
-    def _wait_until(self, condition, timeout=None, until=math.inf):
+    def _wait_until(self, condition, timeout=None, until=math.inf, nap_max=None):
         """Progress until ``condition()``; never sleep past wall time ``until``.
 
         With doorbells a wait sleeps until a ring, the next due delivery or ``until``
@@ -656,7 +681,7 @@ class ShapedComm(Collectives):
         global _lead_seconds
         timeout = self.timeout_seconds if timeout is None else timeout
         start = time.monotonic()
-        pause = POLL_MIN_SECONDS if self._bell is None else BELL_MAX_SECONDS
+        pause = POLL_MIN_SECONDS if self._bell is None else (nap_max or self.bell_max_seconds)
         aim = None  # the wall time a sleep for a due delivery aimed at
         while True:
             if aim is None and condition():  # done already, or woken for ``until``
@@ -690,6 +715,17 @@ class ShapedComm(Collectives):
     def compute(self, seconds):
         """Let ``seconds`` of wall time pass while still progressing incoming messages. The
         wait aims early by how late phases have been ending (:class:`emulator.timing.Aim`),
-        so phases last ``seconds`` on average."""
+        so phases last ``seconds`` on average. On a time-shared node (``shared_cpu``) the
+        phase is ``seconds`` of CPU work at the node's shared pace
+        (:mod:`emulator.coordinator.cpushare`)."""
+        if self.shared_cpu is not None:
+            cpu, job = self.shared_cpu
+            # another phase starting or ending rings this job's bell: the pace changed
+            wake = None if self._bell is None else (lambda: self._bell.ring(self._bell.address))
+            cpu.compute(job, seconds, lambda deadline, version: self._wait_until(
+                lambda: time.time() >= deadline or cpu.version != version,
+                timeout=deadline - time.time() + self.timeout_seconds, until=deadline,
+                nap_max=COMPUTE_NAP_SECONDS), wake=wake)
+            return
         _COMPUTE_AIM.pace(seconds, lambda aim: self._wait_until(
             lambda: time.time() >= aim, timeout=seconds + self.timeout_seconds, until=aim))

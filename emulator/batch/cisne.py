@@ -1,0 +1,208 @@
+"""Turnaround estimation by on-the-fly simulation (seed 000 §3, Algorithm 1, Eq. 1-9).
+
+A job's characterization (seed 000 §2), from one run in isolation: ``exe_seconds``
+(ExeTime_tot), ``cpu_seconds`` (CPUtime_tot, per task) and their ratio CPU(J). While it
+runs the coordinator knows ExeTime_cur and CPUtime_cur. The node state is a
+:class:`~.placement.Placement`'s: per node the CPU share of its local user (CPU_local) and
+the CPU(J) of every parallel task on it.
+
+RemainTime estimators (Alg. 1:4):
+
+``prop``  Eq. 1: ExeTime_cur x (CPUtime_tot - CPUtime_cur) / CPUtime_cur. Before any CPU
+          has been used Eq. 1 is 0/0; the job's isolated time stands in.
+``mpl``   Eq. 4: RemainTime_isol (Eq. 2) x MPL_max (Eq. 3).
+``cpu``   Eq. 5: RemainTime_isol x CPU(J) / CPU_feas (Eq. 6, with CPU_max of Eq. 7).
+
+CPUtime estimators (Alg. 1:7): ``mpl`` Eq. 8 and ``cpu`` Eq. 9. A combination is named
+``REMAIN-CPUTIME`` (``mpl-mpl`` and ``cpu-cpu`` are seed 000 Table 1's MPL and CPU).
+
+``net-net`` (beyond seed 000) splits the isolated run into CPU time and the rest
+(communication), stretches the CPU part by the node's processor sharing (a node whose
+demand, local plus parallel, exceeds one CPU gives its parallel tasks (1 - CPU_local) in
+proportion to their shares; the job goes at the pace of its slowest node) and the
+communication part by ``comm_factor``: the flow model's time for the job's pattern on its
+nodes under the status graph over the same at full capacity (1 when no graph is known).
+"""
+
+import math
+
+from ..scheduling.scheduler import RESOLUTION_SECONDS
+
+REMAIN = ("prop", "mpl", "cpu")
+CPUTIME = ("mpl", "cpu")
+ESTIMATORS = tuple(f"{r}-{c}" for r in REMAIN for c in CPUTIME) + ("net-net",)
+
+
+# -- the equations -------------------------------------------------------------------------
+
+
+def remain_prop(exe_cur, cpu_cur, exe_tot, cpu_tot):
+    """Eq. 1."""
+    if cpu_cur <= 0:
+        return exe_tot
+    return max(exe_cur * (cpu_tot - cpu_cur) / cpu_cur, 0.0)
+
+
+def remain_isol(exe_tot, cpu_tot, cpu_cur):
+    """Eq. 2."""
+    return max(exe_tot * (cpu_tot - cpu_cur) / cpu_tot, 0.0)
+
+
+def mpl_max(nodes, state):
+    """Eq. 3: the most tasks, parallel and local, on any of the job's nodes."""
+    return max(state[n].mpl for n in nodes)
+
+
+def cpu_max(nodes, state):
+    """Eq. 7: the largest CPU demand, parallel and local, on any of the job's nodes."""
+    return max(state[n].demand for n in nodes)
+
+
+def cpu_feas(cpu_j, cpumax):
+    """Eq. 6."""
+    return min(cpu_j, cpu_j / cpumax) if cpumax > 0 else cpu_j
+
+
+def remain_mpl(exe_tot, cpu_tot, cpu_cur, mplmax):
+    """Eq. 4."""
+    return remain_isol(exe_tot, cpu_tot, cpu_cur) * mplmax
+
+
+def remain_cpu(exe_tot, cpu_tot, cpu_cur, cpumax):
+    """Eq. 5."""
+    cpu_j = cpu_tot / exe_tot
+    return remain_isol(exe_tot, cpu_tot, cpu_cur) * cpu_j / cpu_feas(cpu_j, cpumax)
+
+
+def cputime_mpl(cpu_cur, dt, exe_tot, cpu_tot, mplmax):
+    """Eq. 8."""
+    return cpu_cur + dt * cpu_tot / (mplmax * exe_tot)
+
+
+def cputime_cpu(cpu_cur, dt, feas):
+    """Eq. 9."""
+    return cpu_cur + dt * feas
+
+
+def cpu_factor(nodes, state):
+    """The share of its isolated CPU pace a job gets on its most crowded node."""
+    factor = 1.0
+    for n in nodes:
+        s = state[n]
+        paral = s.parallel_cpu
+        if s.local_cpu + paral > 1.0 and paral > 0:
+            factor = min(factor, max(1.0 - s.local_cpu, 0.0) / paral)
+    return max(factor, 1e-6)
+
+
+def net_rate(exe_tot, cpu_tot, comm_factor, factor):
+    """CPU seconds per second of a job running at CPU ``factor`` and ``comm_factor``."""
+    comm = max(exe_tot - cpu_tot, 0.0)
+    return cpu_tot / (cpu_tot / factor + comm * comm_factor)
+
+
+# -- Algorithm 1 ---------------------------------------------------------------------------
+
+
+def _views(jobs, state):
+    """(MPL_max, CPU_max, CPU factor) of each job on the node state of this moment: node
+    totals are summed once, then each job takes the maximum over its nodes."""
+    loads = {}
+    for n, s in state.items():
+        paral = sum(s.tasks.values())
+        factor = 1.0
+        if s.local_cpu + paral > 1.0 and paral > 0:
+            factor = max(max(1.0 - s.local_cpu, 0.0) / paral, 1e-6)
+        loads[n] = (len(s.tasks) + (1 if s.local_cpu > 0 else 0), s.local_cpu + paral, factor)
+    views = {}
+    for job in jobs:
+        here = [loads[n] for n in job.nodes if n in loads]
+        if not here:  # every node of the job is down: it runs at its isolated pace
+            views[job] = (1, 0.0, 1.0)
+            continue
+        views[job] = (max(v[0] for v in here), max(v[1] for v in here),
+                      min(v[2] for v in here))
+    return views
+
+
+def _remaining(remain, job, exe_cur, cpu_cur, view):
+    info = job.info
+    exe_tot, cpu_tot = info["exe_seconds"], info["cpu_seconds"]
+    mplmax, cpumax, factor = view
+    if remain == "prop":
+        return remain_prop(exe_cur, cpu_cur, exe_tot, cpu_tot)
+    if remain == "mpl":
+        return remain_mpl(exe_tot, cpu_tot, cpu_cur, mplmax)
+    if remain == "cpu":
+        return remain_cpu(exe_tot, cpu_tot, cpu_cur, cpumax)
+    rate = net_rate(exe_tot, cpu_tot, info.get("comm_factor", 1.0), factor)
+    return max(cpu_tot - cpu_cur, 0.0) / rate
+
+
+def _cputime(how, job, cpu_cur, dt, view):
+    info = job.info
+    exe_tot, cpu_tot = info["exe_seconds"], info["cpu_seconds"]
+    mplmax, cpumax, factor = view
+    if how == "mpl":
+        cpu = cputime_mpl(cpu_cur, dt, exe_tot, cpu_tot, mplmax)
+    elif how == "cpu":
+        cpu = cputime_cpu(cpu_cur, dt, cpu_feas(cpu_tot / exe_tot, cpumax))
+    else:
+        cpu = cpu_cur + dt * net_rate(exe_tot, cpu_tot, info.get("comm_factor", 1.0), factor)
+    return min(cpu, cpu_tot)
+
+
+def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor_of=None):
+    """Algorithm 1: the predicted end time of every running and waiting job.
+
+    ``scheduler`` (the live :class:`~emulator.scheduling.Scheduler`, with the run's JSP)
+    and ``placement`` (its :class:`~.placement.Placement`, the run's NSP) are copied, never
+    changed. ``progress`` maps each running job's id to (ExeTime_cur, CPUtime_cur).
+    ``comm_factor_of(info, nodes)`` gives ``net-net`` a simulated start's communication
+    factor. Returns {job id: predicted end (same clock as ``now``)}.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose from {', '.join(ESTIMATORS)}")
+    sim, mapping = scheduler.snapshot(now)
+    sim.nodes = nodes = placement.copy()
+    state = nodes.state
+    for original, c in mapping.items():
+        c.nodes = original.nodes
+        c.info = dict(original.info) if original.info else {}
+    remain, how = estimator.split("-")
+    running = {c: list(progress.get(c.id, (0.0, 0.0))) for c in sim.running}  # DRQ
+    ends = {}
+    t0 = now
+    while running:  # Alg. 1:3
+        views = _views(running, state)
+        remains = {job: _remaining(remain, job, exe, cpu, views[job])
+                   for job, (exe, cpu) in running.items()}  # :4
+        done = min(remains, key=lambda j: (remains[j], j.index))  # :5
+        dt = remains[done]
+        ti = t0 + dt
+        ends[done.id] = ti  # :6
+        del running[done]
+        for job, cur in running.items():  # :7 (the state of [t0, ti], J_i still in it)
+            cur[1] = _cputime(how, job, cur[1], dt, views[job])
+            cur[0] += dt
+        sim.finish(done, ti)
+        # :8-13 the run's own JSP and NSP start what they can (waiting times advance with
+        # the clock: a job's wait is its start minus its submission)
+        for job in sim.schedule(ti):
+            if comm_factor_of is not None and estimator == "net-net":
+                job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
+            running[job] = [0.0, 0.0]
+        t0 = ti  # :15
+        if not running and sim.waiting():
+            # nothing left to free nodes: the rest cannot start (every node down)
+            break
+    return ends
+
+
+def deviation_pct(predicted_turnaround, actual_turnaround):
+    """Seed 000 Fig. 3's turnaround deviation: (predicted - actual) / actual, in %; positive
+    is pessimistic."""
+    if actual_turnaround <= 0:
+        return math.nan
+    return 100.0 * (predicted_turnaround - actual_turnaround) / max(actual_turnaround,
+                                                                    RESOLUTION_SECONDS)

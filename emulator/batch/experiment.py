@@ -1,0 +1,178 @@
+"""Batch runs on the emulated cluster, one after another in one ``mpiexec`` job: every
+policy at every local load, repeated (seed 000 Fig. 3 and Table 1).
+
+Before the runs: the applications are characterized in isolation (cached), and every pair
+of nodes is measured once for the status graph (the ``pattern`` policy's input and the
+``net-net`` estimator's). Each run then starts its local load, plays its jobs, and stops
+the load. The outputs are rewritten atomically after every job that ends, so an
+interrupted experiment leaves valid partial results (``"complete": false``).
+"""
+
+import os
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..files import write_json_atomic, write_text_atomic
+from . import report
+from .characterize import characterize
+from .jobs import generate_jobs
+from .live import BatchRun, BatchSettings, comm_model_function
+
+
+def parse_policy(text):
+    """``normal+fcfs`` -> (nsp, jsp); ``basic`` -> ("basic", "fcfs")."""
+    from ..errors import UserError
+    from ..scheduling.scheduler import POLICIES
+    from .placement import NSP
+
+    parts = text.strip().lower().split("+")
+    nsp = parts[0]
+    jsp = parts[1] if len(parts) > 1 else "fcfs"
+    if nsp not in NSP or len(parts) > 2 or jsp not in ("fcfs", "easy") \
+            or jsp not in POLICIES:
+        raise UserError(f"unknown policy {text!r}: give NSP+JSP with NSP one of "
+                        f"{', '.join(NSP)} and JSP fcfs or easy (basic alone is Normal+FCFS "
+                        "with an MPL of 1)")
+    if nsp == "basic" and jsp != "fcfs":
+        raise UserError("basic is Normal+FCFS with an MPL of 1; it takes no JSP")
+    return nsp, jsp
+
+
+def policy_label(nsp, jsp):
+    return "basic" if nsp == "basic" else f"{nsp}+{jsp}"
+
+
+def summarize(rows, runs, estimation_ms, *, complete, settings_json, characterization):
+    """The summary JSON from (policy, fraction, repeat, record) rows."""
+    cells = {}
+    for policy, frac, _, rec in rows:
+        cells.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(rec)
+    dev, signed, pess, counts = {}, {}, {}, {}
+    for policy, levels in cells.items():
+        for frac, recs in levels.items():
+            s = report.cell_summary(recs)
+            dev.setdefault(policy, {})[frac] = {e: v["mean_abs_pct"] for e, v in s.items()}
+            signed.setdefault(policy, {})[frac] = {e: v["mean_pct"] for e, v in s.items()}
+            pess.setdefault(policy, {})[frac] = {e: v["pessimistic_share"]
+                                                 for e, v in s.items()}
+            counts.setdefault(policy, {})[frac] = max(v["jobs"] for v in s.values())
+    start_errors = {}
+    for policy, frac, _, rec in rows:
+        if rec.get("predicted_start") is not None and rec["start"] is not None \
+                and rec["status"] == "done":
+            start_errors.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(
+                abs(rec["predicted_start"] - rec["start"]))
+    per_arrival = [r["estimation_ms"] for _, _, _, r in rows if r["estimation_ms"] is not None]
+    return {"deviation_pct": dev, "signed_deviation_pct": signed, "pessimistic_share": pess,
+            "jobs_compared": counts,
+            "forward_start_error_seconds": {p: {f: float(np.mean(v)) for f, v in levels.items()}
+                                            for p, levels in start_errors.items()},
+            "estimation_ms": float(np.mean(estimation_ms)) if estimation_ms else None,
+            "estimation_ms_max": float(np.max(estimation_ms)) if estimation_ms else None,
+            "estimation_ms_per_arrival": float(np.mean(per_arrival)) if per_arrival else None,
+            "estimators": list(report.COLUMNS), "complete": complete, "runs": runs,
+            "settings": settings_json,
+            "characterization": {"/".join(map(str, k)): v for k, v in characterization.items()}}
+
+
+def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir, jobs=None,
+                   job_count=30, mean_gap_seconds=15.0, base=None, load_spec=None,
+                   cache_path=None, network_id="default", progress=True, echo=print):
+    """Run every (policy, loaded fraction, repeat) batch run; write the outputs to
+    ``out_dir``; return the summary. ``jobs``: a fixed job list (else generated per repeat
+    with seed ``base.seed + repeat``)."""
+    from ..coordinator.measure import Monitor
+
+    base = base or BatchSettings()
+    load_spec = load_spec or {"cpu_fraction": 0.15, "memory_fraction": 0.35,
+                              "lan_bytes_per_second": 512.0}
+    nodes = coordinator.up
+    lists = {r: (jobs if jobs is not None else
+                 generate_jobs(job_count, seed=base.seed + r, mean_gap_seconds=mean_gap_seconds,
+                               npb_class=base.npb_class, max_tasks=len(nodes)))
+             for r in range(repeats)}
+    wanted = {(j.benchmark, j.npb_class, j.tasks) for js in lists.values() for j in js}
+    cluster = coordinator.settings.cluster
+
+    def capacity_of(n):
+        return cluster.nodes[n]["capacity_mbps"]
+
+    echo("measuring every pair of nodes ...")
+    monitor = Monitor(coordinator)
+    graph = monitor.measure()
+    echo(f"characterizing {len(wanted)} application(s) in isolation ...")
+    chars = {}
+    comm_model = comm_model_function(graph, capacity_of)
+    for (b, c, t) in sorted(wanted):
+        its = base.iterations.get(b)
+        chars.update(characterize(coordinator, nodes, [(b, c, t)], iterations=its,
+                                  network=network_id, cache_path=cache_path,
+                                  comm_model=comm_model))
+    total = sum(len(js) for js in lists.values()) * len(policies) * len(loaded_fractions)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="job", desc="batch runs", leave=True)
+    rows, runs, estimation_ms = [], [], []
+    settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
+                     "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
+                     "iterations": base.iterations, "load": load_spec,
+                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed}
+    os.makedirs(out_dir, exist_ok=True)
+
+    def write(current, complete):
+        live_rows = rows + ([] if current is None else
+                            [(current[0], current[1], current[2], rec)
+                             for rec in current[3].records.values()])
+        summary = summarize(live_rows, runs, estimation_ms + (
+            current[3].estimation_ms if current else []), complete=complete,
+            settings_json=settings_json, characterization=chars)
+        write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows))
+        write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
+        return summary
+
+    summary = None
+    for repeat in range(repeats):
+        for frac in loaded_fractions:
+            for policy in policies:
+                nsp, jsp = parse_policy(policy)
+                s = replace(base, nsp=nsp, jsp=jsp, loaded_fraction=frac,
+                            seed=base.seed + repeat)
+                label = policy_label(nsp, jsp)
+                current = [label, frac, repeat, None]
+                run = BatchRun(coordinator, lists[repeat], chars, s, graph=graph,
+                               on_change=lambda r: write(current, False),
+                               progress=bar.update if bar else None)
+                current[3] = run
+                # the network of this run's start, for the pattern policy and net-net
+                run.set_graph(monitor.measure())
+                run.start_local_load(load_spec)
+                started = time.time()
+                try:
+                    records = run.run()
+                finally:
+                    run.stop_local_load()
+                estimation_ms += run.estimation_ms
+                rows += [(label, frac, repeat, rec) for rec in records]
+                runs.append({"policy": label, "loaded_fraction": frac, "repeat": repeat,
+                             "wall_seconds": time.time() - started,
+                             "loaded_nodes": run.loaded, "events": run.events,
+                             "local_cpu_modeled": run.modeled_cpu,
+                             "down": sorted(coordinator.down),
+                             "measured_local_load": run.measured_local,
+                             "jobs_done": sum(r["status"] == "done" for r in records),
+                             "jobs_failed": sum(r["status"] == "failed" for r in records)})
+                summary = write(None, False)
+                report.gantt_plot(records, coordinator.names, run.loaded,
+                                  os.path.join(out_dir, f"gantt-{label}-{frac:g}-{repeat}.png"),
+                                  title=f"{label}, {frac * 100:.0f}% of nodes loaded, "
+                                        f"repeat {repeat}")
+    if bar:
+        bar.close()
+    summary = write(None, True)
+    write_text_atomic(os.path.join(out_dir, "table.md"), report.table_md(summary))
+    report.deviation_plot(summary, os.path.join(out_dir, "deviation.png"))
+    return summary

@@ -1,0 +1,248 @@
+"""The parallel jobs of a batch run: read from a jobs file or generated as in seed 000 §4.
+
+A jobs file is CSV, TOML or SWF. CSV has a header and one job per line::
+
+    arrival_seconds,benchmark,class,tasks
+    0,cg,A,4
+    12.5,bt,A,4
+
+TOML lists ``[[job]]`` tables with the same fields (``class`` may be left out: A). An SWF
+trace gives arrival (field 2) and tasks (requested processors, field 8, else allocated,
+field 5); its executable number (field 14) picks the benchmark, 1..8 standing for bt, cg,
+ep, ft, is, lu, mg, sp. Every problem names the file, the line (or table) and the field.
+
+The generator follows seed 000: ``count`` jobs of 2, 4 or 8 tasks (a square, 4, for BT and
+SP), Poisson arrivals with a mean gap of 15 s, half of them from computation-bound
+benchmarks and half from communication-bound ones, shuffled, seeded.
+"""
+
+import csv
+import io
+import os
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from ..errors import InputFileError, ProcessCountError
+from ..files import read_input_text
+from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
+
+FIELDS = ("arrival_seconds", "benchmark", "class", "tasks")
+# Seed 000's jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
+# switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
+COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
+COMMUNICATION_BOUND = ("cg", "ft", "is", "mg")
+SEED000_BENCHMARKS = ("bt", "cg", "is", "mg")
+SEED000_TASKS = (2, 4, 8)
+SWF_EXECUTABLES = NAS_BENCHMARKS  # executable number k (1-based) is NAS_BENCHMARKS[k - 1]
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One parallel job: a NAS skeleton of ``tasks`` tasks, arriving at ``arrival_seconds``
+    after the run's start."""
+
+    id: int
+    arrival_seconds: float
+    benchmark: str
+    npb_class: str
+    tasks: int
+
+    @property
+    def kind(self):
+        return "compute" if self.benchmark in COMPUTE_BOUND else "communication"
+
+    def to_json(self):
+        return asdict(self)
+
+
+def _job(path, where, k, arrival, benchmark, npb_class, tasks):
+    try:
+        arrival = float(arrival)
+    except (TypeError, ValueError):
+        raise InputFileError(path, f"{where}: arrival_seconds",
+                             f"must be a number of seconds, got {arrival!r}") from None
+    if not arrival >= 0 or arrival == float("inf"):
+        raise InputFileError(path, f"{where}: arrival_seconds",
+                             f"must be a finite number >= 0, got {arrival!r}")
+    name = str(benchmark).strip().lower()
+    if name not in NAS_BENCHMARKS:
+        raise InputFileError(path, f"{where}: benchmark",
+                             f"unknown benchmark {benchmark!r}; choose from "
+                             f"{', '.join(NAS_BENCHMARKS)}")
+    npb_class = str(npb_class).strip().upper()
+    if npb_class not in CLASS_PARAMS[name]:
+        raise InputFileError(path, f"{where}: class", f"unknown class {npb_class!r}; choose "
+                                                      f"from {', '.join(CLASS_PARAMS[name])}")
+    try:
+        ntasks = int(str(tasks).strip())
+    except (TypeError, ValueError):
+        raise InputFileError(path, f"{where}: tasks",
+                             f"must be a whole number, got {tasks!r}") from None
+    try:
+        check_nprocs(name, ntasks)
+    except ProcessCountError as e:
+        raise InputFileError(path, f"{where}: tasks", str(e)) from None
+    return BatchJob(k, arrival, name, npb_class, ntasks)
+
+
+def _from_csv(path, text):
+    rows = list(csv.reader(io.StringIO(text)))
+    lines = [(i + 1, r) for i, r in enumerate(rows) if r and not r[0].lstrip().startswith("#")]
+    if not lines:
+        raise InputFileError(path, None, "no jobs: the file is empty")
+    header_line, header = lines[0]
+    header = [h.strip().lower() for h in header]
+    missing = [f for f in ("arrival_seconds", "benchmark", "tasks") if f not in header]
+    if missing:
+        raise InputFileError(path, f"line {header_line}",
+                             f"the header needs {', '.join(FIELDS)} (class optional); "
+                             f"missing {', '.join(missing)}")
+    col = {name: header.index(name) for name in header if name in FIELDS}
+    jobs = []
+    for line, row in lines[1:]:
+        if len(row) != len(header):
+            raise InputFileError(path, f"line {line}",
+                                 f"{len(row)} fields, the header has {len(header)}")
+        cls = row[col["class"]] if "class" in col else "A"
+        jobs.append(_job(path, f"line {line}", len(jobs) + 1, row[col["arrival_seconds"]],
+                         row[col["benchmark"]], cls, row[col["tasks"]]))
+    return jobs
+
+
+def _from_toml(path, text):
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputFileError(path, None, f"malformed TOML: {e}") from None
+    unknown = set(data) - {"job"}
+    if unknown:
+        raise InputFileError(path, sorted(unknown)[0], "unknown table (list jobs as [[job]])")
+    tables = data.get("job")
+    if not isinstance(tables, list) or not tables:
+        raise InputFileError(path, "job", "no [[job]] tables")
+    jobs = []
+    for k, t in enumerate(tables):
+        where = f"job[{k}]"
+        if not isinstance(t, dict):
+            raise InputFileError(path, where, "must be a table")
+        for key in t:
+            if key not in FIELDS:
+                raise InputFileError(path, f"{where}.{key}", "unknown field")
+        for key in ("arrival_seconds", "benchmark", "tasks"):
+            if key not in t:
+                raise InputFileError(path, f"{where}.{key}", "missing")
+        if isinstance(t["tasks"], bool) or not isinstance(t["tasks"], int):
+            raise InputFileError(path, f"{where}.tasks",
+                                 f"must be a whole number, got {t['tasks']!r}")
+        if isinstance(t["arrival_seconds"], bool) \
+                or not isinstance(t["arrival_seconds"], (int, float)):
+            raise InputFileError(path, f"{where}.arrival_seconds",
+                                 f"must be a number of seconds, got {t['arrival_seconds']!r}")
+        jobs.append(_job(path, where, len(jobs) + 1, t["arrival_seconds"], t["benchmark"],
+                         t.get("class", "A"), t["tasks"]))
+    return jobs
+
+
+def _from_swf(path, npb_class):
+    from ..workload.swf import COLUMN, read_swf
+
+    trace = read_swf(path, check=False)
+    data = trace.data
+    if not len(data):
+        raise InputFileError(path, None, "no jobs in the trace")
+    first = float(data[0, COLUMN["submit"]])
+    jobs = []
+    for i, row in enumerate(data):
+        where = f"job {int(row[COLUMN['job']])}"
+        exe = int(row[COLUMN["executable"]])
+        if not 1 <= exe <= len(SWF_EXECUTABLES):
+            raise InputFileError(path, f"{where}: executable",
+                                 f"must be 1..{len(SWF_EXECUTABLES)} (standing for "
+                                 f"{', '.join(SWF_EXECUTABLES)}), got {exe}")
+        tasks = row[COLUMN["requested_procs"]]
+        if tasks <= 0:
+            tasks = row[COLUMN["allocated_procs"]]
+        jobs.append(_job(path, where, i + 1, float(row[COLUMN["submit"]]) - first,
+                         SWF_EXECUTABLES[exe - 1], npb_class, int(tasks)))
+    return jobs
+
+
+def read_jobs(path, *, npb_class="A"):
+    """The jobs of a CSV, TOML or SWF jobs file, in arrival order (ids in file order).
+    ``npb_class`` is the class of an SWF trace's jobs."""
+    ext = os.path.splitext(str(path))[1].lower()
+    if ext == ".swf":
+        jobs = _from_swf(path, npb_class)
+    else:
+        text = read_input_text(path, "jobs file")
+        if ext == ".toml":
+            jobs = _from_toml(path, text)
+        elif ext in (".csv", ".txt", ""):
+            jobs = _from_csv(path, text)
+        else:
+            raise InputFileError(path, None, f"unknown jobs file type {ext!r}; use .csv, "
+                                             ".toml or .swf")
+    if not jobs:
+        raise InputFileError(path, None, "no jobs")
+    return sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
+
+
+def check_fits(jobs, nodes, *, path="jobs"):
+    """Raise InputFileError for a job that could never start: its tasks go on distinct
+    nodes, so it needs at most ``nodes`` tasks."""
+    for job in jobs:
+        if job.tasks > nodes:
+            raise InputFileError(path, f"job {job.id}: tasks",
+                                 f"{job.benchmark.upper()} of {job.tasks} tasks cannot run on "
+                                 f"{nodes} nodes (a job's tasks go on distinct nodes)")
+
+
+def generate_jobs(count=30, *, seed=1, mean_gap_seconds=15.0, benchmarks=SEED000_BENCHMARKS,
+                  tasks=SEED000_TASKS, npb_class="A", max_tasks=None):
+    """Seed 000's workload: ``count`` jobs, Poisson arrivals, sizes from ``tasks`` (squares
+    only for BT and SP), computation and communication balanced. The first job arrives at
+    0."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    rng = np.random.default_rng(seed)
+    compute = [b for b in benchmarks if b in COMPUTE_BOUND]
+    talk = [b for b in benchmarks if b not in COMPUTE_BOUND]
+    pools = [p for p in (compute, talk) if p]
+    names = [pools[k % len(pools)][rng.integers(len(pools[k % len(pools)]))]
+             for k in range(count)]
+    rng.shuffle(names)
+    gaps = rng.exponential(mean_gap_seconds, count)
+    gaps[0] = 0.0
+    arrivals = np.cumsum(gaps)
+    jobs = []
+    for k, (name, arrival) in enumerate(zip(names, arrivals)):
+        sizes = [n for n in tasks if (max_tasks is None or n <= max_tasks)
+                 and _allowed(name, n)]
+        if not sizes:  # BT/SP with no square among the sizes: the smallest square > 1
+            sizes = [4]
+        jobs.append(BatchJob(k + 1, round(float(arrival), 3), name, npb_class,
+                             int(sizes[rng.integers(len(sizes))])))
+    return jobs
+
+
+def _allowed(name, n):
+    try:
+        check_nprocs(name, n)
+    except ProcessCountError:
+        return False
+    return True
+
+
+def write_jobs_csv(jobs):
+    """The jobs as the CSV this module reads."""
+    out = io.StringIO()
+    out.write(",".join(FIELDS) + "\n")
+    for j in jobs:
+        out.write(f"{j.arrival_seconds:g},{j.benchmark},{j.npb_class},{j.tasks}\n")
+    return out.getvalue()

@@ -1,0 +1,327 @@
+"""The coordinator as the batch scheduler of a non-dedicated emulated cluster (seed 000).
+
+Rank 0 runs the scheduler engine (:class:`~emulator.scheduling.Scheduler`, the same policy
+code as in trace simulation) on the wall clock. Jobs arrive at their arrival times, queue,
+start where the node-selection policy (:mod:`.placement`) puts them, and run for real: the
+job's skeleton on its nodes, through the shaped network, in a thread of each node rank
+beside the other jobs there, their compute phases sharing the node's CPU with each other
+and with the local user (:mod:`emulator.coordinator.cpushare`). At every arrival the
+coordinator asks the nodes for the CPU time of the running jobs and runs Algorithm 1 once
+per estimator (:mod:`.cisne`), recording the arriving job's predicted turnaround, and the
+predictions' start-time simulation (``forward``: the queue run forward with isolated times,
+the start plus the isolated time as turnaround).
+
+A node that dies: the jobs on it fail, are requeued (or, with ``requeue=False``, marked
+failed), the node is marked down and takes no more tasks, and the run goes on.
+"""
+
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+from ..errors import NodeFailure, UserError
+from ..network.flowmodel import predict_comm_seconds
+from ..prediction.forward import forward_snapshot, run_forward
+from ..scheduling.job import Job
+from ..scheduling.scheduler import Scheduler
+from ..selection.patterns import builtin_pattern
+from .cisne import ESTIMATORS, estimate_ends
+from .placement import Placement
+
+POLL_SECONDS = 0.02
+FORWARD = "forward"  # the start-time prediction's turnaround: predicted start + isolated time
+JOB_TIMEOUT_FACTOR = 20.0  # a job may take this many times its isolated time (plus timeout)
+
+
+@dataclass
+class BatchSettings:
+    jsp: str = "fcfs"
+    nsp: str = "normal"
+    mpl: int = 4
+    loaded_fraction: float = 0.25
+    npb_class: str = "A"
+    iterations: dict = field(default_factory=dict)  # benchmark -> iteration cap
+    requeue: bool = True
+    seed: int = 1
+    estimators: tuple = ESTIMATORS
+
+
+def loaded_nodes(names, fraction, seed):
+    """Which nodes carry a local user: ``fraction x N`` of them rounded (at least one if
+    ``fraction`` > 0), chosen by ``seed``."""
+    count = min(len(names), math.floor(fraction * len(names) + 0.5))
+    if fraction > 0:
+        count = max(count, 1)
+    return sorted(random.Random(seed).sample(list(names), count), key=list(names).index)
+
+
+def comm_model_function(graph, capacity_of):
+    """``comm_model(benchmark, npb_class, nodes)``: the flow model's communication seconds
+    per iteration of the benchmark's pattern with rank i on ``nodes[i]``, under the status
+    graph ``graph``."""
+    def pair(u, v):
+        return graph[u][v]["bandwidth_mbps"] if graph.has_edge(u, v) else \
+            min(capacity_of(u), capacity_of(v))
+
+    def model(benchmark, npb_class, nodes):
+        pattern = builtin_pattern(benchmark, len(nodes), npb_class=npb_class)
+        return predict_comm_seconds(pattern, dict(enumerate(nodes)), pair,
+                                    port_mbps=capacity_of)
+
+    return model
+
+
+def comm_factor_function(graph, capacity_of):
+    """``comm_factor_of(info, nodes)`` for the ``net-net`` estimator: the flow model's
+    communication time for the job's pattern on ``nodes`` under the status graph, over the
+    same for the nodes it was characterized on under the graph of then (1 if unknown)."""
+    if graph is None:
+        return None
+    model = comm_model_function(graph, capacity_of)
+
+    def factor(info, nodes):
+        then = info.get("comm_model_seconds")
+        if not then:
+            return 1.0
+        return model(info["benchmark"], info["npb_class"], nodes) / then
+
+    return factor
+
+
+class BatchRun:
+    """One batch run on a coordinator. Call :meth:`run`; :attr:`records` holds one dict per
+    job (see :mod:`.report`)."""
+
+    def __init__(self, coordinator, jobs, characterization, settings, *, graph=None,
+                 on_change=None, progress=None):
+        self.c = coordinator
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
+        self.chars = characterization
+        self.s = settings
+        self.graph = graph
+        self.on_change = on_change or (lambda run: None)
+        self.progress = progress
+        names = [n for n in coordinator.up]
+        self.loaded = loaded_nodes(names, settings.loaded_fraction, settings.seed)
+        self.local_cpu = {}
+        cluster = coordinator.settings.cluster
+        self.capacity_of = lambda n: cluster.nodes[n]["capacity_mbps"]
+        self.comm_factor_of = comm_factor_function(graph, self.capacity_of)
+        mpl = 1 if settings.nsp == "basic" else settings.mpl
+
+        def pattern_of(info):
+            return builtin_pattern(info["benchmark"], info["tasks"], npb_class=info["npb_class"])
+
+        self.placement = Placement(settings.nsp, names, mpl=mpl, seed=settings.seed,
+                                   graph=graph, pattern_of=pattern_of)
+        self.scheduler = Scheduler(len(names) * mpl, "fcfs" if settings.nsp == "basic"
+                                   else settings.jsp, nodes=self.placement)
+        self.records = {}
+        self.handles = {}  # job -> coordinator handle
+        self.events = []  # what happened (failures), for the summary
+        self.estimation_ms = []  # per Algorithm 1 run
+        self.t0 = None
+        self.measured_local = {}
+        self.modeled_cpu = False
+
+    def set_graph(self, graph):
+        """The status graph the pattern policy and ``net-net`` use from now on."""
+        self.graph = graph
+        self.placement.graph = graph
+        self.comm_factor_of = comm_factor_function(graph, self.capacity_of)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def now(self):
+        return time.time() - self.t0
+
+    def _info(self, bj):
+        ch = self.chars[(bj.benchmark, bj.npb_class, bj.tasks)]
+        return {"benchmark": bj.benchmark, "npb_class": bj.npb_class, "tasks": bj.tasks,
+                "kind": bj.kind, "exe_seconds": ch["exe_seconds"],
+                "cpu_seconds": ch["cpu_seconds"],
+                "cpu_fraction": min(ch["cpu_seconds"] / ch["exe_seconds"], 1.0),
+                "comm_model_seconds": ch.get("comm_model_seconds")}
+
+    def _record(self, job, bj):
+        rec = self.records.setdefault(bj.id, {
+            "job": bj.id, "benchmark": bj.benchmark, "class": bj.npb_class, "tasks": bj.tasks,
+            "kind": bj.kind, "arrival_seconds": bj.arrival_seconds, "submit": job.submit,
+            "start": None, "end": None, "nodes": "", "status": "queued", "restarts": 0,
+            "isolated_seconds": job.info["exe_seconds"], "predicted_end": {},
+            "estimation_ms": None})
+        return rec
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def local_cpu_modeled(self):
+        """True when this machine has fewer cores than node ranks: a local user's CPU share
+        is then modelled (:mod:`emulator.coordinator.cpushare`), not burnt, or the loads
+        would take the cores the emulation itself runs on."""
+        here = sum(1 for r in range(1, self.c.nranks + 1)
+                   if self.c.info.get(r, {}).get("machine") == self.c.machine)
+        return here > (os.cpu_count() or 1)
+
+    def start_local_load(self, spec):
+        ranks = [self.c.rank_of(n) for n in self.loaded]
+        self.modeled_cpu = self.local_cpu_modeled()
+        if ranks:
+            self.c.broadcast({"op": "load", "spec": spec, "modeled_cpu": self.modeled_cpu},
+                             ranks)
+        for n in self.loaded:
+            self.local_cpu[n] = spec["cpu_fraction"]
+            self.placement.state[n].local_cpu = spec["cpu_fraction"]
+
+    def stop_local_load(self):
+        ranks = [self.c.rank_of(n) for n in self.loaded if n not in self.c.down]
+        if ranks:
+            replies = self.c.broadcast({"op": "report"}, ranks)
+            self.measured_local = {n: r["load"] for n, r in replies.items() if r.get("load")}
+            self.c.broadcast({"op": "unload"}, ranks)
+
+    def _progress_of_running(self):
+        """ExeTime_cur and CPUtime_cur (mean over tasks) of every running job."""
+        running = list(self.scheduler.running)
+        if not running:
+            return {}
+        nodes = sorted({n for j in running for n in j.nodes if n not in self.c.down},
+                       key=self.c.names.index)
+        replies = self.c.broadcast({"op": "report"}, [self.c.rank_of(n) for n in nodes])
+        now = self.now()
+        progress = {}
+        for job in running:
+            used = [replies[n]["jobs"].get(job.info["handle"], 0.0) for n in job.nodes
+                    if n in replies]
+            progress[job.id] = (now - job.start, sum(used) / len(used) if used else 0.0)
+        return progress
+
+    def _estimate(self, job):
+        progress = self._progress_of_running()
+        now = self.now()
+        rec = self.records[job.id]
+        for estimator in self.s.estimators:
+            t = time.perf_counter()
+            ends = estimate_ends(self.scheduler, self.placement, now, progress, estimator,
+                                 comm_factor_of=self.comm_factor_of)
+            self.estimation_ms.append((time.perf_counter() - t) * 1000)
+            end = ends.get(job.id)
+            rec["predicted_end"][estimator] = end
+        rec["estimation_ms"] = sum(self.estimation_ms[-len(self.s.estimators):])
+        start = self._forward_start(job, now)
+        rec["predicted_start"] = start
+        rec["predicted_end"][FORWARD] = None if start is None else \
+            start + job.info["exe_seconds"]
+
+    def _forward_start(self, job, now):
+        """The predictions' technique 1 (seed 002 §3.2): the scheduler copied and run
+        forward with every job at its characterized (isolated) time, no time sharing
+        slowdown; the job's predicted start."""
+        sim, mapping = forward_snapshot(self.scheduler, now,
+                                        lambda j, elapsed: j.info["exe_seconds"])
+        sim.nodes = self.placement.copy()
+        for original, c in mapping.items():
+            c.nodes = original.nodes
+            c.info = dict(original.info)
+        target = mapping[job]
+        return run_forward(sim, now, [target])[target]
+
+    def _start(self, job):
+        bj = job.info["spec"]
+        if self.comm_factor_of is not None:
+            job.info["comm_factor"] = self.comm_factor_of(job.info, job.nodes)
+        handle = self.c.submit(job.nodes, "skeleton", name=bj.benchmark, npb_class=bj.npb_class,
+                               iterations=self.s.iterations.get(bj.benchmark), threaded=True)
+        job.info["handle"] = handle["job"]
+        handle["deadline"] = time.monotonic() + JOB_TIMEOUT_FACTOR * job.info["exe_seconds"] \
+            + self.c.timeout_seconds
+        self.handles[job] = handle
+        rec = self.records[job.id]
+        rec.update(start=job.start, nodes=" ".join(job.nodes), status="running")
+
+    def _fail(self, job, error):
+        """A job's node failed: requeue it (a fresh copy) or mark it failed."""
+        self.handles.pop(job, None)
+        self.scheduler.finish(job, self.now())
+        rec = self.records[job.id]
+        self.events.append({"time": self.now(), "job": job.id, "error": str(error)})
+        for n in self.c.down:
+            if n in self.placement.state:
+                self.placement.mark_down(n)
+                self.scheduler.total -= self.placement.mpl
+                self.scheduler.free -= self.placement.mpl
+        if self.s.requeue and self.scheduler.total >= job.procs:
+            again = job.fresh()
+            again.submit = job.submit
+            again.info = dict(job.info)
+            again.restarts = job.restarts + 1
+            rec.update(status="requeued", restarts=again.restarts, start=None, nodes="")
+            self.scheduler.submit(again, self.now())
+        else:
+            rec.update(status="failed", end=self.now())
+
+    def _poll(self):
+        changed = False
+        for job, handle in list(self.handles.items()):
+            try:
+                replies = self.c.poll(handle)
+                if replies is None and time.monotonic() > handle["deadline"]:
+                    raise NodeFailure(",".join(job.nodes), "the job outlived its deadline",
+                                      nodes=[])
+            except NodeFailure as e:
+                self._fail(job, e)
+                changed = True
+                continue
+            if replies is None:
+                continue
+            del self.handles[job]
+            now = self.now()
+            self.scheduler.finish(job, now)
+            seconds = max(r["result"]["seconds"] for r in replies.values())
+            cpu = sum(r.get("cpu_seconds", 0.0) for r in replies.values()) / len(replies)
+            self.records[job.id].update(end=now, status="done", run_seconds=seconds,
+                                        cpu_seconds=cpu)
+            changed = True
+            if self.progress:
+                self.progress(1)
+        return changed
+
+    def run(self):
+        """Run every job to its end; returns the records in job order."""
+        self.t0 = time.time()
+        pending = list(self.jobs)
+        while pending or self.scheduler.running or self.scheduler.waiting():
+            now = self.now()
+            arrived = []
+            while pending and pending[0].arrival_seconds <= now:
+                bj = pending.pop(0)
+                job = Job(bj.id, now, bj.tasks, estimate=self._info(bj)["exe_seconds"])
+                job.info = {**self._info(bj), "spec": bj}
+                self._record(job, bj)
+                self.scheduler.submit(job, now)
+                arrived.append(job)
+            changed = self._poll()
+            if arrived or changed:
+                for job in self.scheduler.schedule(self.now()):
+                    self._start(job)
+                for job in arrived:
+                    self._estimate(job)
+                self.on_change(self)
+            if not pending and not self.scheduler.running and self.scheduler.waiting():
+                stuck = self.scheduler.waiting()
+                for job in stuck:
+                    self.records[job.id].update(status="failed", end=self.now())
+                    self.events.append({"time": self.now(), "job": job.id,
+                                        "error": "no nodes left that can run it"})
+                break
+            time.sleep(POLL_SECONDS)
+        self.on_change(self)
+        return [self.records[k] for k in sorted(self.records)]
+
+
+def check_runnable(jobs, nodes):
+    for job in jobs:
+        if job.tasks > nodes:
+            raise UserError(f"job {job.id} ({job.benchmark.upper()}, {job.tasks} tasks) needs "
+                            f"more nodes than the cluster's {nodes}")

@@ -1,0 +1,213 @@
+"""The ``batch`` and ``batch-experiment`` commands: the coordinator as the batch scheduler of
+a non-dedicated emulated cluster, with CISNE turnaround estimation (seed 000)."""
+
+import os
+
+from ..errors import UserError
+from .common import cluster_options, command, echo, fraction, on_cluster, output_folder, \
+    positive_float, positive_int
+
+DEFAULT_NODES = 16  # seed 000's cluster: 16 nodes, 512 MB, a 100 Mbit/s switch
+# Iteration caps that keep every class-A job within seconds to tens of seconds on the
+# emulator (the others run their full class count: CG 15, IS 10, MG 4, FT 6).
+DEFAULT_ITERATIONS = {"bt": 8, "lu": 20, "sp": 30}
+DEFAULT_GAP_SECONDS = 1.5
+
+
+def _common(p):
+    p.add_argument("--jobs", help="jobs file (CSV, TOML or SWF); default: seed 000's "
+                                  "workload, generated")
+    p.add_argument("--job-count", type=positive_int, default=30,
+                   help="generated jobs per run (default 30)")
+    p.add_argument("--mean-gap-seconds", type=positive_float, default=DEFAULT_GAP_SECONDS,
+                   help="mean Poisson inter-arrival time of generated jobs (default "
+                        f"{DEFAULT_GAP_SECONDS:g}; seed 000 used 15 s with jobs of minutes)")
+    p.add_argument("--class", dest="npb_class", default="A", choices=("S", "W", "A", "B"),
+                   help="NPB class the jobs run (default A)")
+    p.add_argument("--iterations", default=",".join(f"{k}={v}" for k, v in
+                                                    DEFAULT_ITERATIONS.items()),
+                   help="iteration caps per benchmark, e.g. bt=12,lu=20 ('none': every "
+                        "class's full count; default %(default)s)")
+    p.add_argument("--mpl", type=positive_int, default=4,
+                   help="parallel jobs a node runs at once (default 4, seed 000's)")
+    p.add_argument("--fail-jobs", action="store_true",
+                   help="a job whose node dies is marked failed (default: requeued)")
+    p.add_argument("--cache", help="characterization cache (JSON; default "
+                                   "OUT/characterization.json)")
+    p.add_argument("--out", help="output folder; its parent must exist")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list-jobs", action="store_true",
+                   help="print the jobs a run would play (CSV, first repeat) and stop, "
+                        "without starting the cluster")
+    cluster_options(p)
+
+
+def register(sub):
+    b = command(sub, "batch",
+                help="run the emulated cluster as a batch scheduler: jobs arrive, queue, "
+                     "time-share nodes with local users; every arrival's turnaround estimated "
+                     "by CISNE's on-the-fly simulation (Hanzich et al.)",
+                examples=["nodesel batch --nodes 16 --jsp fcfs --nsp uniform "
+                          "--loaded-fraction 0.25 --mpl 4 --out results/batch",
+                          "nodesel batch --jobs jobs.csv --jsp easy --nsp normal",
+                          "nodesel batch --nodes 6 --job-count 4 --loaded-fraction 0.17 "
+                          "--class S   # a tiny run"],
+                handler=cmd_batch)
+    b.add_argument("--jsp", choices=("fcfs", "easy"), default="fcfs",
+                   help="job selection: FCFS or EASY backfilling (default fcfs)")
+    b.add_argument("--nsp", choices=("normal", "uniform", "basic", "random", "pattern"),
+                   default="normal", help="node selection (default normal; basic is "
+                                          "Normal+FCFS with an MPL of 1)")
+    b.add_argument("--loaded-fraction", type=fraction, default=0.25,
+                   help="share of nodes with a local user (default 0.25)")
+    _common(b)
+    e = command(sub, "batch-experiment",
+                help="seed 000's Fig. 3 and Table 1: turnaround deviation of every estimator "
+                     "for every policy and local load",
+                examples=["nodesel batch-experiment --loaded-fractions 0.25,0.5,1 --policies "
+                          "normal+fcfs,uniform+fcfs,normal+easy,uniform+easy,basic --repeats 1 "
+                          "--out results/batch-experiment",
+                          "nodesel batch-experiment --quick"],
+                handler=cmd_experiment)
+    e.add_argument("--loaded-fractions", default="0.25,0.5,1",
+                   help="shares of nodes with a local user (default 0.25,0.5,1)")
+    e.add_argument("--policies", default="normal+fcfs,uniform+fcfs,normal+easy,uniform+easy,"
+                                         "basic",
+                   help="NSP+JSP pairs (default: seed 000's five)")
+    e.add_argument("--repeats", type=positive_int, default=1,
+                   help="runs of each cell, each with its own generated jobs (default 1)")
+    e.add_argument("--quick", action="store_true",
+                   help="a short experiment: 8 nodes, 12 jobs of class W, 25%% and 100%% "
+                        "loaded, normal+fcfs, uniform+fcfs and normal+easy")
+    _common(e)
+
+
+def _iterations(text):
+    if text.strip().lower() in ("none", ""):
+        return {}
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        name = name.strip().lower()
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if not name or n < 1:
+            raise UserError(f"--iterations takes BENCHMARK=N pairs such as bt=12, got {part!r}")
+        out[name] = n
+    return out
+
+
+def _fractions(text):
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not 0 <= v <= 1 for v in values):
+        raise UserError(f"--loaded-fractions takes shares in 0..1 such as 0.25,0.5,1, got "
+                        f"{text!r}")
+    return values
+
+
+def _cluster(args):
+    from ..network.cluster import crossbar
+    from .common import load_cluster
+
+    if args.cluster:
+        return load_cluster(args.cluster, args.nodes)
+    return crossbar(args.nodes or DEFAULT_NODES)
+
+
+def _prepare(args, *, quick=False):
+    from ..batch.jobs import check_fits, read_jobs
+    from ..network import cluster as clusters
+
+    if quick:
+        args.nodes = args.nodes or 8
+        args.job_count = 12
+        args.npb_class = "W"
+    cluster = _cluster(args)
+    n = len(clusters.node_names(cluster))
+    jobs = None
+    if args.jobs:
+        jobs = read_jobs(args.jobs, npb_class=args.npb_class)
+        check_fits(jobs, n, path=args.jobs)
+    return cluster, jobs
+
+
+def _list_jobs(args, jobs, cluster):
+    from ..batch.jobs import generate_jobs, write_jobs_csv
+    from ..network import cluster as clusters
+
+    if jobs is None:
+        jobs = generate_jobs(args.job_count, seed=args.seed,
+                             mean_gap_seconds=args.mean_gap_seconds, npb_class=args.npb_class,
+                             max_tasks=len(clusters.node_names(cluster)))
+    echo(write_jobs_csv(jobs), end="")
+    return 0
+
+
+def _run(args, *, policies, fractions, repeats, default_out, quick=False):
+    from ..batch.experiment import run_experiment
+    from ..batch.live import BatchSettings
+
+    cluster, jobs = _prepare(args, quick=quick)
+    if args.list_jobs:
+        return _list_jobs(args, jobs, cluster)
+    iterations = _iterations(args.iterations)
+    out = output_folder(args.out, default_out)
+    cache = args.cache or os.path.join(out, "characterization.json")
+    base = BatchSettings(mpl=args.mpl, npb_class=args.npb_class, iterations=iterations,
+                         requeue=not args.fail_jobs, seed=args.seed)
+    # characterizations hold for one network: the same cluster file, scenario and clock
+    network_id = (f"{os.path.abspath(args.cluster) if args.cluster else 'crossbar'}:"
+                  f"{args.nodes}:{os.path.abspath(args.scenario) if args.scenario else args.seed}"
+                  f":{args.time_scale:g}:{args.shaping}")
+
+    def program(coordinator):
+        summary = run_experiment(coordinator, policies=policies, loaded_fractions=fractions,
+                                 repeats=repeats, out_dir=out, jobs=jobs,
+                                 job_count=args.job_count,
+                                 mean_gap_seconds=args.mean_gap_seconds, base=base,
+                                 cache_path=cache, network_id=network_id,
+                                 progress=not args.no_progress, echo=echo)
+        from ..batch.report import table_md
+
+        echo(table_md(summary), end="")
+        from ..batch.cisne import ESTIMATORS
+
+        echo(f"estimation: {summary['estimation_ms']:.3f} ms per Algorithm 1 run, "
+             f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival (all "
+             f"{len(ESTIMATORS)} estimators)" if summary["estimation_ms"] else
+             "no estimates made")
+        echo(f"results in {out}")
+        return summary
+
+    # a batch run waits on jobs for as long as they run; a node is silent only if dead
+    args.timeout_seconds = max(args.timeout_seconds, 60.0)
+    return on_cluster(args, program, cluster=cluster, scenario_seconds=7200.0)
+
+
+def cmd_batch(args):
+    from ..batch.experiment import parse_policy, policy_label
+
+    nsp, jsp = args.nsp, args.jsp
+    parse_policy(f"{nsp}+{jsp}" if nsp != "basic" else "basic")
+    return _run(args, policies=[policy_label(nsp, "fcfs" if nsp == "basic" else jsp)],
+                fractions=[args.loaded_fraction], repeats=1, default_out="results/batch")
+
+
+def cmd_experiment(args):
+    from ..batch.experiment import parse_policy
+
+    if args.quick:
+        policies = ["normal+fcfs", "uniform+fcfs", "normal+easy"]
+        fractions = [0.25, 1.0]
+    else:
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        fractions = _fractions(args.loaded_fractions)
+    for p in policies:
+        parse_policy(p)
+    return _run(args, policies=policies, fractions=fractions, repeats=args.repeats,
+                default_out="results/batch-experiment", quick=args.quick)

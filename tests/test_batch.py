@@ -1,0 +1,255 @@
+"""The batch coordinator's pure parts: jobs files and the generator, node selection
+policies, CISNE's equations and Algorithm 1 on hand-worked states, the shared CPU."""
+
+import threading
+import time
+
+import pytest
+
+from emulator.batch import cisne
+from emulator.batch.jobs import (BatchJob, check_fits, generate_jobs, read_jobs,
+                                 write_jobs_csv)
+from emulator.batch.placement import NodeState, Placement
+from emulator.coordinator.cpushare import NodeCPU
+from emulator.errors import InputFileError
+from emulator.scheduling.job import Job
+from emulator.scheduling.scheduler import Scheduler
+
+# -- jobs files ----------------------------------------------------------------------------
+
+
+def test_csv_jobs_file_is_read_in_arrival_order(tmp_path):
+    p = tmp_path / "jobs.csv"
+    p.write_text("arrival_seconds,benchmark,class,tasks\n5,bt,A,4\n0,cg,S,8\n# a note\n"
+                 "2.5,is,A,2\n")
+    jobs = read_jobs(p)
+    assert [(j.id, j.arrival_seconds, j.benchmark, j.npb_class, j.tasks) for j in jobs] == [
+        (2, 0.0, "cg", "S", 8), (3, 2.5, "is", "A", 2), (1, 5.0, "bt", "A", 4)]
+
+
+@pytest.mark.parametrize("line, where, says", [
+    ("0,xx,A,4", "line 2: benchmark", "unknown benchmark 'xx'"),
+    ("0,bt,A,2", "line 2: tasks", "BT does not run on 2 processes"),
+    ("0,cg,A,3", "line 2: tasks", "power of two"),
+    ("0,cg,A,four", "line 2: tasks", "whole number"),
+    ("-1,cg,A,4", "line 2: arrival_seconds", ">= 0"),
+    ("0,cg,Q,4", "line 2: class", "unknown class 'Q'"),
+    ("0,cg,A", "line 2", "3 fields, the header has 4"),
+])
+def test_a_bad_jobs_line_is_named(tmp_path, line, where, says):
+    p = tmp_path / "jobs.csv"
+    p.write_text(f"arrival_seconds,benchmark,class,tasks\n{line}\n")
+    with pytest.raises(InputFileError) as e:
+        read_jobs(p)
+    assert f"{p}: {where}: " in str(e.value) and says in str(e.value)
+
+
+def test_toml_and_swf_jobs_files(tmp_path):
+    t = tmp_path / "jobs.toml"
+    t.write_text('[[job]]\narrival_seconds = 1\nbenchmark = "mg"\ntasks = 8\n'
+                 '[[job]]\narrival_seconds = 0\nbenchmark = "sp"\nclass = "S"\ntasks = 9\n')
+    assert [(j.benchmark, j.npb_class, j.tasks) for j in read_jobs(t)] == [
+        ("sp", "S", 9), ("mg", "A", 8)]
+    t.write_text('[[job]]\narrival_seconds = 1\nbenchmark = "mg"\ntasks = 8\ncolour = 1\n')
+    with pytest.raises(InputFileError, match=r"job\[0\]\.colour: unknown field"):
+        read_jobs(t)
+    s = tmp_path / "jobs.swf"
+    # executable 2 is CG, 5 is IS; tasks from the requested processors
+    s.write_text("; MaxProcs: 16\n"
+                 "1 100 0 50 4 -1 -1 4 60 -1 1 1 1 2 1 -1 -1 -1\n"
+                 "2 130 0 50 2 -1 -1 2 60 -1 1 1 1 5 1 -1 -1 -1\n")
+    assert [(j.arrival_seconds, j.benchmark, j.tasks) for j in read_jobs(s)] == [
+        (0.0, "cg", 4), (30.0, "is", 2)]
+
+
+def test_a_job_larger_than_the_cluster_is_refused():
+    jobs = [BatchJob(1, 0.0, "cg", "A", 8)]
+    check_fits(jobs, 8)
+    with pytest.raises(InputFileError, match="job 1: tasks: CG of 8 tasks cannot run on 6"):
+        check_fits(jobs, 6)
+
+
+def test_generated_workload_is_seed_000s(tmp_path):
+    jobs = generate_jobs(30, seed=3)
+    assert len(jobs) == 30 and jobs[0].arrival_seconds == 0
+    assert {j.benchmark for j in jobs} <= {"bt", "cg", "is", "mg"}
+    assert all(j.tasks in (2, 4, 8) for j in jobs)
+    assert all(j.tasks == 4 for j in jobs if j.benchmark == "bt")  # a square
+    kinds = [j.kind for j in jobs]
+    assert kinds.count("compute") == 15  # balanced
+    gaps = [b.arrival_seconds - a.arrival_seconds for a, b in zip(jobs, jobs[1:])]
+    assert 7 < sum(gaps) / len(gaps) < 25  # Poisson, mean 15 s
+    assert generate_jobs(30, seed=3) == jobs and generate_jobs(30, seed=4) != jobs
+    p = tmp_path / "gen.csv"
+    p.write_text(write_jobs_csv(jobs))
+    assert [(j.benchmark, j.tasks) for j in read_jobs(p)] == [(j.benchmark, j.tasks)
+                                                             for j in jobs]
+
+
+# -- node selection ------------------------------------------------------------------------
+
+
+def _job(i, tasks, kind="compute", cpu=0.5, exe=10.0, submit=0.0):
+    job = Job(i, submit, tasks, estimate=exe)
+    job.info = {"tasks": tasks, "kind": kind, "cpu_fraction": cpu, "benchmark": "cg",
+                "npb_class": "A", "exe_seconds": exe, "cpu_seconds": cpu * exe}
+    return job
+
+
+def test_normal_takes_the_least_used_nodes_and_spares_local_users():
+    p = Placement("normal", ["a", "b", "c", "d"], mpl=4, local_cpu={"a": 0.15})
+    assert p.place(_job(1, 2, cpu=0.5)) == ["b", "c"]  # a has a local user
+    assert p.place(_job(2, 2, cpu=0.5)) == ["d", "a"]  # d idle; a's 0.15 < b's 0.5
+    # a now has 0.5 of parallel work beside its local user; 0.6 more would pass one CPU
+    assert not p.can_place(_job(3, 4, cpu=0.6))
+    assert p.can_place(_job(4, 4, cpu=0.5))
+
+
+def test_uniform_pairs_jobs_of_a_size_and_mixes_kinds():
+    p = Placement("uniform", list("abcdef"), mpl=4)
+    first = p.place(_job(1, 2, kind="compute"))
+    second = p.place(_job(2, 2, kind="compute"))
+    assert second == first  # a job of the same size: the pair shares its nodes
+    p2 = Placement("uniform", list("abcdef"), mpl=4)
+    a = p2.place(_job(1, 2, kind="compute"))
+    b = p2.place(_job(2, 4, kind="communication"))  # no partner of size 4: idle nodes
+    assert not set(a) & set(b)
+    c = p2.place(_job(3, 2, kind="communication"))  # pairs with job 1 (size 2)
+    assert c == a
+    d = p2.place(_job(4, 2, kind="compute"))  # job 1's set holds a pair now: other nodes
+    assert not set(d) & set(a)
+
+
+def test_basic_runs_one_job_per_node_and_random_is_seeded():
+    p = Placement("basic", list("abcd"), mpl=4)
+    p.place(_job(1, 4))
+    assert not p.can_place(_job(2, 1))
+    r1 = Placement("random", list("abcdefgh"), seed=5).place(_job(1, 3))
+    r2 = Placement("random", list("abcdefgh"), seed=5).place(_job(1, 3))
+    assert r1 == r2 and len(set(r1)) == 3
+
+
+def test_pattern_policy_picks_the_widest_links():
+    import networkx as nx
+
+    g = nx.Graph()
+    for n in "abcd":
+        g.add_node(n, kind="compute", capacity_mbps=100.0)
+    for u, v in [("a", "b"), ("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")]:
+        g.add_edge(u, v, bandwidth_mbps=90.0 if {u, v} == {"b", "d"} else 10.0)
+    from emulator.selection.patterns import builtin_pattern
+
+    p = Placement("pattern", list("abcd"), graph=g,
+                  pattern_of=lambda info: builtin_pattern("cg", info["tasks"]))
+    assert sorted(p.place(_job(1, 2))) == ["b", "d"]
+
+
+# -- the equations (seed 000 Eq. 1-9) ------------------------------------------------------
+
+
+def test_equations_on_hand_worked_numbers():
+    state = {"n1": NodeState("n1", 0.15, {7: 0.5}), "n2": NodeState("n2", 0.0, {7: 0.5,
+                                                                                   8: 0.8})}
+    assert cisne.remain_prop(4.0, 2.0, 10.0, 5.0) == 6.0  # 4 x (5 - 2) / 2
+    assert cisne.remain_prop(0.0, 0.0, 10.0, 5.0) == 10.0  # 0/0: the isolated time
+    assert cisne.remain_isol(10.0, 5.0, 2.0) == 6.0  # 10 x (5 - 2) / 5
+    assert cisne.mpl_max(["n1", "n2"], state) == 2  # n1: one task + local; n2: two tasks
+    assert cisne.cpu_max(["n1", "n2"], state) == pytest.approx(1.3)  # n2: 0.5 + 0.8
+    assert cisne.remain_mpl(10.0, 5.0, 2.0, 2) == 12.0
+    # CPU_feas = min(0.5, 0.5 / 1.3); remain = 6 x 0.5 / CPU_feas = 6 x 1.3
+    assert cisne.remain_cpu(10.0, 5.0, 2.0, 1.3) == pytest.approx(7.8)
+    assert cisne.remain_cpu(10.0, 5.0, 2.0, 0.65) == pytest.approx(6.0)  # no contention
+    assert cisne.cputime_mpl(2.0, 4.0, 10.0, 5.0, 2) == 3.0  # 2 + 4 x 5 / (2 x 10)
+    assert cisne.cputime_cpu(2.0, 4.0, 0.25) == 3.0
+    # net: n2 demands 1.3 CPUs, so its tasks get 1/1.3 of their pace
+    assert cisne.cpu_factor(["n1", "n2"], state) == pytest.approx(1 / 1.3)
+
+
+def _state_with(running, waiting, *, mpl, local=None, nodes=("n1", "n2")):
+    """A scheduler and placement with ``running`` jobs started at 0 on all nodes."""
+    p = Placement("normal", list(nodes), mpl=mpl, local_cpu=local or {})
+    s = Scheduler(len(nodes) * mpl, "fcfs", nodes=p)
+    for job in running + waiting:
+        s.submit(job, 0.0)
+    started = s.schedule(0.0)
+    assert started == running
+    return s, p
+
+
+def test_algorithm_1_runs_the_queue_forward():
+    a, b = _job(1, 2, cpu=0.5, exe=10.0), _job(2, 2, cpu=0.5, exe=10.0)
+    s, p = _state_with([a], [b], mpl=1)
+    progress = {1: (4.0, 2.0)}  # 4 s in, 2 of its 5 CPU-seconds used
+    # alone on its nodes: every estimator has A end 6 s from now, then B runs 10 s
+    for est in ("prop-mpl", "mpl-mpl", "cpu-cpu", "net-net"):
+        assert cisne.estimate_ends(s, p, 4.0, progress, est) == pytest.approx(
+            {1: 10.0, 2: 20.0}), est
+    # the scheduler and placement themselves are untouched
+    assert list(s.running) == [a] and s.waiting() == [b] and p.jobs[1][2] == ("n1", "n2")
+    # a local user on n1: MPL_max = 2 doubles the MPL estimate of both jobs
+    a, b = _job(1, 2, cpu=0.5, exe=10.0), _job(2, 2, cpu=0.5, exe=10.0)
+    s, p = _state_with([a], [b], mpl=1, local={"n1": 0.15})
+    ends = cisne.estimate_ends(s, p, 4.0, progress, "mpl-mpl")
+    assert ends == pytest.approx({1: 16.0, 2: 36.0})
+    # the CPU estimate sees 0.5 + 0.15 < 1: no slowdown
+    assert cisne.estimate_ends(s, p, 4.0, progress, "cpu-cpu") == pytest.approx(
+        {1: 10.0, 2: 20.0})
+
+
+def test_algorithm_1_advances_cpu_time_of_the_jobs_left():
+    a, b = _job(1, 2, cpu=0.8, exe=10.0), _job(2, 2, cpu=0.8, exe=10.0)
+    s, p = _state_with([a, b], [], mpl=2)
+    # MPL: both at MPL_max 2 run 20 s; when A ends, Eq. 8 has given B 20 x 8 / 20 = 8
+    # CPU-seconds, all it needs: B ends then too
+    assert cisne.estimate_ends(s, p, 0.0, {}, "mpl-mpl") == pytest.approx({1: 20.0, 2: 20.0})
+    # CPU: CPU_max 1.6, CPU_feas 0.5, remain 10 x 0.8 / 0.5 = 16; Eq. 9 gives B 16 x 0.5
+    assert cisne.estimate_ends(s, p, 0.0, {}, "cpu-cpu") == pytest.approx({1: 16.0, 2: 16.0})
+    # net: 8 CPU-seconds at 1/1.6 of the pace plus 2 s of communication = 14.8 s
+    assert cisne.estimate_ends(s, p, 0.0, {}, "net-net") == pytest.approx({1: 14.8, 2: 14.8})
+
+
+def test_algorithm_1_follows_easy_backfilling():
+    # 2 nodes, MPL 1: A runs (ends at 10); head B needs both nodes; C (1 task, 3 s) fits
+    # before B's reservation only if a node is free: none is, so C waits behind A too
+    p = Placement("normal", ["n1", "n2", "n3"], mpl=1)
+    s = Scheduler(3, "easy", nodes=p)
+    a, b, c = _job(1, 2, exe=10.0), _job(2, 3, exe=10.0), _job(3, 1, exe=3.0)
+    for j in (a, b, c):
+        s.submit(j, 0.0)
+    assert s.schedule(0.0) == [a, c]  # C backfills on n3: it ends (3) before B's start (10)
+    ends = cisne.estimate_ends(s, p, 0.0, {}, "mpl-mpl")
+    assert ends == pytest.approx({1: 10.0, 3: 3.0, 2: 20.0})
+
+
+def test_deviation_keeps_the_sign():
+    assert cisne.deviation_pct(12.0, 10.0) == pytest.approx(20.0)
+    assert cisne.deviation_pct(8.0, 10.0) == pytest.approx(-20.0)
+
+
+# -- the shared CPU ------------------------------------------------------------------------
+
+
+def _phase(cpu, job, seconds, out):
+    start = time.monotonic()
+    cpu.compute(job, seconds, lambda deadline, version: time.sleep(
+        max(0.0, min(deadline - time.time(), 0.002))))
+    out[job] = time.monotonic() - start
+
+
+def test_two_phases_share_the_cpu_and_a_local_user_takes_its_share():
+    cpu = NodeCPU()
+    out = {}
+    threads = [threading.Thread(target=_phase, args=(cpu, j, 0.3, out)) for j in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out[1] == pytest.approx(0.6, rel=0.15) and out[2] == pytest.approx(0.6, rel=0.15)
+    assert cpu.cpu_seconds(1) == pytest.approx(0.3)  # its finished phase's work
+    cpu.forget(1)
+    assert cpu.cpu_seconds(1) == 0.0
+    loaded = NodeCPU(local_fraction=0.15)
+    out = {}
+    _phase(loaded, 1, 0.3, out)
+    assert out[1] == pytest.approx(0.3 / 0.85, rel=0.15)
+    assert loaded.cpu_seconds(1) == pytest.approx(0.3)

@@ -1,0 +1,187 @@
+"""The batch coordinator under mpiexec: a tiny run end to end, time sharing on one node, a
+node killed mid-run, the live scheduler against the simulated one, bad jobs files."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from emulator.coordinator.launch import mpiexec_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIEXEC = mpiexec_path()
+
+pytestmark = [pytest.mark.mpi,
+              pytest.mark.skipif(MPIEXEC is None, reason="needs mpiexec (pip install mpich)")]
+
+TINY = ["batch", "--nodes", "6", "--job-count", "4", "--loaded-fraction", "0.17", "--class",
+        "S", "--mean-gap-seconds", "0.3", "--no-progress"]
+
+
+def nodesel(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def rows_of(out):
+    with open(out / "jobs.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def no_leftovers(patience_seconds=5.0):
+    deadline = time.monotonic() + patience_seconds
+    while True:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        found = [line for line in ps.splitlines() if "-m emulator batch" in line
+                 or "emulator.coordinator.load" in line or "hydra_pmi_proxy" in line]
+        if not found or time.monotonic() > deadline:
+            return not found
+        time.sleep(0.25)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("batch") / "tiny"
+    proc = nodesel(*TINY, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
+def test_tiny_batch_run_end_to_end(tiny):
+    out, proc = tiny
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True
+    run = summary["runs"][0]
+    assert run["jobs_done"] == 4 and run["jobs_failed"] == 0
+    assert len(run["loaded_nodes"]) == 1  # 0.17 x 6, rounded
+    rows = rows_of(out)
+    assert len(rows) == 4
+    for r in rows:
+        assert r["status"] == "done"
+        assert float(r["submit"]) <= float(r["start"]) < float(r["end"])
+        assert len(r["nodes"].split()) == int(r["tasks"]) == len(set(r["nodes"].split()))
+        for e in summary["estimators"]:  # every estimate made at submission
+            assert float(r[f"predicted_turnaround_{e}"]) > 0
+    cells = summary["deviation_pct"]["normal+fcfs"]["0.17"]
+    assert set(cells) == set(summary["estimators"]) and all(v >= 0 for v in cells.values())
+    assert summary["estimation_ms"] > 0
+    for name in ("table.md", "deviation.png", "gantt-normal+fcfs-0.17-0.png",
+                 "characterization.json"):
+        assert (out / name).exists(), name
+    assert "| 17% |" in proc.stdout
+    assert no_leftovers()
+
+
+def test_live_scheduler_starts_jobs_as_the_simulated_engine_would(tiny):
+    """The same arrivals and durations through the simulation engine, with the same
+    scheduler and node selection, start the jobs in the same order on the same nodes."""
+    from emulator.batch.placement import Placement
+    from emulator.scheduling.job import Job
+    from emulator.scheduling.scheduler import Scheduler
+
+    out, _ = tiny
+    summary = json.loads((out / "summary.json").read_text())
+    rows = sorted(rows_of(out), key=lambda r: float(r["submit"]))
+    names = summary["settings"]["nodes"]
+    loaded = summary["runs"][0]["loaded_nodes"]
+    chars = summary["characterization"]
+    placement = Placement("normal", names, mpl=4, local_cpu={n: 0.15 for n in loaded})
+    sched = Scheduler(len(names) * 4, "fcfs", nodes=placement)
+    jobs = {}
+    events = sorted([(float(r["submit"]), 1, r["job"]) for r in rows]
+                    + [(float(r["end"]), 0, r["job"]) for r in rows])
+    started = []
+    for t, kind, jid in events:
+        r = next(r for r in rows if r["job"] == jid)
+        if kind == 0:
+            sched.finish(jobs[jid], t)
+        else:
+            ch = chars[f"{r['benchmark']}/{r['class']}/{r['tasks']}"]
+            job = Job(int(jid), t, int(r["tasks"]), estimate=ch["exe_seconds"])
+            job.info = {"tasks": int(r["tasks"]), "kind": r["kind"],
+                        "cpu_fraction": min(ch["cpu_fraction"], 1.0)}
+            jobs[jid] = job
+            sched.submit(job, t)
+        started += [(str(j.id), " ".join(j.nodes)) for j in sched.schedule(t)]
+    live = [(r["job"], r["nodes"]) for r in sorted(rows, key=lambda r: float(r["start"]))]
+    assert started == live
+
+
+def test_two_jobs_sharing_a_node_both_run_longer_by_the_shared_cpu():
+    """README: compute phases that overlap on a node split its CPU. EP (all compute) alone
+    on two nodes, then two EPs on the same two nodes: each takes twice as long."""
+    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable,
+                           os.path.join(ROOT, "tests", "mpi_programs", "time_sharing.py")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    alone, shared = got["alone_seconds"], got["shared_seconds"]
+    assert shared == pytest.approx([2 * alone] * 2, rel=0.1), got
+    # each job's CPU time is its work, shared or not
+    assert got["shared_cpu_seconds"] == pytest.approx([got["alone_cpu_seconds"]] * 2, rel=0.02)
+    # with a local user at 15%, the job gets 85% of the CPU
+    assert got["loaded_seconds"] == pytest.approx(alone / 0.85, rel=0.1), got
+
+
+def test_killed_node_job_is_requeued_and_completes(tmp_path):
+    out = tmp_path / "killed"
+    # 6 class-W jobs on 5 nodes; rank 2 (node n2) is killed once a job runs on it
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "batch", "--nodes", "5",
+                             "--job-count", "6", "--loaded-fraction", "0", "--class", "W",
+                             "--mean-gap-seconds", "0.5", "--no-progress", "--out", str(out),
+                             "--timeout-seconds", "60"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        killed = False
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None and not killed:
+            time.sleep(0.2)
+            try:
+                rows = rows_of(out)
+            except (OSError, csv.Error):
+                continue
+            if any(r["status"] == "running" and "n2" in r["nodes"].split() for r in rows):
+                for p in psutil.process_iter(["cmdline"]):
+                    try:
+                        cmd = " ".join(p.info["cmdline"] or [])
+                        if "-m emulator batch" in cmd and "supervise" not in cmd \
+                                and p.environ().get("PMI_RANK") == "2":
+                            p.kill()
+                            killed = True
+                    except psutil.Error:
+                        pass
+        assert killed, "no job ever ran on n2"
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    run = summary["runs"][0]
+    assert "n2" in run["down"] and run["events"], run
+    rows = rows_of(out)
+    assert all(r["status"] == "done" for r in rows), rows
+    requeued = [r for r in rows if int(r["restarts"]) > 0]
+    assert requeued and all("n2" not in r["nodes"].split() for r in requeued)
+    assert no_leftovers()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("arrival_seconds,benchmark,class,tasks\n0,cg,A,4\n1,xx,A,2\n", "line 3: benchmark"),
+    ("arrival_seconds,benchmark,class,tasks\n0,bt,A,2\n", "line 2: tasks: BT does not run"),
+    ("arrival_seconds,benchmark,class,tasks\n0,cg,A,8\n", "job 1: tasks: CG of 8 tasks"),
+])
+def test_a_bad_jobs_file_is_one_message_and_exit_2(tmp_path, text, says):
+    p = tmp_path / "jobs.csv"
+    p.write_text(text)
+    proc = nodesel("batch", "--nodes", "6", "--jobs", str(p), "--out", str(tmp_path / "o"),
+                   timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.count("nodesel: error:") == 1 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
