@@ -104,25 +104,22 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 # -- Algorithm 1 ---------------------------------------------------------------------------
 
 
-def _views(jobs, state):
-    """(MPL_max, CPU_max, CPU factor) of each job on the node state of this moment: node
-    totals are summed once, then each job takes the maximum over its nodes."""
-    loads = {}
-    for n, s in state.items():
-        paral = sum(s.tasks.values())
-        factor = 1.0
-        if s.local_cpu + paral > 1.0 and paral > 0:
-            factor = max(max(1.0 - s.local_cpu, 0.0) / paral, 1e-6)
-        loads[n] = (len(s.tasks) + (1 if s.local_cpu > 0 else 0), s.local_cpu + paral, factor)
-    views = {}
-    for job in jobs:
-        here = [loads[n] for n in job.nodes if n in loads]
-        if not here:  # every node of the job is down: it runs at its isolated pace
-            views[job] = (1, 0.0, 1.0)
-            continue
-        views[job] = (max(v[0] for v in here), max(v[1] for v in here),
-                      min(v[2] for v in here))
-    return views
+def _node_load(s):
+    """(MPL, CPU demand, CPU factor) of one node: seed 000 Eq. 3 and 7's terms and the
+    processor-sharing pace ``net-net`` uses."""
+    paral = sum(s.tasks.values())
+    factor = 1.0
+    if s.local_cpu + paral > 1.0 and paral > 0:
+        factor = max(max(1.0 - s.local_cpu, 0.0) / paral, 1e-6)
+    return (len(s.tasks) + (1 if s.local_cpu > 0 else 0), s.local_cpu + paral, factor)
+
+
+def _view(job, loads):
+    """(MPL_max, CPU_max, CPU factor) of a job: the extremes over its nodes."""
+    here = [loads[n] for n in job.nodes if n in loads]
+    if not here:  # every node of the job is down: it runs at its isolated pace
+        return (1, 0.0, 1.0)
+    return (max(v[0] for v in here), max(v[1] for v in here), min(v[2] for v in here))
 
 
 def _remaining(remain, job, exe_cur, cpu_cur, view):
@@ -171,27 +168,37 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
         c.info = dict(original.info) if original.info else {}
     remain, how = estimator.split("-")
     running = {c: list(progress.get(c.id, (0.0, 0.0))) for c in sim.running}  # DRQ
+    # node loads change only where a job ends or starts: kept up to date, not recomputed
+    loads = {n: _node_load(s) for n, s in state.items()}
+    views = {job: _view(job, loads) for job in running}
     ends = {}
     t0 = now
     while running:  # Alg. 1:3
-        views = _views(running, state)
         remains = {job: _remaining(remain, job, exe, cpu, views[job])
                    for job, (exe, cpu) in running.items()}  # :4
         done = min(remains, key=lambda j: (remains[j], j.index))  # :5
         dt = remains[done]
         ti = t0 + dt
         ends[done.id] = ti  # :6
-        del running[done]
+        del running[done], views[done]
         for job, cur in running.items():  # :7 (the state of [t0, ti], J_i still in it)
             cur[1] = _cputime(how, job, cur[1], dt, views[job])
             cur[0] += dt
         sim.finish(done, ti)
+        touched = set(done.nodes)
         # :8-13 the run's own JSP and NSP start what they can (waiting times advance with
         # the clock: a job's wait is its start minus its submission)
         for job in sim.schedule(ti):
             if comm_factor_of is not None and estimator == "net-net":
                 job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
             running[job] = [0.0, 0.0]
+            touched.update(job.nodes)
+        for n in touched:
+            if n in state:
+                loads[n] = _node_load(state[n])
+        for job in running:
+            if job not in views or not touched.isdisjoint(job.nodes):
+                views[job] = _view(job, loads)
         t0 = ti  # :15
         if not running and sim.waiting():
             # nothing left to free nodes: the rest cannot start (every node down)
