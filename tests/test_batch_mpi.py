@@ -96,7 +96,7 @@ def test_live_scheduler_starts_jobs_as_the_simulated_engine_would(tiny):
     events = sorted([(float(r["submit"]), 1, r["job"]) for r in rows]
                     + [(float(r["end"]), 0, r["job"]) for r in rows])
     started = []
-    for t, kind, jid in events:
+    for k, (t, kind, jid) in enumerate(events):
         r = next(r for r in rows if r["job"] == jid)
         if kind == 0:
             sched.finish(jobs[jid], t)
@@ -107,6 +107,8 @@ def test_live_scheduler_starts_jobs_as_the_simulated_engine_would(tiny):
                         "cpu_fraction": min(ch["cpu_fraction"], 1.0)}
             jobs[jid] = job
             sched.submit(job, t)
+        if k + 1 < len(events) and events[k + 1][:2] == (t, kind):
+            continue  # the live run saw these together: it schedules once after them
         started += [(str(j.id), " ".join(j.nodes)) for j in sched.schedule(t)]
     live = [(r["job"], r["nodes"]) for r in sorted(rows, key=lambda r: float(r["start"]))]
     assert started == live

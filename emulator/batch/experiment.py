@@ -1,11 +1,12 @@
 """Batch runs on the emulated cluster, one after another in one ``mpiexec`` job: every
 policy at every local load, repeated (seed 000 Fig. 3 and Table 1).
 
-Before the runs: the applications are characterized in isolation (cached), and every pair
-of nodes is measured once for the status graph (the ``pattern`` policy's input and the
-``net-net`` estimator's). Each run then starts its local load, plays its jobs, and stops
-the load. The outputs are rewritten atomically after every job that ends, so an
-interrupted experiment leaves valid partial results (``"complete": false``).
+Before the runs: every pair of nodes is measured for the status graph and the applications
+are characterized in isolation (cached); before the runs of each local load, every pair is
+measured again (the ``pattern`` policy's input and the ``net-net`` estimator's). Each run
+then starts its local load, plays its jobs, and stops the load. The outputs are rewritten
+atomically after every job that ends, so an interrupted experiment leaves valid partial
+results (``"complete": false``).
 """
 
 import os
@@ -137,6 +138,8 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
     summary = None
     for repeat in range(repeats):
         for frac in loaded_fractions:
+            # the network these runs start on, for the pattern policy and net-net
+            graph = monitor.measure()
             for policy in policies:
                 nsp, jsp = parse_policy(policy)
                 s = replace(base, nsp=nsp, jsp=jsp, loaded_fraction=frac,
@@ -147,8 +150,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                                on_change=lambda r: write(current, False),
                                progress=bar.update if bar else None)
                 current[3] = run
-                # the network of this run's start, for the pattern policy and net-net
-                run.set_graph(monitor.measure())
+                run.set_graph(graph)
                 run.start_local_load(load_spec)
                 started = time.time()
                 try:

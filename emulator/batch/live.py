@@ -263,6 +263,7 @@ class BatchRun:
 
     def _poll(self):
         changed = False
+        now = None
         for job, handle in list(self.handles.items()):
             try:
                 replies = self.c.poll(handle)
@@ -276,7 +277,8 @@ class BatchRun:
             if replies is None:
                 continue
             del self.handles[job]
-            now = self.now()
+            if now is None:  # the ends seen in one poll are one instant
+                now = self.now()
             self.scheduler.finish(job, now)
             seconds = max(r["result"]["seconds"] for r in replies.values())
             cpu = sum(r.get("cpu_seconds", 0.0) for r in replies.values()) / len(replies)
@@ -292,6 +294,9 @@ class BatchRun:
         self.t0 = time.time()
         pending = list(self.jobs)
         while pending or self.scheduler.running or self.scheduler.waiting():
+            # ends first, then arrivals, then the scheduler: the events in the order of the
+            # times they are recorded with, so a replay of the records decides alike
+            changed = self._poll()
             now = self.now()
             arrived = []
             while pending and pending[0].arrival_seconds <= now:
@@ -301,7 +306,6 @@ class BatchRun:
                 self._record(job, bj)
                 self.scheduler.submit(job, now)
                 arrived.append(job)
-            changed = self._poll()
             if arrived or changed:
                 for job in self.scheduler.schedule(self.now()):
                     self._start(job)

@@ -8,10 +8,10 @@ from .common import cluster_options, command, echo, fraction, on_cluster, output
     positive_float, positive_int
 
 DEFAULT_NODES = 16  # seed 000's cluster: 16 nodes, 512 MB, a 100 Mbit/s switch
-# Iteration caps that keep every class-A job within about 5 to 15 s on the emulator's
+# Iteration caps that keep every class-A job within about 3 to 12 s on the emulator's
 # shared network (the others run their full class count: MG 4, FT 6, EP 1).
-DEFAULT_ITERATIONS = {"bt": 8, "cg": 8, "is": 5, "lu": 20, "sp": 30}
-DEFAULT_GAP_SECONDS = 1.2
+DEFAULT_ITERATIONS = {"bt": 6, "cg": 6, "is": 4, "lu": 20, "sp": 30}
+DEFAULT_GAP_SECONDS = 1.0
 
 
 def _common(p):
