@@ -67,18 +67,18 @@ def measure_one(coordinator, nodes, benchmark, npb_class, tasks, iterations, com
 
 
 def characterize(coordinator, nodes, wanted, *, iterations, network, cache_path=None,
-                 comm_model=None, progress=None):
+                 comm_model=None):
     """Characterizations of ``wanted`` (benchmark, class, tasks) triples, measuring only
-    those not in the cache. Returns {(benchmark, class, tasks): entry}."""
+    those not in the cache; ``iterations`` caps a benchmark's iterations (benchmark -> N).
+    Returns {(benchmark, class, tasks): entry}."""
     entries = read_cache(cache_path)
     out = {}
     for benchmark, npb_class, tasks in sorted(set(wanted)):
-        k = key(benchmark, npb_class, tasks, iterations, network)
+        its = iterations.get(benchmark)
+        k = key(benchmark, npb_class, tasks, its, network)
         if k not in entries:
-            entries[k] = measure_one(coordinator, nodes, benchmark, npb_class, tasks,
-                                     iterations, comm_model)
+            entries[k] = measure_one(coordinator, nodes, benchmark, npb_class, tasks, its,
+                                     comm_model)
             write_cache(cache_path, entries)
         out[(benchmark, npb_class, tasks)] = entries[k]
-        if progress is not None:
-            progress(benchmark, npb_class, tasks, entries[k])
     return out

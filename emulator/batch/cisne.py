@@ -86,13 +86,7 @@ def cputime_cpu(cpu_cur, dt, feas):
 
 def cpu_factor(nodes, state):
     """The share of its isolated CPU pace a job gets on its most crowded node."""
-    factor = 1.0
-    for n in nodes:
-        s = state[n]
-        paral = s.parallel_cpu
-        if s.local_cpu + paral > 1.0 and paral > 0:
-            factor = min(factor, max(1.0 - s.local_cpu, 0.0) / paral)
-    return max(factor, 1e-6)
+    return min((_node_load(state[n])[2] for n in nodes), default=1.0)
 
 
 def net_rate(exe_tot, cpu_tot, comm_factor, factor):
@@ -107,11 +101,11 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 def _node_load(s):
     """(MPL, CPU demand, CPU factor) of one node: seed 000 Eq. 3 and 7's terms and the
     processor-sharing pace ``net-net`` uses."""
-    paral = sum(s.tasks.values())
+    paral = s.parallel_cpu
     factor = 1.0
     if s.local_cpu + paral > 1.0 and paral > 0:
         factor = max(max(1.0 - s.local_cpu, 0.0) / paral, 1e-6)
-    return (len(s.tasks) + (1 if s.local_cpu > 0 else 0), s.local_cpu + paral, factor)
+    return (s.mpl, s.local_cpu + paral, factor)
 
 
 def _view(job, loads):
@@ -161,11 +155,7 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose from {', '.join(ESTIMATORS)}")
     sim, mapping = scheduler.snapshot(now)
-    sim.nodes = nodes = placement.copy()
-    state = nodes.state
-    for original, c in mapping.items():
-        c.nodes = original.nodes
-        c.info = dict(original.info) if original.info else {}
+    state = placement.copy_onto(sim, mapping).state
     remain, how = estimator.split("-")
     running = {c: list(progress.get(c.id, (0.0, 0.0))) for c in sim.running}  # DRQ
     # node loads change only where a job ends or starts: kept up to date, not recomputed
@@ -200,10 +190,7 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
             if job not in views or not touched.isdisjoint(job.nodes):
                 views[job] = _view(job, loads)
         t0 = ti  # :15
-        if not running and sim.waiting():
-            # nothing left to free nodes: the rest cannot start (every node down)
-            break
-    return ends
+    return ends  # jobs that never start (every node they could use is down) have none
 
 
 def deviation_pct(predicted_turnaround, actual_turnaround):

@@ -25,14 +25,12 @@ from .live import BatchRun, BatchSettings, comm_model_function
 def parse_policy(text):
     """``normal+fcfs`` -> (nsp, jsp); ``basic`` -> ("basic", "fcfs")."""
     from ..errors import UserError
-    from ..scheduling.scheduler import POLICIES
     from .placement import NSP
 
     parts = text.strip().lower().split("+")
     nsp = parts[0]
     jsp = parts[1] if len(parts) > 1 else "fcfs"
-    if nsp not in NSP or len(parts) > 2 or jsp not in ("fcfs", "easy") \
-            or jsp not in POLICIES:
+    if nsp not in NSP or len(parts) > 2 or jsp not in ("fcfs", "easy"):
         raise UserError(f"unknown policy {text!r}: give NSP+JSP with NSP one of "
                         f"{', '.join(NSP)} and JSP fcfs or easy (basic alone is Normal+FCFS "
                         "with an MPL of 1)")
@@ -104,13 +102,9 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
     monitor = Monitor(coordinator)
     graph = monitor.measure()
     echo(f"characterizing {len(wanted)} application(s) in isolation ...")
-    chars = {}
-    comm_model = comm_model_function(graph, capacity_of)
-    for (b, c, t) in sorted(wanted):
-        its = base.iterations.get(b)
-        chars.update(characterize(coordinator, nodes, [(b, c, t)], iterations=its,
-                                  network=network_id, cache_path=cache_path,
-                                  comm_model=comm_model))
+    chars = characterize(coordinator, nodes, wanted, iterations=base.iterations,
+                         network=network_id, cache_path=cache_path,
+                         comm_model=comm_model_function(graph, capacity_of))
     total = sum(len(js) for js in lists.values()) * len(policies) * len(loaded_fractions)
     bar = None
     if progress:
@@ -135,7 +129,6 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
         return summary
 
-    summary = None
     for repeat in range(repeats):
         for frac in loaded_fractions:
             # the network these runs start on, for the pattern policy and net-net
@@ -150,7 +143,6 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                                on_change=lambda r: write(current, False),
                                progress=bar.update if bar else None)
                 current[3] = run
-                run.set_graph(graph)
                 run.start_local_load(load_spec)
                 started = time.time()
                 try:
@@ -167,7 +159,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                              "measured_local_load": run.measured_local,
                              "jobs_done": sum(r["status"] == "done" for r in records),
                              "jobs_failed": sum(r["status"] == "failed" for r in records)})
-                summary = write(None, False)
+                write(None, False)
                 report.gantt_plot(records, coordinator.names, run.loaded,
                                   os.path.join(out_dir, f"gantt-{label}-{frac:g}-{repeat}.png"),
                                   title=f"{label}, {frac * 100:.0f}% of nodes loaded, "

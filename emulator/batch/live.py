@@ -21,7 +21,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from ..errors import NodeFailure, UserError
+from ..errors import NodeFailure
 from ..network.flowmodel import predict_comm_seconds
 from ..prediction.forward import forward_snapshot, run_forward
 from ..scheduling.job import Job
@@ -100,12 +100,10 @@ class BatchRun:
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
         self.chars = characterization
         self.s = settings
-        self.graph = graph
         self.on_change = on_change or (lambda run: None)
         self.progress = progress
-        names = [n for n in coordinator.up]
+        names = coordinator.up
         self.loaded = loaded_nodes(names, settings.loaded_fraction, settings.seed)
-        self.local_cpu = {}
         cluster = coordinator.settings.cluster
         self.capacity_of = lambda n: cluster.nodes[n]["capacity_mbps"]
         self.comm_factor_of = comm_factor_function(graph, self.capacity_of)
@@ -126,12 +124,6 @@ class BatchRun:
         self.measured_local = {}
         self.modeled_cpu = False
 
-    def set_graph(self, graph):
-        """The status graph the pattern policy and ``net-net`` use from now on."""
-        self.graph = graph
-        self.placement.graph = graph
-        self.comm_factor_of = comm_factor_function(graph, self.capacity_of)
-
     # -- bookkeeping ----------------------------------------------------------------------
 
     def now(self):
@@ -146,13 +138,12 @@ class BatchRun:
                 "comm_model_seconds": ch.get("comm_model_seconds")}
 
     def _record(self, job, bj):
-        rec = self.records.setdefault(bj.id, {
+        self.records[bj.id] = {
             "job": bj.id, "benchmark": bj.benchmark, "class": bj.npb_class, "tasks": bj.tasks,
             "kind": bj.kind, "arrival_seconds": bj.arrival_seconds, "submit": job.submit,
             "start": None, "end": None, "nodes": "", "status": "queued", "restarts": 0,
             "isolated_seconds": job.info["exe_seconds"], "predicted_end": {},
-            "estimation_ms": None})
-        return rec
+            "estimation_ms": None}
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -171,7 +162,6 @@ class BatchRun:
             self.c.broadcast({"op": "load", "spec": spec, "modeled_cpu": self.modeled_cpu},
                              ranks)
         for n in self.loaded:
-            self.local_cpu[n] = spec["cpu_fraction"]
             self.placement.state[n].local_cpu = spec["cpu_fraction"]
 
     def stop_local_load(self):
@@ -201,14 +191,15 @@ class BatchRun:
         progress = self._progress_of_running()
         now = self.now()
         rec = self.records[job.id]
+        rec["estimation_ms"] = 0.0
         for estimator in self.s.estimators:
             t = time.perf_counter()
             ends = estimate_ends(self.scheduler, self.placement, now, progress, estimator,
                                  comm_factor_of=self.comm_factor_of)
-            self.estimation_ms.append((time.perf_counter() - t) * 1000)
-            end = ends.get(job.id)
-            rec["predicted_end"][estimator] = end
-        rec["estimation_ms"] = sum(self.estimation_ms[-len(self.s.estimators):])
+            ms = (time.perf_counter() - t) * 1000
+            self.estimation_ms.append(ms)
+            rec["estimation_ms"] += ms
+            rec["predicted_end"][estimator] = ends.get(job.id)
         start = self._forward_start(job, now)
         rec["predicted_start"] = start
         rec["predicted_end"][FORWARD] = None if start is None else \
@@ -220,10 +211,7 @@ class BatchRun:
         slowdown; the job's predicted start."""
         sim, mapping = forward_snapshot(self.scheduler, now,
                                         lambda j, elapsed: j.info["exe_seconds"])
-        sim.nodes = self.placement.copy()
-        for original, c in mapping.items():
-            c.nodes = original.nodes
-            c.info = dict(original.info)
+        self.placement.copy_onto(sim, mapping)
         target = mapping[job]
         return run_forward(sim, now, [target])[target]
 
@@ -301,8 +289,9 @@ class BatchRun:
             arrived = []
             while pending and pending[0].arrival_seconds <= now:
                 bj = pending.pop(0)
-                job = Job(bj.id, now, bj.tasks, estimate=self._info(bj)["exe_seconds"])
-                job.info = {**self._info(bj), "spec": bj}
+                info = self._info(bj)
+                job = Job(bj.id, now, bj.tasks, estimate=info["exe_seconds"])
+                job.info = {**info, "spec": bj}
                 self._record(job, bj)
                 self.scheduler.submit(job, now)
                 arrived.append(job)
@@ -323,9 +312,3 @@ class BatchRun:
         self.on_change(self)
         return [self.records[k] for k in sorted(self.records)]
 
-
-def check_runnable(jobs, nodes):
-    for job in jobs:
-        if job.tasks > nodes:
-            raise UserError(f"job {job.id} ({job.benchmark.upper()}, {job.tasks} tasks) needs "
-                            f"more nodes than the cluster's {nodes}")

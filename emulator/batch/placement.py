@@ -176,6 +176,16 @@ class Placement:
         """A failed node takes no more tasks."""
         self.state.pop(node, None)
 
+    def copy_onto(self, sim, mapping):
+        """Give ``sim``, a snapshot of the scheduler this placement serves (``mapping``:
+        original job -> copy), a copy of the placement; each copied job keeps its nodes and
+        gets an info dict of its own. Returns the placement's copy."""
+        sim.nodes = other = self.copy()
+        for original, c in mapping.items():
+            c.nodes = original.nodes
+            c.info = dict(original.info or {})
+        return other
+
     def copy(self):
         """An independent placement in the same state (for simulating forward); the random
         policy's copy draws from its own generator."""

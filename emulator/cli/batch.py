@@ -190,11 +190,9 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
 
 
 def cmd_batch(args):
-    from ..batch.experiment import parse_policy, policy_label
+    from ..batch.experiment import policy_label
 
-    nsp, jsp = args.nsp, args.jsp
-    parse_policy(f"{nsp}+{jsp}" if nsp != "basic" else "basic")
-    return _run(args, policies=[policy_label(nsp, "fcfs" if nsp == "basic" else jsp)],
+    return _run(args, policies=[policy_label(args.nsp, args.jsp)],
                 fractions=[args.loaded_fraction], repeats=1, default_out="results/batch")
 
 

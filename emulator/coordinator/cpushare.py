@@ -26,7 +26,7 @@ class NodeCPU:
     def __init__(self, local_fraction=0.0):
         self.local_fraction = float(local_fraction)
         self._lock = threading.Lock()
-        self._active = {}  # phase token -> (job, virtual start)
+        self._active = {}  # phase token -> (job, virtual start, virtual target)
         self._virtual = 0.0  # CPU-seconds every active phase has received since the origin
         self._stamp = time.monotonic()
         self._done = {}  # job -> CPU-seconds of its finished phases
@@ -97,10 +97,6 @@ class NodeCPU:
                 if j == job:
                     used += min(self._virtual, target) - start
             return used
-
-    def computing(self):
-        with self._lock:
-            return len(self._active)
 
     def forget(self, job):
         with self._lock:

@@ -166,14 +166,15 @@ def _network(settings, *, dedicated=False):
 def _group_comm(data, settings, networks, names, msg, *, own=False):
     """The communicator a work message runs on; with ``own``, one made for this job alone
     (its ranks numbered from 0), so jobs that share nodes never see each other's traffic.
-    Returns (comm, raw MPI communicator to free or None)."""
+    Returns (comm, raw MPI communicator to free or None, the job's own bell to close or
+    None)."""
     members, raw = msg["members"], None
     if own or settings.shaping in ("tc", "external"):
         group = data.Get_group().Incl(members)
         raw = data.Create_group(group, msg["job"] % 32768)
         group.Free()
     if settings.shaping in ("tc", "external"):
-        return MPIComm(raw), raw  # real traffic: a plain communicator over the group
+        return MPIComm(raw), raw, None  # real traffic: a plain communicator over the group
     network = networks[bool(msg.get("dedicated"))]
     # a job may run on its own scenario clock (the experiment replays the same scenario
     # time for every method)
@@ -186,18 +187,18 @@ def _group_comm(data, settings, networks, names, msg, *, own=False):
             bells = raw.allgather(bell.address)
         comm = ShapedComm(raw, list(range(len(members))), nodes, network, context=0,
                           timeout_seconds=settings.timeout_seconds, doorbells=bells, bell=bell)
-        comm.own_bell = bell
         comm.bell_max_seconds = THREADED_BELL_MAX_SECONDS
-        return comm, raw
+        return comm, raw, bell
     return ShapedComm(data, members, nodes, network, context=msg["job"],
                       timeout_seconds=settings.timeout_seconds,
-                      doorbells=msg.get("doorbells")), raw
+                      doorbells=msg.get("doorbells")), raw, None
 
 
 def _run_work(data, settings, networks, names, msg, cpu=None):
     """Run one work message; returns the reply."""
     try:
-        comm, raw = _group_comm(data, settings, networks, names, msg, own=cpu is not None)
+        comm, raw, bell = _group_comm(data, settings, networks, names, msg,
+                                      own=cpu is not None)
         try:
             if cpu is not None:
                 comm.shared_cpu = (cpu, msg["job"])
@@ -205,8 +206,8 @@ def _run_work(data, settings, networks, names, msg, cpu=None):
         finally:
             if raw is not None:
                 raw.Free()
-            if getattr(comm, "own_bell", None) is not None:
-                comm.own_bell.close()
+            if bell is not None:
+                bell.close()
         reply = {"ok": True, "job": msg["job"], "result": result,
                  "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
         if cpu is not None:
@@ -284,8 +285,7 @@ def serve_node(world, control, data, settings):
                 elif op == "report":
                     reply = {"ok": True, "load": None if load is None else load.measure(),
                              "jobs": {j: cpu.cpu_seconds(j) for j, t in threads.items()
-                                      if t.is_alive()},
-                             "computing": cpu.computing()}
+                                      if t.is_alive()}}
                 else:
                     reply = {"ok": False, "error": f"unknown command {op!r}"}
             except Exception as e:  # reported to the coordinator, which decides
