@@ -33,22 +33,151 @@ def standalone(name, n=4, *extra):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_cg_sends_what_npb_cg_sends():
-    out = standalone("cg")
+def trace(tmp_path, name, n, npb_class="S"):
+    out = str(tmp_path / f"{name}{n}.json")
+    proc = subprocess.run([sys.executable, "-m", "emulator", "trace", name, "--nprocs", str(n),
+                           "--class", npb_class, "--out", out],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.load(open(trace_files(out)["json"]))
+
+
+def npb_mg_point_to_point(n, niter, pi):
+    """Bytes and messages each rank sends each neighbour over a whole run of NPB 3.3 mg.f
+    (MPI), for an n^3 grid on a pi1 x pi2 x pi3 process grid, by axis (1, 2, 3).
+
+    - ``comm3`` at level k (grid 2^k) sends, along each axis with pi > 1, one message in each
+      direction (``give3``): axis 1 (n2-2)(n3-2) doubles, axis 2 n1(n3-2), axis 3 n1 n2, with
+      n_a = 2 + 2^k / pi_a the local sizes with ghosts (``setup``: mi).
+    - ``mg3P`` calls ``comm3`` in ``rprj3`` at levels lt-1..1, ``psinv`` at 1, ``resid`` and
+      ``psinv`` at 2..lt; the ``resid`` after it once more at lt.
+    - the main program: ``zran3`` (``comm3`` at lt) twice, ``resid`` twice outside the loop,
+      and niter + 1 iterations (one untimed warm-up).
+    """
+    lt = n.bit_length() - 1
+    calls = {k: (3 if k > 1 else 2) * (niter + 1) for k in range(1, lt + 1)}
+    calls[lt] += 4
+    sent = {}
+    for axis in range(3):
+        if pi[axis] == 1:
+            continue  # the neighbour is the rank itself: nothing on the wire
+        doubles = 0
+        for k, count in calls.items():
+            n1, n2, n3 = (2 + 2 ** k // p for p in pi)
+            face = [(n2 - 2) * (n3 - 2), n1 * (n3 - 2), n1 * n2][axis]
+            doubles += count * face * (2 if pi[axis] == 2 else 1)
+        sent[axis] = (8 * doubles, sum(calls.values()) * (2 if pi[axis] == 2 else 1))
+    return sent
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_mg_moves_what_npb_mg_moves(tmp_path, n):
+    """Point-to-point bytes and messages per pair against mg.f's own count (class S; the
+    library's pattern for class A too)."""
+    data = trace(tmp_path, "mg", n)
+    p = CLASS_PARAMS["mg"]["S"]
+    pi = {4: (1, 2, 2), 8: (2, 2, 2)}[n]
+    sent = npb_mg_point_to_point(p["n"], p["niter"], pi)
+    for me in range(n):
+        coord = (me % pi[0], me // pi[0] % pi[1], me // (pi[0] * pi[1]))
+        for axis, (nbytes, messages) in sent.items():
+            nb = list(coord)
+            nb[axis] = (coord[axis] + 1) % pi[axis]
+            other = nb[0] + pi[0] * (nb[1] + pi[1] * nb[2])
+            assert data["bytes_by_call"]["p2p"][me][other] == nbytes, (me, other)
+            assert data["messages_by_call"]["p2p"][me][other] == messages, (me, other)
+    a = CLASS_PARAMS["mg"]["A"]
+    library = builtin_pattern("mg", 4, npb_class="A")
+    for axis, (nbytes, _) in npb_mg_point_to_point(a["n"], a["niter"], (1, 2, 2)).items():
+        pair = (0, 1) if axis == 1 else (0, 2)
+        assert library.edges[pair]["bytes"] * a["niter"] == pytest.approx(2 * nbytes, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_cg_moves_what_npb_cg_moves(tmp_path, n):
+    """Point-to-point bytes and messages per pair against cg.f's own count (class S).
+
+    Per outer iteration (``conj_grad`` and the main loop's norms), each rank sends each row
+    partner (``reduce_exch_proc``): 26 mat-vec pieces (25 CG steps and the residual) of
+    naa/nprows doubles (half on non-square grids: ``reduce_send_lengths``), 52 single doubles
+    (rho, then d and rho per CG step, then the residual's d) and the pair (x.z, z.z); and
+    its transpose partner (``exch_proc``, if not itself) 26 pieces of ``send_len`` doubles.
+    Outer iterations: niter, plus one untimed.
+    """
+    data = trace(tmp_path, "cg", n)
     p = CLASS_PARAMS["cg"]["S"]
-    seg = p["na"] // 2  # 2 x 2 grid
-    for r in out["ranks"]:
-        reduce, exch = cg_partners(4)[r["rank"]]
-        per_iteration = 52 * 8 * len(reduce) + 26 * seg * 8 * (len(reduce) + (exch != r["rank"]))
-        assert r["bytes_sent"] == p["niter"] * per_iteration
-        assert r["iterations"] == p["niter"]
+    nprows, npcols = {4: (2, 2), 8: (2, 4)}[n]
+    seg = p["na"] // nprows // (1 if nprows == npcols else 2)
+    runs = p["niter"] + 1
+    for me, (reduce, exch) in enumerate(cg_partners(n)):
+        expected_bytes, expected_messages = {}, {}
+        for partner in reduce:
+            expected_bytes[partner] = runs * (26 * seg + 52 + 2) * 8
+            expected_messages[partner] = runs * (26 + 52 + 1)
+        if exch != me:
+            expected_bytes[exch] = expected_bytes.get(exch, 0) + runs * 26 * seg * 8
+            expected_messages[exch] = expected_messages.get(exch, 0) + runs * 26
+        for other in range(n):
+            assert data["bytes_by_call"]["p2p"][me][other] == expected_bytes.get(other, 0)
+            assert data["messages_by_call"]["p2p"][me][other] == expected_messages.get(other, 0)
+    assert data["iterations"] == p["niter"]
 
 
-def test_is_sends_what_npb_is_sends():
-    out = standalone("is")
-    keys = CLASS_PARAMS["is"]["S"]["total_keys"] // 4
-    per_iteration = 2 * 1029 * 4 + 3 * 4 + 3 * (keys // 4) * 4  # allreduce, alltoall, alltoallv
-    assert all(r["bytes_sent"] == 10 * per_iteration for r in out["ranks"])
+def test_is_moves_what_npb_is_moves(tmp_path):
+    """Bytes per pair and call against is.c's own count (class S, 4 ranks): per ranking an
+    ``MPI_Allreduce`` of NUM_BUCKETS + TEST_ARRAY_SIZE ints (recursive doubling: partners
+    r XOR 1, r XOR 2), an ``MPI_Alltoall`` of one int and an ``MPI_Alltoallv`` of the keys
+    (total_keys/p^2 ints per pair, evenly); niter + 1 rankings (one untimed); then
+    ``full_verify`` sends one key to the next rank."""
+    data = trace(tmp_path, "is", 4)
+    p = CLASS_PARAMS["is"]["S"]
+    runs = p["niter"] + 1
+    by_call = data["bytes_by_call"]
+    for me in range(4):
+        for other in range(4):
+            if other == me:
+                continue
+            assert by_call["Alltoallv"][me][other] == runs * p["total_keys"] // 16 * 4
+            assert by_call["Alltoall"][me][other] == runs * 4
+            partners = (me ^ 1, me ^ 2)
+            assert by_call["Allreduce"][me][other] == \
+                (runs * (1024 + 5) * 4 if other in partners else 0)
+            assert by_call["p2p"][me][other] == (4 if other == me + 1 else 0)
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_lu_moves_what_npb_lu_moves(tmp_path, n):
+    """Point-to-point bytes and messages per pair against lu.f's own count (class S).
+
+    Each SSOR step sends each neighbour one ``exchange_1`` line per k-plane (nz - 2 planes,
+    ``blts`` one way and ``buts`` the other) of 5 doubles per point of jst..jend (north/
+    south) or ist..iend (east/west), which leave out the global boundary (``subdomain``);
+    each ``exchange_3`` sends 10 ny nz (north/south) or 10 nx nz (east/west) doubles. Steps:
+    itmax + 1 (``ssor(1)`` untimed); ghost swaps: itmax + 4 (``erhs``, and ``rhs`` before
+    each ``ssor`` and after each step).
+    """
+    data = trace(tmp_path, "lu", n)
+    size, itmax = CLASS_PARAMS["lu"]["S"]["n"], CLASS_PARAMS["lu"]["S"]["niter"]
+    xdim, ydim = {4: (2, 2), 8: (4, 2)}[n]
+    nx, ny = size // xdim, size // ydim
+    for me in range(n):
+        row, col = me % xdim, me // xdim
+        neighbours = {}
+        for step, other in ((-1, me - 1), (1, me + 1)):
+            if 0 <= row + step < xdim:  # north/south: j-lines
+                neighbours[other] = (ny - (col == 0) - (col == ydim - 1), ny)
+        for step, other in ((-1, me - xdim), (1, me + xdim)):
+            if 0 <= col + step < ydim:  # west/east: i-lines
+                neighbours[other] = (nx - (row == 0) - (row == xdim - 1), nx)
+        for other in range(n):
+            if other not in neighbours:
+                assert data["bytes_by_call"]["p2p"][me][other] == 0
+                continue
+            line, face = neighbours[other]
+            doubles = (itmax + 1) * (size - 2) * 5 * line + (itmax + 4) * 10 * face * size
+            assert data["bytes_by_call"]["p2p"][me][other] == 8 * doubles, (me, other)
+            assert data["messages_by_call"]["p2p"][me][other] == \
+                (itmax + 1) * (size - 2) + itmax + 4
 
 
 def test_lu_runs_its_wavefront():

@@ -12,9 +12,16 @@ bandwidth matrix*: for every pair of compute nodes, the widest router-only path.
 Figure 1 deletes edges in increasing bandwidth order until the pattern no longer embeds.
 The pattern embeds after deleting every edge below ``t`` exactly when it embeds (subgraph
 monomorphism) into the graph of pairs with bandwidth >= ``t``, and that is monotone in ``t``;
-so :func:`max_min_select` bisects over the sorted distinct bandwidths, testing O(log E)
-thresholds instead of E. :func:`figure1_select` keeps the literal loop, with networkx's VF2
-matcher as the test, as the reference.
+so :func:`max_min_select` searches the sorted distinct bandwidths by bisection while the
+bracket is wide, then ascends (each search starts just above the last embedding's
+bottleneck, so one search, the proof, comes out empty). Each test is a backtracking search
+on bitsets (in C, ``_search.c``, with this module's Python as the fallback) that places the
+rank with the fewest nodes left first, checks forward through adjacency and common-neighbour
+counts (a pattern pair sharing k neighbours needs a node pair sharing k), and breaks the
+pattern's symmetries with conditions from its automorphism group. Complete patterns use a
+clique branch and bound with a colouring bound that raises its threshold as it finds
+cliques; patterns of disjoint pairs are bottleneck matchings (polynomial). :func:`figure1_select`
+keeps the literal loop, with networkx's VF2 matcher as the test, as the reference.
 """
 
 import itertools
@@ -31,8 +38,25 @@ from ..network.flowmodel import predict_comm_seconds
 from ..network.netgraph import COMPUTE, compute_nodes
 from .patterns import generic_pattern
 
+try:  # the searches in C, built by the package's install; the Python ones are the fallback
+    from . import _search
+except ImportError:  # pragma: no cover - a source tree without its build
+    _search = None
+
 NO_PATH = -np.inf
 DEFAULT_TIME_BUDGET_SECONDS = 5.0
+# common neighbours are counted only where a pair has at most this many on average (where
+# they can prune)
+COMMON_MAX = 4.0
+# bracket (in distinct bandwidths) below which searches ascend, and below which a complete
+# pattern's search is one branch and bound, on 256 nodes; both scale with 1/n^2, as a
+# restart's cost (thresholding the pair matrix) grows with n^2
+ASCEND_LEVELS = 256
+CLIQUE_LEVELS = 4096
+CLIQUE_PROBES = 3  # bisection steps, at least, before it
+COMMON_NODES_MAX = 1024  # common neighbours are counted (a dense product) up to this size
+REORDER_NODES_MAX = 1024  # nodes are relabelled by degree at each threshold up to this size
+SYMMETRY_SHARE = 0.1  # of the time budget, at most, for the pattern's automorphisms
 
 
 @dataclass
@@ -84,12 +108,16 @@ def pair_bandwidths(network, *, weight="bandwidth_mbps"):
     matrix = np.full((n, n), NO_PATH)
     attach = np.full((n, r), NO_PATH)
     widest = np.full((r, r), NO_PATH)
+    direct = [(ci[u], ci[v], bw) for u, v, bw in network.edges(data=weight)
+              if u in ci and v in ci]  # a Graph has one edge per pair: set, no max needed
+    if direct:
+        i, j, bw = (np.array(column) for column in zip(*direct))
+        matrix[i, j] = matrix[j, i] = bw.astype(float)
     for u, v, bw in network.edges(data=weight):
-        bw = float(bw)
         if u in ci and v in ci:
-            i, j = ci[u], ci[v]
-            matrix[i, j] = matrix[j, i] = max(matrix[i, j], bw)
-        elif u in ri and v in ri:
+            continue
+        bw = float(bw)
+        if u in ri and v in ri:
             i, j = ri[u], ri[v]
             widest[i, j] = widest[j, i] = max(widest[i, j], bw)
         else:
@@ -121,13 +149,56 @@ class _OutOfTime(Exception):
     pass
 
 
+def _bits(flags):
+    """A boolean vector as a Python integer bitset (bit i set where ``flags[i]``)."""
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+def _words(flags):
+    """Boolean vectors (last axis) as little-endian 64-bit words, for the C searches."""
+    packed = np.packbits(flags, axis=-1, bitorder="little")
+    pad = -packed.shape[-1] % 8
+    if pad:
+        packed = np.concatenate(
+            [packed, np.zeros(packed.shape[:-1] + (pad,), dtype=np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view("<u8")
+
+
+def _group_words(groups, inverse, w):
+    """Node groups (original indices) as rows of 64-bit words in search order."""
+    words = np.zeros((len(groups), w), dtype="<u8")
+    for g, group in enumerate(groups):
+        for i in group:
+            v = int(inverse[i])
+            words[g, v >> 6] |= np.uint64(1 << (v & 63))
+    return words
+
+
+def _common_links(pattern, order):
+    """For each search position, the other positions whose ranks share k >= 1 neighbours
+    with its rank, as ``(position, k)``. Any embedding maps such a pair onto nodes with at
+    least k common neighbours (the images of the shared neighbours), a constraint that
+    prunes hard on sparse thresholded graphs (Glasgow's supplemental graphs, paths of
+    length two)."""
+    index = {r: i for i, r in enumerate(sorted(pattern.nodes))}
+    a = np.zeros((len(order), len(order)), dtype=np.int64)
+    for u, v in pattern.edges:
+        a[index[u], index[v]] = a[index[v], index[u]] = 1
+    common = a @ a
+    return [[(j, int(common[index[r], index[q]])) for j, q in enumerate(order)
+             if j != i and common[index[r], index[q]] > 0] for i, r in enumerate(order)]
+
+
 def _pattern_order(pattern):
     """Ranks in search order: each next rank has the most already-placed neighbours."""
     ranks = sorted(pattern.nodes)
+    shared = {r: {q: len(set(pattern[r]) & set(pattern[q])) for q in ranks if q != r}
+              for r in ranks}
     order, placed = [], set()
-    while len(order) < len(ranks):
+    while len(order) < len(ranks):  # then the most neighbours shared with placed ranks
         best = max((r for r in ranks if r not in placed),
-                   key=lambda r: (sum(1 for q in pattern[r] if q in placed), pattern.degree(r), -r))
+                   key=lambda r: (sum(1 for q in pattern[r] if q in placed),
+                                  sum(shared[r][q] for q in placed), pattern.degree(r), -r))
         order.append(best)
         placed.add(best)
     pos = {r: i for i, r in enumerate(order)}
@@ -138,16 +209,19 @@ def _pattern_order(pattern):
 
 
 def _symmetry_chains(pattern, order):
-    """For each search position, an earlier position whose node index it must exceed.
+    """Symmetry-breaking conditions from twins and interchangeable clique components.
 
     Two safe kinds of symmetry are broken: twins (ranks u, v with N(u) - {v} = N(v) - {u}
     can swap, so a class of pairwise twins can be sorted), and interchangeable clique
     components (K1, K2, ... of the same size can swap whole, so they can be sorted by their
-    first node). Every node group keeps an embedding that obeys the chains, so searches
+    first node). Every node group keeps an embedding that obeys the conditions, so searches
     stay exact while visiting far fewer symmetric copies.
+
+    Returns the conditions as position pairs ``(a, b)``, "the node at position a has a lower
+    index than the node at position b", and how many symmetric copies they remove.
     """
     pos = {r: i for i, r in enumerate(order)}
-    prev = [None] * len(order)
+    pairs, factor = [], 1
     classes = []
     for r in order:  # greedy classes of pairwise twins, in search order
         for cls in classes:
@@ -156,40 +230,153 @@ def _symmetry_chains(pattern, order):
                 break
         else:
             classes.append([r])
+    chained = set()
     for cls in classes:
+        factor *= math.factorial(len(cls))
         for a, b in zip(cls, cls[1:]):
-            prev[pos[b]] = pos[a]
+            pairs.append((pos[a], pos[b]))
+            chained.add(pos[b])
     anchors = {}
     for comp in nx.connected_components(pattern):
         if all(pattern.degree(r) == len(comp) - 1 for r in comp):  # a clique component
             anchors.setdefault(len(comp), []).append(min(pos[r] for r in comp))
     for firsts in anchors.values():
         firsts.sort()
-        for a, b in zip(firsts, firsts[1:]):
-            if prev[b] is None:
-                prev[b] = a
-    return prev
+        links = [(a, b) for a, b in zip(firsts, firsts[1:]) if b not in chained]
+        if len(links) == len(firsts) - 1:
+            factor *= math.factorial(len(firsts))
+        pairs.extend(links)
+    return pairs, factor
+
+
+def _refine(neighbours, colours):
+    """Colour refinement (1-dimensional Weisfeiler-Leman) to a stable colouring. Colours are
+    numbered canonically (by sorted signature), so isomorphic inputs give corresponding
+    colourings."""
+    count = len(set(colours))
+    while True:
+        signatures = [(colours[v], tuple(sorted(colours[u] for u in neighbours[v])))
+                      for v in range(len(colours))]
+        index = {s: i for i, s in enumerate(sorted(set(signatures)))}
+        colours = [index[s] for s in signatures]
+        if len(index) == count:
+            return colours
+        count = len(index)
+
+
+def _automorphism_conditions(pattern, order, deadline):
+    """Symmetry-breaking conditions from the pattern's automorphism group (Grochow and
+    Kellis, RECOMB 2007): fix ranks one by one in search order; each rank a must take a
+    lower node index than every other rank of its orbit under the automorphisms that fix
+    the ranks before it. Orbits come from automorphisms found by VF2 between colour-refined
+    copies of the pattern. Stops at ``deadline`` with the conditions of the levels done so
+    far (each level's conditions are safe on their own).
+
+    Returns position pairs ``(a, b)`` (node at position a below node at position b) and how
+    many symmetric copies they remove (the product of the orbit sizes).
+    """
+    ranks = list(order)
+    index = {r: i for i, r in enumerate(ranks)}  # work on positions 0..m-1
+    neighbours = [[index[q] for q in pattern[r]] for r in ranks]
+    graph = nx.Graph()
+    graph.add_nodes_from(range(len(ranks)))
+    graph.add_edges_from((i, j) for i, nb in enumerate(neighbours) for j in nb)
+
+    def individualise(fixed):
+        colours = [0] * len(ranks)
+        for i, v in enumerate(fixed):
+            colours[v] = i + 1
+        return _refine(neighbours, colours)
+
+    def automorphism(ca, cb):
+        """An automorphism taking colouring ca onto colouring cb, or None."""
+        if sorted(ca) != sorted(cb):
+            return None
+        g1, g2 = graph.copy(), graph.copy()
+        nx.set_node_attributes(g1, dict(enumerate(ca)), "c")
+        nx.set_node_attributes(g2, dict(enumerate(cb)), "c")
+        matcher = nx.algorithms.isomorphism.GraphMatcher(
+            g1, g2, node_match=lambda x, y: x["c"] == y["c"])
+        return next(matcher.isomorphisms_iter(), None)
+
+    pairs, factor, fixed = [], 1, []
+    for a in range(len(ranks)):
+        if time.monotonic() > deadline:
+            break
+        base = individualise(fixed)
+        if len(set(base)) == len(ranks):
+            break  # a discrete colouring: only the identity fixes these ranks
+        found = individualise(fixed + [a])
+        orbit, generators = {a}, []
+        for b in range(a + 1, len(ranks)):
+            if b in orbit or base[b] != base[a]:
+                continue
+            if time.monotonic() > deadline:
+                break  # part of the orbit is still a safe condition
+            sigma = automorphism(found, individualise(fixed + [b]))
+            if sigma is not None:
+                generators.append(sigma)
+                frontier = list(orbit)
+                while frontier:  # the orbit of a under the automorphisms found so far
+                    v = frontier.pop()
+                    for g in generators:
+                        if g[v] not in orbit:
+                            orbit.add(g[v])
+                            frontier.append(g[v])
+        pairs.extend((a, b) for b in sorted(orbit) if b != a)
+        factor *= len(orbit)
+        fixed.append(a)
+    return pairs, factor
+
+
+def _symmetry_conditions(pattern, order, deadline):
+    """Symmetry-breaking conditions by search position: for each, the positions that must
+    take a higher node index than it, and those that must take a lower one. From the
+    automorphism group when that removes more symmetric copies (and is found before
+    ``deadline``), else from twins and clique components; the two kinds are never mixed
+    (together they could exclude every copy of a group)."""
+    pairs, factor = _symmetry_chains(pattern, order)
+    if time.monotonic() < deadline:
+        group_pairs, group_factor = _automorphism_conditions(pattern, order, deadline)
+        if group_factor > factor:
+            pairs = group_pairs
+    bigger, smaller = [[] for _ in order], [[] for _ in order]
+    for a, b in pairs:  # node at a < node at b
+        bigger[a].append(b)
+        smaller[b].append(a)
+    return bigger, smaller
 
 
 class _Matcher:
     """Subgraph-monomorphism search of a pattern into thresholded pair graphs, on bitsets.
 
     At each threshold the graph's vertices are relabelled by decreasing degree, so the search
-    tries well-connected nodes first; neighbourhoods are Python integers used as bitsets. A
-    search can be told to find a node group different from given ones.
+    tries well-connected nodes first; neighbourhoods are bitsets: 64-bit words for the C
+    searches (``_search``), Python integers for the fallback, which searches alike. A search
+    can be told to find a node group different from given ones.
     """
 
     CACHE_LEVELS = 24
 
-    def __init__(self, matrix, pattern, deadline):
+    def __init__(self, matrix, pattern, deadline, symmetry_deadline=-math.inf):
         self.matrix = matrix
         self.order, self.back, self.ahead, self.degree = _pattern_order(pattern)
-        self.after = _symmetry_chains(pattern, self.order)
         self.m = len(self.order)
         self.complete = self.m >= 3 and pattern.number_of_edges() == self.m * (self.m - 1) // 2
+        if self.complete:  # the clique search has no use for symmetry conditions
+            symmetry_deadline = -math.inf
+        self.bigger, self.smaller = _symmetry_conditions(pattern, self.order, symmetry_deadline)
+        self.common = [] if self.complete else _common_links(pattern, self.order)
+        self.common_counts = sorted({k for links in self.common for _, k in links})
+        self.edges = list(pattern.edges)
         self.deadline = deadline
         self.steps = 0
         self._cache = {}
+
+    def level(self, emb, values):
+        """Index in ``values`` of the bottleneck of an embedding (node indices by rank)."""
+        bottleneck = min(self.matrix[emb[a], emb[b]] for a, b in self.edges)
+        return int(np.searchsorted(values, bottleneck, side="right")) - 1
 
     def _clique(self, adj, cand, avoid):
         """A clique of size m (node bits) by branch and bound with a greedy-colouring bound
@@ -239,17 +426,36 @@ class _Matcher:
             return self._cache[threshold]
         adj = self.matrix >= threshold
         deg = adj.sum(axis=1)
-        perm = np.argsort(-deg, kind="stable")
+        if deg.size <= REORDER_NODES_MAX:
+            perm = np.argsort(-deg, kind="stable")
+            adj = adj[np.ix_(perm, perm)]
+            deg = deg[perm]
+        else:  # relabelling costs a gather of n^2 flags per threshold: not on big networks
+            perm = np.arange(deg.size)
         inverse = np.empty_like(perm)
         inverse[perm] = np.arange(perm.size)
-        packed = np.packbits(adj[np.ix_(perm, perm)], axis=1, bitorder="little")
-        bits = [int.from_bytes(row.tobytes(), "little") for row in packed]
-        deg = deg[perm]
-        masks = {d: int.from_bytes(np.packbits(deg >= d, bitorder="little").tobytes(), "little")
-                 for d in set(self.degree)}
+        flags = {0: adj}
+        n = deg.size
+        # common-neighbour counts: only where a pair has few on average (they prune there)
+        if (self.common_counts and n <= COMMON_NODES_MAX
+                and float(np.square(deg, dtype=float).sum()) <= COMMON_MAX * n * n):
+            a = adj.astype(np.float32)
+            common = a @ a
+            np.fill_diagonal(common, 0)
+            for k in self.common_counts:
+                flags[k] = common >= k
+        degree_flags = {d: deg >= d for d in set(self.degree)}
+        if _search is not None:  # 64-bit words for the C searches
+            kinds = list(flags)
+            tables = (kinds, _words(np.stack([flags[k] for k in kinds]) if len(kinds) > 1
+                                    else adj[np.newaxis]))
+            masks = {d: _words(f) for d, f in degree_flags.items()}
+        else:  # Python integers as bitsets
+            tables = {k: [_bits(row) for row in f] for k, f in flags.items()}
+            masks = {d: _bits(f) for d, f in degree_flags.items()}
         if len(self._cache) >= self.CACHE_LEVELS:
             self._cache.pop(next(iter(self._cache)))
-        self._cache[threshold] = (perm, inverse, bits, masks)
+        self._cache[threshold] = (perm, inverse, tables, masks)
         return self._cache[threshold]
 
     def embed(self, threshold, avoid=()):
@@ -259,58 +465,149 @@ class _Matcher:
         it must use, for each of them, a node outside it. Raises ``_OutOfTime`` past the
         deadline.
         """
-        perm, inverse, adj, masks = self._graph(threshold)
-        order, back, ahead, m, after = self.order, self.back, self.ahead, self.m, self.after
-        dmask = [masks[d] for d in self.degree]
+        perm, inverse, tables, masks = self._graph(threshold)
+        if _search is not None:
+            found = self._embed_compiled(tables, masks, inverse, avoid)
+            if found is None:
+                return None
+            if self.complete:
+                return tuple(sorted(int(perm[v]) for v in found))
+            by_rank = [0] * self.m
+            for i, r in enumerate(self.order):
+                by_rank[r] = int(perm[found[i]])
+            return tuple(by_rank)
+        adj = tables[0]
+        order, m, bigger, smaller = self.order, self.m, self.bigger, self.smaller
+        # each position's constraints on the others: adjacency, then common neighbours
+        links = [[(q, adj) for q in self.back[i] + self.ahead[i]]
+                 + [(q, tables[k]) for q, k in (self.common[i] if self.common else ())
+                    if k in tables] for i in range(m)]
         avoid = [sum(1 << int(inverse[i]) for i in group) for group in avoid]
         everyone = masks[min(self.degree)]  # nodes with enough pairs at this threshold
         if self.complete:
             found = self._clique(adj, everyone, avoid)
             return None if found is None else tuple(sorted(int(perm[v]) for v in found))
-        assign = [0] * m
+        assign, placed = [0] * m, [False] * m
 
-        def domain(pos, used, placed):
-            cand = dmask[pos] & ~used
-            for q in back[pos]:
-                if q < placed:
-                    cand &= adj[assign[q]]
-            return cand
-
-        def extend(pos, used):
-            if pos == m:
+        def extend(count, used, domains):
+            """Place one more rank; ``domains`` holds every position's remaining nodes."""
+            if count == m:
                 return True
             free = everyone & ~used
-            if free.bit_count() < m - pos:
+            if free.bit_count() < m - count:
                 return False  # not enough nodes left
             for group in avoid:  # still inside an avoided group, with no way out of it
                 if used & ~group == 0 and free & ~group == 0:
                     return False
-            cand = domain(pos, used, pos)
-            if after[pos] is not None:  # symmetry: above the chained position's node
-                cand &= ~((2 << assign[after[pos]]) - 1)
-            if pos == m - 1:  # the last node must take the group out of every avoided one
+            pos, cand, size = -1, 0, math.inf
+            for p in range(m):  # fail first: the open position with the fewest nodes left
+                if not placed[p]:
+                    c = domains[p] & ~used
+                    s = c.bit_count()
+                    if s < size:
+                        pos, cand, size = p, c, s
+            if count == m - 1:  # the last node must take the group out of every avoided one
                 for group in avoid:
                     if used & ~group == 0:
                         cand &= ~group
+            placed[pos] = True
             while cand:
                 self.steps += 1
                 if self.steps & 1023 == 0 and time.monotonic() > self.deadline:
                     raise _OutOfTime
                 low = cand & -cand
                 cand ^= low
-                assign[pos] = low.bit_length() - 1
+                v = assign[pos] = low.bit_length() - 1
                 now = used | low
-                # forward check: every later neighbour still has a candidate
-                if all(domain(f, now, pos + 1) for f in ahead[pos]) and extend(pos + 1, now):
+                if self._narrow(domains, v, now, links[pos], bigger[pos], smaller[pos],
+                                placed, extend, count):
                     return True
+            placed[pos] = False
             return False
 
-        if not extend(0, 0):
+        if not extend(0, 0, [masks[d] for d in self.degree]):
             return None
         by_rank = [0] * m
         for i, r in enumerate(order):
             by_rank[r] = int(perm[assign[i]])
         return tuple(by_rank)
+
+    def _embed_compiled(self, tables, masks, inverse, avoid):
+        """The search in C: node indices by search position (by clique member for a
+        complete pattern), or ``None``; raises ``_OutOfTime`` past the deadline."""
+        kinds, words = tables
+        n, w = words.shape[1], words.shape[2]
+        groups = _group_words(avoid, inverse, w)
+        everyone = masks[min(self.degree)]
+        if self.complete:
+            status, found, steps = _search.clique(n, w, self.m, words[0], everyone, groups,
+                                                  self.deadline)
+        else:
+            table_of = {k: t for t, k in enumerate(kinds)}
+            links = [(i, q, 0) for i in range(self.m) for q in self.back[i] + self.ahead[i]]
+            links += [(i, q, table_of[k]) for i in range(self.m)
+                      for q, k in self.common[i] if k in table_of]
+            links.sort(key=lambda link: link[0])
+            bigs = [(i, q) for i in range(self.m) for q in self.bigger[i]]
+            smalls = [(i, q) for i in range(self.m) for q in self.smaller[i]]
+            domains = np.stack([masks[d] for d in self.degree])
+            status, found, steps = _search.embed(
+                n, w, self.m, words, everyone, domains, groups,
+                np.array(links, dtype=np.int32).reshape(-1, 3),
+                np.array(bigs, dtype=np.int32).reshape(-1, 2),
+                np.array(smalls, dtype=np.int32).reshape(-1, 2), self.deadline)
+        self.steps += steps
+        if status < 0:
+            raise _OutOfTime
+        return found
+
+    def best_cliques(self, values, emb, top, avoid=(), k=1):
+        """For a complete pattern, in C: the k cliques of largest bottleneck at or above
+        ``emb``'s, by one branch and bound that raises its threshold with the k-th best found;
+        it stops early once the k-th reaches ``values[top]``. Returns them, best first, and
+        whether they were proven best (``False`` out of time)."""
+        lo = self.level(emb, values)
+        # only nodes with m - 1 pairs at that level can be in such a clique; by decreasing
+        # degree, the order the colouring bound works best in
+        deg = (self.matrix >= values[lo]).sum(axis=1)
+        inside = np.flatnonzero(deg >= self.m - 1)
+        inside = inside[np.argsort(-deg[inside], kind="stable")]
+        local = {int(v): i for i, v in enumerate(inside)}
+        sub = np.ascontiguousarray(self.matrix[np.ix_(inside, inside)])
+        n = len(inside)
+        w = (n + 63) // 64
+        groups = [[local[i] for i in g] for g in avoid if all(i in local for i in g)]
+        everyone = _words(np.ones(n, dtype=bool))
+        lower = float(values[lo - 1]) if lo > 0 else -math.inf  # emb's own level counts
+        status, found, steps = _search.best_clique(
+            n, w, self.m, k, sub, everyone,
+            _group_words(groups, np.arange(n), w), lower, float(values[top]), self.deadline)
+        self.steps += steps
+        found = [tuple(sorted(int(inside[v]) for v in group)) for group in found]
+        return found or [emb], status > 0
+
+    @staticmethod
+    def _narrow(domains, v, used, links, bigger, smaller, placed, extend, count):
+        """Narrow the open positions' domains after placing a rank on node ``v`` (forward
+        checking: each must keep a free node) and go on with the search."""
+        new = domains[:]
+        for q, table in links:
+            if not placed[q]:
+                d = new[q] = new[q] & table[v]
+                if not d & ~used:
+                    return False
+        above, below = ~((2 << v) - 1), (1 << v) - 1
+        for q in bigger:  # symmetry: a position that must take a higher node
+            if not placed[q]:
+                d = new[q] = new[q] & above
+                if not d & ~used:
+                    return False
+        for q in smaller:  # and one that must take a lower node
+            if not placed[q]:
+                d = new[q] = new[q] & below
+                if not d & ~used:
+                    return False
+        return extend(count + 1, used, new)
 
 
 # -- public API --------------------------------------------------------------------------
@@ -335,14 +632,15 @@ def _bottleneck(pattern, mapping_idx, matrix):
 def _port_lookup(network, nodes):
     """Port capacity of each compute node: the ``capacity_mbps`` node attribute, else the
     largest ``capacity_mbps`` of its edges, else unlimited."""
+    edge_caps = {}  # one pass over the edges
+    for u, v, cap in network.edges(data="capacity_mbps"):
+        if cap is not None:
+            for end in (u, v):
+                edge_caps[end] = max(edge_caps.get(end, -math.inf), float(cap))
     ports = {}
     for n in nodes:
         cap = network.nodes[n].get("capacity_mbps")
-        if cap is None:
-            caps = [d["capacity_mbps"] for _, _, d in network.edges(n, data=True)
-                    if "capacity_mbps" in d]
-            cap = max(caps) if caps else math.inf
-        ports[n] = float(cap)
+        ports[n] = float(cap) if cap is not None else edge_caps.get(n, math.inf)
     return ports
 
 
@@ -386,16 +684,15 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
 
     Notes
     -----
-    Candidate groups follow Goteti and Subhlok's "backtracking the last few edge deletions": each next
-    group is found at the highest threshold where the pattern embeds in a node group that
-    differs from every group found so far, by bisection below the previous group's
-    threshold, so deleted edges are re-added only as far as needed. Every higher threshold
-    was searched first, so a group first found at threshold t has bottleneck exactly t and
-    the groups come out best first. Groups tied with the k-th are collected briefly and
+    Candidate groups follow Goteti and Subhlok's "backtracking the last few edge deletions":
+    each next group is the best embedding in a node group that differs from every group found
+    so far, searched up to the previous group's threshold, so deleted edges are re-added only
+    as far as needed, and the groups come out best first (a complete pattern's branch and
+    bound finds the k best in one pass). Groups tied with the k-th are collected briefly and
     ranked by the predicted communication time of a flow model
-    (:func:`emulator.flowmodel.predict_comm_seconds`). Searches break two safe symmetries
-    (twin ranks, interchangeable clique components), and complete patterns use a clique
-    search with a colouring bound.
+    (:func:`emulator.flowmodel.predict_comm_seconds`). Searches break the pattern's
+    symmetries (conditions from its automorphism group, or twin ranks and interchangeable
+    clique components when those remove more), so each node group is searched once.
 
     Raises
     ------
@@ -431,11 +728,15 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
         cands = [_candidate(pattern, nodes, matrix, g, ports) for g in groups]
         return Selection(method, None, True, cands)
 
-    values = np.unique(np.fromiter(
-        (float(w) for _, _, w in network.edges(data=weight)), dtype=float))
+    # every bottleneck is a pair bandwidth, and every pair bandwidth an edge's bandwidth
+    if network.number_of_edges() < matrix.size // 4:
+        values = np.unique(np.fromiter(
+            (float(w) for _, _, w in network.edges(data=weight)), dtype=float))
+    else:
+        values = np.unique(matrix[matrix > NO_PATH])
     # the first embedding, at the lowest threshold, is the answer of last resort: it is
     # searched to the end, whatever the budget
-    matcher = _Matcher(matrix, pattern, math.inf)
+    matcher = _Matcher(matrix, pattern, math.inf, start + SYMMETRY_SHARE * time_budget_seconds)
     exact = True
 
     first = matcher.embed(values[0]) if values.size else None
@@ -445,66 +746,140 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
             f"pattern {pattern.graph.get('name', '')!s} with {m} ranks and "
             f"{pattern.number_of_edges()} edges does not embed in the network even at "
             "bandwidth 0 (the compute nodes are not connected as the pattern needs)")
-    # Bisection: values[lo] is feasible; values[hi] and above are not (or not provably).
-    lo, hi, best = 0, _upper_bound_index(values, matrix, pattern) + 1, first
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            found = matcher.embed(values[mid])
-        except _OutOfTime:
-            exact, found = False, None
-        if found:
-            lo, best = mid, found
-        else:
-            hi = mid
-    cands = _next_groups(matcher, values, lo, best, candidates, max_groups,
+    # Ascend: every embedding found lifts the threshold just above its own bottleneck, so
+    # only the last search, the proof that nothing better exists, comes out empty (a
+    # bisection would prove several empty thresholds, and empty ones cost the most).
+    top = _upper_bound_index(values, matrix, pattern)
+    if all(d == 1 for _, d in pattern.degree):  # disjoint pairs: a matching problem
+        groups = [_best_matching(matrix, values, pattern, first, top)]
+    else:
+        groups, exact = _ascend(matcher, values, first, top, k=candidates)
+    cands = _next_groups(matcher, values, groups, candidates, max_groups,
                          start + time_budget_seconds, 0.02 * time_budget_seconds)
     cands = [_candidate(pattern, nodes, matrix, emb, ports) for emb in cands]
     cands.sort(key=lambda c: (-c.bottleneck_mbps, c.predicted_seconds, repr(c.nodes)))
     return Selection(method, cands[0].bottleneck_mbps, exact, cands[:candidates])
 
 
-def _next_groups(matcher, values, top, best, k, max_groups, deadline, tie_seconds):
-    """Embeddings of the best distinct node groups, best first.
+def _next_groups(matcher, values, groups, k, max_groups, deadline, tie_seconds):
+    """Embeddings of the best distinct node groups, best first, after ``groups`` (the best
+    ones, already proven).
 
     Seed 004 backtracks the last few edge deletions to find more groups. Here, each next
-    group is the highest threshold at which the pattern embeds in a node group different
-    from every group found so far, found by bisection below the previous group's threshold
-    (re-adding deleted edges only as far as needed). Because every higher threshold was
-    searched first, a group first found at threshold t has bottleneck exactly t. Groups
-    tied with the k-th are collected too (up to ``max_groups``), for the caller to rank by
-    predicted time. Stops early, with the groups found so far, past ``deadline``.
+    group is the best embedding in a node group different from every group found so far,
+    searched (:func:`_ascend`) up to the previous group's threshold, so deleted edges are
+    re-added only as far as needed. Groups tied with the k-th are collected too (up to
+    ``max_groups``), for the caller to rank by predicted time. Stops early, with the groups
+    found so far, past ``deadline``.
     """
     matcher.deadline = deadline
-    groups, level = [best], top
-    tie_level = top if k == 1 else None
+    groups, level = list(groups), matcher.level(groups[-1], values)
+    tie_level = level if len(groups) >= k else None
     every_group = math.comb(matcher.matrix.shape[0], matcher.m)
     try:
         while len(groups) < min(max_groups, every_group):
             avoid = [set(g) for g in groups]
             if tie_level is not None:  # ties only sharpen the ranking: a short search
                 matcher.deadline = min(deadline, time.monotonic() + tie_seconds)
-            emb = matcher.embed(values[level], avoid)
-            if emb is None:
-                if tie_level is not None or level == 0:
-                    break
-                bad, lo = level, -1  # bisect for the highest level that still has one
-                while bad - lo > 1:
-                    mid = (lo + bad) // 2
-                    found = matcher.embed(values[mid], avoid)
-                    if found is not None:
-                        lo, emb = mid, found
-                    else:
-                        bad = mid
+                emb = matcher.embed(values[tie_level], avoid)
                 if emb is None:
                     break
-                level = lo
+            else:  # the best group left is at or below the previous group's level
+                emb = matcher.embed(values[0], avoid)
+                if emb is None:
+                    break
+                found, complete = _ascend(matcher, values, emb, level, avoid)
+                emb = found[0]
+                if not complete:
+                    groups.append(emb)
+                    break
+                level = matcher.level(emb, values)
             groups.append(emb)
             if len(groups) == k:
                 tie_level = level
     except _OutOfTime:
         pass
     return groups
+
+
+def _ascend(matcher, values, emb, top, avoid=(), k=1):
+    """The best embedding at or above ``emb``'s bottleneck and at most ``values[top]``.
+
+    Bisection while the bracket is wide, then ascent: each search starts just above the
+    bottleneck of the last embedding found, so only the last one comes out empty. Empty
+    searches near the optimum cost the most, and a bisection makes several of them. A
+    complete pattern, once the bracket is narrow, finishes with one branch and bound in C
+    (:meth:`_Matcher.best_cliques`) that also finds up to ``k`` best groups.
+    Returns a list of embeddings, best first, and whether they were proven best (``False``
+    when out of time).
+    """
+    lo, hi = matcher.level(emb, values), top + 1
+    scale = (256 / max(256, matcher.matrix.shape[0])) ** 2
+    probes = 0
+    while hi - lo > 1:
+        # the branch and bound climbs one clique at a time: start it near the optimum
+        if (matcher.complete and _search is not None and probes >= CLIQUE_PROBES
+                and hi - lo <= CLIQUE_LEVELS * scale):
+            return matcher.best_cliques(values, emb, hi - 1, avoid, k)
+        probes += 1
+        mid = (lo + hi) // 2 if hi - lo > ASCEND_LEVELS * scale else lo + 1
+        try:
+            found = matcher.embed(values[mid], avoid)
+        except _OutOfTime:
+            return [emb], False
+        if found is None:
+            hi = mid
+        else:
+            emb, lo = found, matcher.level(found, values)
+    return [emb], True
+
+
+def _best_matching(matrix, values, pattern, emb, top):
+    """The best embedding of a pattern of disjoint pairs, exactly and in polynomial time: it
+    embeds at threshold t when the graph of pairs >= t has a matching of as many edges
+    (bottleneck matching: bisection over thresholds; a greedy matching, heaviest pairs
+    first, settles most thresholds, Edmonds' blossom algorithm in networkx the rest)."""
+    pairs = sorted(tuple(sorted(e)) for e in pattern.edges)
+    need = len(pairs)
+
+    def matching(threshold):
+        rows, cols = np.nonzero(np.triu(matrix >= threshold, 1))
+        if rows.size < need:
+            return None
+        heaviest = np.argsort(-matrix[rows, cols], kind="stable")
+        taken, chosen = set(), []
+        for e in heaviest:
+            i, j = int(rows[e]), int(cols[e])
+            if i not in taken and j not in taken:
+                taken.update((i, j))
+                chosen.append((i, j))
+                if len(chosen) == need:
+                    break
+        if len(chosen) < need:
+            graph = nx.Graph()
+            graph.add_edges_from(zip(rows.tolist(), cols.tolist()))
+            chosen = list(nx.max_weight_matching(graph, maxcardinality=True))
+            if len(chosen) < need:
+                return None
+            chosen.sort(key=lambda e: -matrix[e])
+        by_rank = [0] * (2 * need)
+        for (a, b), (i, j) in zip(pairs, chosen[:need]):
+            by_rank[a], by_rank[b] = i, j
+        return tuple(by_rank)
+
+    def level(found):
+        bottleneck = min(matrix[found[a], found[b]] for a, b in pairs)
+        return int(np.searchsorted(values, bottleneck, side="right")) - 1
+
+    lo, hi = level(emb), top + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        found = matching(values[mid])
+        if found is None:
+            hi = mid
+        else:
+            emb, lo = found, level(found)
+    return emb
 
 
 def _upper_bound_index(values, matrix, pattern):

@@ -6,8 +6,10 @@ bytes the two ranks exchange per iteration, both directions together.
 
 The NAS patterns follow the structure of the NPB 3.x MPI sources: which ranks talk, and how
 much per iteration of the main loop, for the class named in the graph attribute ``npb_class``
-(default A, the application size). Small collectives (scalar allreduces for norms and
-checksums) are left out: they are not the dominant communication.
+(default A, the application size). What a benchmark exchanges outside its main loop (the
+untimed first iteration of CG, IS, LU and MG, MG's set-up, LU's ``erhs``) is spread over the
+iterations. Small collectives (scalar allreduces for norms and checksums) are left out: they
+are not the dominant communication.
 """
 
 import csv
@@ -152,22 +154,26 @@ def cg_pattern(nprocs, npb_class="A"):
     Edges come from the row sum-reduction (``reduce_exch_proc``, log2(npcols) partners) and the
     exchange with the transpose processor (``exch_proc``). Each of the 26 mat-vec products per
     outer iteration (25 CG steps and the residual) sends ``naa/nprows`` doubles per reduce step
-    and per transpose on square grids, half of it on non-square grids. On 4 ranks this gives
-    the 3 pairs of Goteti and Subhlok: 0-1 and 2-3 (row reduce), 1-2 (transpose).
+    and per transpose on square grids, half of it on non-square grids; the row partners also
+    sum 52 scalars and one pair of norms. The untimed first outer iteration is spread over the
+    niter timed ones. On 4 ranks this gives the 3 pairs of Goteti and Subhlok: 0-1 and 2-3
+    (row reduce), 1-2 (transpose).
     """
     check_nprocs("cg", nprocs)
     p = CLASS_PARAMS["cg"][npb_class]
     nprows, npcols = cg_grid(nprocs)
     row_len = p["na"] // nprows
     seg = row_len if nprows == npcols else (row_len + 1) // 2
-    matvecs = 26
+    matvecs, scalars = 26, 52 + 2
+    runs = (p["niter"] + 1) / p["niter"]  # the untimed first iteration, spread
     graph = _new("cg", nprocs, npb_class)
     for me, (reduce, exch) in enumerate(cg_partners(nprocs)):
-        for partner in reduce:  # each side sends its segment and two scalars per CG step
+        for partner in reduce:  # both sides send their segments and scalars
             if partner > me:
-                _add_bytes(graph, me, partner, 2 * matvecs * (seg + 2) * DOUBLE_BYTES)
+                _add_bytes(graph, me, partner,
+                           2 * runs * (matvecs * seg + scalars) * DOUBLE_BYTES)
         if exch > me:
-            _add_bytes(graph, me, exch, 2 * matvecs * seg * DOUBLE_BYTES)
+            _add_bytes(graph, me, exch, 2 * runs * matvecs * seg * DOUBLE_BYTES)
     return graph
 
 
@@ -175,12 +181,14 @@ def is_pattern(nprocs, npb_class="A"):
     """IS: all-to-all. Each ranking iteration does ``MPI_Alltoall`` of the bucket counts and
     ``MPI_Alltoallv`` of the keys (about total_keys/p^2 keys between each pair), after an
     ``MPI_Allreduce`` of the bucket sizes (recursive doubling: partners r XOR 2^k), which at
-    class S on 8 ranks weighs as much as the keys."""
+    class S on 8 ranks weighs as much as the keys. The untimed first ranking is spread over
+    the niter timed ones."""
     check_nprocs("is", nprocs)
     p = CLASS_PARAMS["is"][npb_class]
-    per_pair = p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES
+    runs = (p["niter"] + 1) / p["niter"]
+    per_pair = runs * (p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES)
     graph = _all_pairs(_new("is", nprocs, npb_class), 2 * per_pair)
-    bucket_bytes = (IS_NUM_BUCKETS + IS_TEST_ARRAY_SIZE) * INT_BYTES
+    bucket_bytes = runs * (IS_NUM_BUCKETS + IS_TEST_ARRAY_SIZE) * INT_BYTES
     mask = 1
     while mask < nprocs:
         for r in range(nprocs):
@@ -217,19 +225,32 @@ def mg_grid(nprocs):
 
 
 def mg_comm3_levels(n):
-    """Levels (1 = coarsest, log2 n = finest) of the ``comm3`` calls of one MG iteration:
-    ``rprj3`` on the way down, ``psinv`` at the bottom, ``resid`` and ``psinv`` on the way
-    up, and the closing ``resid`` on the finest grid."""
+    """Levels (1 = coarsest, log2 n = finest) of the ``comm3`` calls of one MG iteration
+    (``mg3P`` then ``resid``): ``rprj3`` on the way down, ``psinv`` at the bottom, ``resid``
+    and ``psinv`` on the way up, and the closing ``resid`` on the finest grid."""
     top = int(round(math.log2(n)))
     down = list(range(top - 1, 0, -1))
     up = [level for level in range(2, top + 1) for _ in range(2)]
     return down + [1] + up + [top]
 
 
+# Finest-level ``comm3`` calls of mg.f outside its iterations: ``zran3`` twice (before and
+# after the untimed warm-up iteration), ``resid`` before the warm-up and before the timed loop.
+MG_SETUP_COMM3 = 4
+
+
 def mg_local_shape(n, dims, level):
     """Local sub-grid (with one ghost layer each side) of a level on the process grid."""
     side = 2 ** level
     return [max(side // d, 1) + 2 for d in dims]
+
+
+def mg_face_doubles(n, dims, level):
+    """Doubles in one ``give3`` message along each axis: axis 1 sends (n2-2)(n3-2), axis 2
+    n1(n3-2) and axis 3 n1 n2, the local sizes n with ghosts (the later axes carry the ghost
+    layers the earlier ones filled)."""
+    n1, n2, n3 = mg_local_shape(n, dims, level)
+    return [(n2 - 2) * (n3 - 2), n1 * (n3 - 2), n1 * n2]
 
 
 def mg_neighbours(me, dims):
@@ -248,20 +269,20 @@ def mg_neighbours(me, dims):
 
 def mg_pattern(nprocs, npb_class="A"):
     """MG: ``comm3`` face exchanges with the two neighbours along each axis of the periodic
-    3-D process grid, at every level of the V-cycle (:func:`mg_comm3_levels`); each face
-    holds the local sub-grid's other two sides."""
+    3-D process grid (:func:`mg_face_doubles`), at every level of the V-cycle
+    (:func:`mg_comm3_levels`) for the iterations and the untimed warm-up, and on the finest
+    level for the set-up (``MG_SETUP_COMM3``); spread over the iterations."""
     check_nprocs("mg", nprocs)
     p = CLASS_PARAMS["mg"][npb_class]
     dims = mg_grid(nprocs)
-    levels = mg_comm3_levels(p["n"])
+    top = int(round(math.log2(p["n"])))
+    levels = mg_comm3_levels(p["n"]) * (p["niter"] + 1) + [top] * MG_SETUP_COMM3
     graph = _new("mg", nprocs, npb_class)
     for me in range(nprocs):
         for axis, other in mg_neighbours(me, dims):
-            face = 0
-            for level in levels:
-                local = mg_local_shape(p["n"], dims, level)
-                face += local[(axis + 1) % 3] * local[(axis + 2) % 3] * DOUBLE_BYTES
-            _add_bytes(graph, me, other, face)  # what ``me`` sends; the peer adds its own
+            face = sum(mg_face_doubles(p["n"], dims, level)[axis] for level in levels)
+            # what ``me`` sends over the run, per iteration; the peer adds its own
+            _add_bytes(graph, me, other, face * DOUBLE_BYTES / p["niter"])
     return graph
 
 
@@ -275,29 +296,28 @@ def lu_grid(nprocs):
 
 
 def lu_pattern(nprocs, npb_class="A"):
-    """LU: the 2-D (non-periodic) domain decomposition. Per SSOR iteration, ``blts``/``buts``
-    pipeline one message of 5 doubles per grid line to the south/east and north/west
-    neighbour for every k-plane, and ``exchange_3`` swaps two ghost layers for ``rhs``."""
+    """LU: the 2-D (non-periodic) domain decomposition. Per SSOR step, ``blts``/``buts``
+    pipeline one message of 5 doubles per interior grid line to the south/east and
+    north/west neighbour for every k-plane, and ``rhs`` swaps two ghost layers
+    (``exchange_3``). Over the run: itmax + 1 steps (one untimed) and itmax + 4 ghost swaps
+    (``erhs``, and ``rhs`` before each ``ssor``); spread over the itmax steps."""
     check_nprocs("lu", nprocs)
     p = CLASS_PARAMS["lu"][npb_class]
     xdim, ydim = lu_grid(nprocs)
-    n = p["n"]
+    n, steps = p["n"], p["niter"]
     graph = _new("lu", nprocs, npb_class)
     for me in range(nprocs):
         row, col = me % xdim, me // xdim
-        if row + 1 < xdim:  # south neighbour: shares a face of length ny/ydim
-            length = n // ydim
-            _add_bytes(graph, me, me + 1, _lu_face_bytes(length, n))
-        if col + 1 < ydim:  # east neighbour
-            length = n // xdim
-            _add_bytes(graph, me, me + xdim, _lu_face_bytes(length, n))
+        for other, length, lost in ((me + 1, n // ydim, (col == 0) + (col == ydim - 1)),
+                                    (me + xdim, n // xdim, (row == 0) + (row == xdim - 1))):
+            if other == me + 1 and row + 1 >= xdim or other == me + xdim and col + 1 >= ydim:
+                continue
+            # a line each way per plane and step (blts one way, buts the other; the two ranks
+            # share the face's global boundaries), ghost layers both ways per swap
+            sweeps = (steps + 1) * 2 * (n - 2) * 5 * (length - lost) * DOUBLE_BYTES
+            ghosts = (steps + 4) * 2 * 10 * length * n * DOUBLE_BYTES
+            _add_bytes(graph, me, other, (sweeps + ghosts) / steps)
     return graph
-
-
-def _lu_face_bytes(length, n):
-    sweeps = 2 * (n - 2) * 5 * length * DOUBLE_BYTES  # blts forward + buts backward
-    ghosts = 2 * 2 * 5 * length * n * DOUBLE_BYTES  # exchange_3, both directions
-    return sweeps + ghosts
 
 
 def multipartition_neighbours(nprocs):
