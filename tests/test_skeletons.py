@@ -1,6 +1,7 @@
 """NAS skeletons: structure (exact bytes), bad input, traced patterns, and the emulator."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -9,7 +10,13 @@ import networkx as nx
 import pytest
 
 from emulator.coordinator.launch import mpiexec_path
-from emulator.selection.patterns import CLASS_PARAMS, builtin_pattern, cg_partners
+from emulator.selection.patterns import (
+    CLASS_PARAMS,
+    MULTIPARTITION_DOUBLES,
+    builtin_pattern,
+    cg_partners,
+    multipartition_neighbours,
+)
 from skeletons.recorder import trace_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -178,6 +185,42 @@ def test_lu_moves_what_npb_lu_moves(tmp_path, n):
             assert data["bytes_by_call"]["p2p"][me][other] == 8 * doubles, (me, other)
             assert data["messages_by_call"]["p2p"][me][other] == \
                 (itmax + 1) * (size - 2) + itmax + 4
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_ft_moves_what_npb_ft_moves(tmp_path, n):
+    """Transposes per pair against ft.f's own count (class S, 1-D layout): one
+    ``MPI_Alltoall`` of nx ny nz / p^2 complex values per pair for each 3-D FFT: the forward
+    one untimed and again timed, then one inverse per iteration."""
+    data = trace(tmp_path, "ft", n)
+    p = CLASS_PARAMS["ft"]["S"]
+    per_transpose = p["nx"] * p["ny"] * p["nz"] // (n * n) * 16
+    for me in range(n):
+        for other in range(n):
+            assert data["bytes_by_call"]["Alltoall"][me][other] == \
+                (0 if me == other else (p["niter"] + 2) * per_transpose)
+
+
+@pytest.mark.parametrize("name,n", [("bt", 4), ("sp", 9)])
+def test_multipartition_steps_include_the_untimed_one(tmp_path, name, n):
+    """BT and SP make one time step untimed before niter timed ones (bt.f, sp.f: "do one
+    time step to touch all code"): niter + 1 steps of ``copy_faces`` and the pipelined solves
+    (the sizes per face point are the library's: MULTIPARTITION_DOUBLES)."""
+    data = trace(tmp_path, name, n)
+    p = CLASS_PARAMS[name]["S"]
+    q = math.isqrt(n)
+    face = math.ceil(p["n"] / q) ** 2
+    copy, forward, backward = MULTIPARTITION_DOUBLES[name]
+    per_step = {}  # me -> other -> doubles
+    for me, (succ, pred) in enumerate(multipartition_neighbours(n)):
+        for d in range(3):
+            for other, solve in ((succ[d], forward), (pred[d], backward)):
+                per_step.setdefault(me, {}).setdefault(other, 0)
+                per_step[me][other] += q * face * copy + (q - 1) * face * solve
+    for me in range(n):
+        for other in range(n):
+            expected = (p["niter"] + 1) * per_step[me].get(other, 0) * 8
+            assert data["bytes_by_call"]["p2p"][me][other] == expected, (me, other)
 
 
 def test_lu_runs_its_wavefront():
