@@ -1,7 +1,6 @@
 """NAS skeletons: structure (exact bytes), bad input, traced patterns, and the emulator."""
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -10,13 +9,7 @@ import networkx as nx
 import pytest
 
 from emulator.coordinator.launch import mpiexec_path
-from emulator.selection.patterns import (
-    CLASS_PARAMS,
-    MULTIPARTITION_DOUBLES,
-    builtin_pattern,
-    cg_partners,
-    multipartition_neighbours,
-)
+from emulator.selection.patterns import CLASS_PARAMS, builtin_pattern, cg_partners
 from skeletons.recorder import trace_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -201,26 +194,36 @@ def test_ft_moves_what_npb_ft_moves(tmp_path, n):
                 (0 if me == other else (p["niter"] + 2) * per_transpose)
 
 
-@pytest.mark.parametrize("name,n", [("bt", 4), ("sp", 9)])
-def test_multipartition_steps_include_the_untimed_one(tmp_path, name, n):
-    """BT and SP make one time step untimed before niter timed ones (bt.f, sp.f: "do one
-    time step to touch all code"): niter + 1 steps of ``copy_faces`` and the pipelined solves
-    (the sizes per face point are the library's: MULTIPARTITION_DOUBLES)."""
+@pytest.mark.parametrize("name,n,per_neighbour", [
+    # class S (12^3), q = 2: each neighbour is the successor and the predecessor in one
+    # direction. copy_faces: 2 layers x 5 variables of one 6 x 6 face, each way (720);
+    # BT: x_send_solve_info 30 doubles and x_send_backsub_info 5 per point of a fixed
+    # MAX_CELL_DIM^2 buffer, MAX_CELL_DIM = 12/2 + 1 = 7 (1470 + 245);
+    # SP: 22 and 10 doubles per face point inside the global boundary, 5 x 5 (550 + 250)
+    ("bt", 4, 720 + 1470 + 245),
+    ("sp", 4, 720 + 550 + 250),
+])
+def test_multipartition_moves_what_npb_moves(tmp_path, name, n, per_neighbour):
+    """BT and SP per pair against bt.f/sp.f's own count (``copy_faces``, ``x/y/z_solve``),
+    over niter + 1 time steps (one untimed: "do one time step to touch all code")."""
     data = trace(tmp_path, name, n)
-    p = CLASS_PARAMS[name]["S"]
-    q = math.isqrt(n)
-    face = math.ceil(p["n"] / q) ** 2
-    copy, forward, backward = MULTIPARTITION_DOUBLES[name]
-    per_step = {}  # me -> other -> doubles
-    for me, (succ, pred) in enumerate(multipartition_neighbours(n)):
-        for d in range(3):
-            for other, solve in ((succ[d], forward), (pred[d], backward)):
-                per_step.setdefault(me, {}).setdefault(other, 0)
-                per_step[me][other] += q * face * copy + (q - 1) * face * solve
+    steps = CLASS_PARAMS[name]["S"]["niter"] + 1
     for me in range(n):
         for other in range(n):
-            expected = (p["niter"] + 1) * per_step[me].get(other, 0) * 8
+            expected = 0 if other == me else steps * per_neighbour * 8
             assert data["bytes_by_call"]["p2p"][me][other] == expected, (me, other)
+
+
+def test_bt_on_nine_ranks_moves_what_npb_moves(tmp_path):
+    """BT class S on 9 ranks (q = 3, cells of 4^3): per step each rank sends, in each of 3
+    directions, copy_faces of its 2 non-last and 2 non-first cells (2 x 2 x 16 x 10), 2
+    forward and 2 backward solve messages of MAX_CELL_DIM^2 = 5^2 points (30 and 5 doubles
+    per point)."""
+    data = trace(tmp_path, "bt", 9)
+    steps = CLASS_PARAMS["bt"]["S"]["niter"] + 1
+    per_step = 3 * (2 * 2 * 16 * 10 + 2 * 25 * 30 + 2 * 25 * 5)
+    for me in range(9):
+        assert sum(data["bytes_by_call"]["p2p"][me]) == steps * per_step * 8
 
 
 def test_lu_runs_its_wavefront():

@@ -321,37 +321,86 @@ def lu_pattern(nprocs, npb_class="A"):
 
 
 def multipartition_neighbours(nprocs):
-    """Successor and predecessor per direction in the BT/SP multi-partition (``make_set``)."""
+    """Successor and predecessor per direction (x, y, z) in the BT/SP multi-partition, as
+    ``make_set`` has them: node = i + q j with i = node mod q; the z neighbours are diagonal."""
     q = math.isqrt(nprocs)
     out = []
-    for me in range(nprocs):
-        i, j = me // q, me % q
-        succ = [((i + 1) % q) * q + j, i * q + (j - 1) % q, ((i + 1) % q) * q + (j - 1) % q]
-        pred = [((i - 1) % q) * q + j, i * q + (j + 1) % q, ((i - 1) % q) * q + (j + 1) % q]
+    for node in range(nprocs):
+        i, j = node % q, node // q
+        succ = [(i + 1) % q + q * j, i + q * ((j + 1) % q), (i - 1) % q + q * ((j + 1) % q)]
+        pred = [(i - 1) % q + q * j, i + q * ((j - 1) % q), (i + 1) % q + q * ((j - 1) % q)]
         out.append((succ, pred))
     return out
 
 
-# BT/SP doubles sent per face point: copy_faces (5 variables x 2 layers), forward solve, back
-# substitution
-MULTIPARTITION_DOUBLES = {"bt": (10, 30, 5), "sp": (10, 11, 2)}
+def multipartition_cells(nprocs, n):
+    """Each rank's q cells (``make_set``), as (coordinates 1..q, sizes) per direction: the
+    bottom cell at (node mod q, node div q, 0), each next one a step up in z, +1 in x and
+    -1 in y (cyclically); a direction's first n mod q coordinates get one point more."""
+    q = math.isqrt(nprocs)
+    size, excess = divmod(n, q)
+    out = []
+    for node in range(nprocs):
+        coord, cells = [node % q, node // q, 0], []
+        for c in range(q):
+            if c:
+                coord = [(coord[0] + 1) % q, (coord[1] - 1) % q, c]
+            one = tuple(x + 1 for x in coord)
+            cells.append((one, tuple(size + 1 if x <= excess else size for x in one)))
+        out.append(cells)
+    return out
+
+
+def multipartition_messages(name, nprocs, n):
+    """Doubles each BT/SP rank sends per time step, from the NPB 3.3 sources.
+
+    Returns per rank ``(copy, forward, backward)``: ``copy[d]`` = (to the successor, to the
+    predecessor) in direction d (``copy_faces``: 2 layers x 5 variables of the faces of the
+    cells that are not last, or not first, in d); ``forward[d][s]`` and ``backward[d][s]``
+    the solve messages from the rank's cell at stage s (0-based) to the successor (stages
+    0..q-2) and to the predecessor (stages 1..q-1). BT sends fixed buffers of
+    MAX_CELL_DIM^2 points (n div q + 1 squared) of 30 (C' and rhs') and 5 (U) doubles; SP
+    sends 22 and 10 doubles per face point inside the global boundary.
+    """
+    q = math.isqrt(nprocs)
+    box = (n // q + 1) ** 2
+    out = []
+    for cells in multipartition_cells(nprocs, n):
+        copy, forward, backward = [], [], []
+        for d in range(3):
+            o1, o2 = [x for x in range(3) if x != d]
+            face = {co: sz[o1] * sz[o2] for co, sz in cells}
+            copy.append((sum(10 * face[co] for co, _ in cells if co[d] != q),
+                         sum(10 * face[co] for co, _ in cells if co[d] != 1)))
+            by_stage = sorted(cells, key=lambda cell: cell[0][d])
+            if name == "bt":
+                fwd, bwd = [30 * box] * q, [5 * box] * q
+            else:
+                inner = [math.prod(sz[o] - (co[o] == 1) - (co[o] == q) for o in (o1, o2))
+                         for co, sz in by_stage]
+                fwd, bwd = [22 * x for x in inner], [10 * x for x in inner]
+            forward.append(fwd)
+            backward.append(bwd)
+        out.append((copy, forward, backward))
+    return out
 
 
 def _multipartition_pattern(name, nprocs, npb_class):
     check_nprocs(name, nprocs)
     p = CLASS_PARAMS[name][npb_class]
     q = math.isqrt(nprocs)
-    cell_face = math.ceil(p["n"] / q) ** 2
-    copy, forward, backward = MULTIPARTITION_DOUBLES[name]
     graph = _new(name, nprocs, npb_class)
-    for me, (succ, _) in enumerate(multipartition_neighbours(nprocs)):
-        for direction in range(3):
-            other = succ[direction]
-            # copy_faces: q cells x one face each way; solve: q-1 stages forward and back;
-            # the untimed first step spread over the timed ones
-            nbytes = 2 * q * cell_face * copy * DOUBLE_BYTES
-            nbytes += (q - 1) * cell_face * (forward + backward) * DOUBLE_BYTES
-            _add_bytes(graph, me, other, nbytes * (p["niter"] + 1) / p["niter"])
+    neighbours = multipartition_neighbours(nprocs)
+    for me, (copy, forward, backward) in enumerate(multipartition_messages(name, nprocs, p["n"])):
+        succ, pred = neighbours[me]
+        for d in range(3):
+            sent = {}
+            sent[succ[d]] = copy[d][0] + sum(forward[d][:q - 1])
+            sent[pred[d]] = sent.get(pred[d], 0) + copy[d][1] + sum(backward[d][1:])
+            for other, doubles in sent.items():
+                # what ``me`` sends; the peer adds its own. The untimed first step spread
+                _add_bytes(graph, me, other,
+                           doubles * DOUBLE_BYTES * (p["niter"] + 1) / p["niter"])
     return graph
 
 
