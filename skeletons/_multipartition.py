@@ -27,7 +27,7 @@ def time_steps(run, flops_per_point):
     points = p["n"] ** 3 / run.size
     # receive buffers as large as the largest message of their kind (a peer's may differ)
     widest = max(max(max(c) for c in m[0]) for m in messages)
-    deepest = max(max(max(f) for f in m[1]) + max(max(b) for b in m[2]) for m in messages)
+    deepest = max(max(max(s) for s in m[1] + m[2]) for m in messages)
     faces_out = [(run.buffer(copy[d][0]), run.buffer(copy[d][1])) for d in range(3)]
     faces_in = [run.buffer(widest) for _ in range(6)]
     solve_in = run.buffer(deepest)

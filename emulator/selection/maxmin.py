@@ -360,14 +360,19 @@ class _Matcher:
 
     def __init__(self, matrix, pattern, deadline, symmetry_deadline=-math.inf):
         self.matrix = matrix
-        self.order, self.back, self.ahead, self.degree = _pattern_order(pattern)
+        self.order, back, ahead, self.degree = _pattern_order(pattern)
         self.m = len(self.order)
         self.complete = self.m >= 3 and pattern.number_of_edges() == self.m * (self.m - 1) // 2
         if self.complete:  # the clique search has no use for symmetry conditions
             symmetry_deadline = -math.inf
         self.bigger, self.smaller = _symmetry_conditions(pattern, self.order, symmetry_deadline)
-        self.common = [] if self.complete else _common_links(pattern, self.order)
-        self.common_counts = sorted({k for links in self.common for _, k in links})
+        common = [] if self.complete else _common_links(pattern, self.order)
+        self.common_counts = sorted({k for links in common for _, k in links})
+        # each position's constraints on the others, as (position, table kind): 0 is
+        # adjacency, k >= 1 at least k common neighbours
+        self.links = [[(q, 0) for q in back[i] + ahead[i]] + (common[i] if common else [])
+                      for i in range(self.m)]
+        self._compiled = {}  # table kinds -> the links and symmetry conditions as C arrays
         self.edges = list(pattern.edges)
         self.deadline = deadline
         self.steps = 0
@@ -478,10 +483,7 @@ class _Matcher:
             return tuple(by_rank)
         adj = tables[0]
         order, m, bigger, smaller = self.order, self.m, self.bigger, self.smaller
-        # each position's constraints on the others: adjacency, then common neighbours
-        links = [[(q, adj) for q in self.back[i] + self.ahead[i]]
-                 + [(q, tables[k]) for q, k in (self.common[i] if self.common else ())
-                    if k in tables] for i in range(m)]
+        links = [[(q, tables[k]) for q, k in self.links[i] if k in tables] for i in range(m)]
         avoid = [sum(1 << int(inverse[i]) for i in group) for group in avoid]
         everyone = masks[min(self.degree)]  # nodes with enough pairs at this threshold
         if self.complete:
@@ -543,23 +545,28 @@ class _Matcher:
             status, found, steps = _search.clique(n, w, self.m, words[0], everyone, groups,
                                                   self.deadline)
         else:
-            table_of = {k: t for t, k in enumerate(kinds)}
-            links = [(i, q, 0) for i in range(self.m) for q in self.back[i] + self.ahead[i]]
-            links += [(i, q, table_of[k]) for i in range(self.m)
-                      for q, k in self.common[i] if k in table_of]
-            links.sort(key=lambda link: link[0])
-            bigs = [(i, q) for i in range(self.m) for q in self.bigger[i]]
-            smalls = [(i, q) for i in range(self.m) for q in self.smaller[i]]
             domains = np.stack([masks[d] for d in self.degree])
-            status, found, steps = _search.embed(
-                n, w, self.m, words, everyone, domains, groups,
-                np.array(links, dtype=np.int32).reshape(-1, 3),
-                np.array(bigs, dtype=np.int32).reshape(-1, 2),
-                np.array(smalls, dtype=np.int32).reshape(-1, 2), self.deadline)
+            status, found, steps = _search.embed(n, w, self.m, words, everyone, domains, groups,
+                                                 *self._compiled_arrays(tuple(kinds)),
+                                                 self.deadline)
         self.steps += steps
         if status < 0:
             raise _OutOfTime
         return found
+
+    def _compiled_arrays(self, kinds):
+        """Links (position, other, table index) and symmetry conditions (position, other)
+        as the C search takes them, made once per set of tables a threshold has."""
+        if kinds not in self._compiled:
+            table_of = {k: t for t, k in enumerate(kinds)}
+            links = [(i, q, table_of[k]) for i in range(self.m) for q, k in self.links[i]
+                     if k in table_of]
+            bigs = [(i, q) for i in range(self.m) for q in self.bigger[i]]
+            smalls = [(i, q) for i in range(self.m) for q in self.smaller[i]]
+            self._compiled[kinds] = (np.array(links, dtype=np.int32).reshape(-1, 3),
+                                     np.array(bigs, dtype=np.int32).reshape(-1, 2),
+                                     np.array(smalls, dtype=np.int32).reshape(-1, 2))
+        return self._compiled[kinds]
 
     def best_cliques(self, values, emb, top, avoid=(), k=1):
         """For a complete pattern, in C: the k cliques of largest bottleneck at or above
