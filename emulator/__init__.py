@@ -12,3 +12,10 @@ The subpackages follow the flow of the program:
 
 ``errors`` (the exceptions a user sees) and ``files`` (atomic result files) serve them all.
 """
+
+import os as _os
+
+if any(k in _os.environ for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
+    # A rank emulates one node, and ranks outnumber cores: one BLAS thread each. (OpenBLAS's
+    # idle workers spin for a while after loading, about 6% of a core per rank here.)
+    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -61,9 +61,7 @@ def run_both(command, testbed, *, uniform_mbps=None):
     from emulator.coordinator.launch import mpiexec_path
     from emulator.kernel.testbed import Layout, Testbed
 
-    results = {"inproc": result_of(subprocess.run([mpiexec_path(), "-n", "5"] + command
-                                                + ["--child", "inproc"],
-                                                capture_output=True, text=True))}
+    results = {"inproc": run_inproc(command)}
     bed = Testbed(Layout(testbed, 4))
     port_mbps = capacity(uniform_mbps)
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,9 +76,18 @@ def run_both(command, testbed, *, uniform_mbps=None):
     return results
 
 
+def run_inproc(command):
+    """Run ``command + ["--child", "inproc"]`` under mpiexec -n 5; the JSON it prints."""
+    from emulator.coordinator.launch import mpiexec_path
+
+    return result_of(subprocess.run([mpiexec_path(), "-n", "5"] + command
+                                    + ["--child", "inproc"], capture_output=True, text=True),
+                     "the in-process run")
+
+
 def result_of(proc, what="a run"):
     """The JSON a finished child printed with :func:`print_result`; exits if it failed."""
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
         sys.stderr.write(proc.stderr[-3000:])
         raise SystemExit(f"{what} failed")

@@ -70,6 +70,9 @@ def test_tiny_batch_run_end_to_end(tiny):
     cells = summary["deviation_pct"]["normal+fcfs"]["0.17"]
     assert set(cells) == set(summary["estimators"]) and all(v >= 0 for v in cells.values())
     assert summary["estimation_ms"] > 0
+    # CPU of the coordinator's thread never exceeds the wall time it took
+    assert 0 < summary["estimation_cpu_ms"] <= summary["estimation_ms"] * 1.01
+    assert 0 < summary["estimation_ms_median"] <= summary["estimation_ms_max"]
     for name in ("table.md", "deviation.png", "gantt-normal+fcfs-0.17-0.png",
                  "characterization.json"):
         assert (out / name).exists(), name

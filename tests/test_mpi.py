@@ -9,6 +9,7 @@ import time
 import pytest
 
 from emulator.coordinator.launch import mpiexec_path
+from emulator.shaping.comm import SEND_BUFFER_BYTES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
@@ -31,11 +32,20 @@ def within(measured, expected, tolerance=BW_TOLERANCE):
         f"measured {measured:.4f} s, expected {expected:.4f} s, bounds [{low:.4f}, {high:.4f}]")
 
 
-@pytest.fixture(scope="module")
-def shaped():
-    proc = mpirun(5, os.path.join(PROGRAMS, "shaped_checks.py"))
+@pytest.fixture(scope="module", params=["c", "python"])
+def shaped(request):
+    """The shaped checks' results with the compiled message path and with the Python one."""
+    env = {**os.environ, "NODESEL_SHAPING_ENGINE": request.param}
+    proc = subprocess.run([MPIEXEC, "-disable-auto-cleanup", "-n", "5", sys.executable,
+                           os.path.join(PROGRAMS, "shaped_checks.py")], capture_output=True,
+                          text=True, timeout=240, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    if request.param == "c" and results["engine"] != ["CompiledShapedComm"] * 4:
+        pytest.skip("the compiled engine did not bind to this MPI")
+    assert results["engine"] == [{"c": "CompiledShapedComm", "python": "ShapedComm"}[
+        request.param]] * 4
+    return results
 
 
 MIB_BITS = 8 * (1 << 20)
@@ -54,7 +64,6 @@ def _merged(reports):
 
 
 def test_send_completes_once_its_remainder_fits_the_send_buffer(shaped):
-    from emulator.shaping.comm import SEND_BUFFER_BYTES
 
     small, large = SEND_BUFFER_BYTES // 2, SEND_BUFFER_BYTES + 256 * 1024
     fits = _merged(shaped[f"send_buffer_{small}"])
@@ -108,6 +117,26 @@ def test_bandwidth_change_mid_message(shaped):
 def test_collectives_give_right_values(shaped):
     assert shaped["collectives_4"] == [True] * 4
     assert shaped["collectives_3"] == [True] * 3
+
+
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_twenty_rounds_of_mixed_traffic_in_threads_lose_no_byte(engine):
+    """Heap checks on: two time-shared jobs per rank, every size class, receives before and
+    after the sends, 20 rounds (tests/mpi_programs/engine_stress.py)."""
+    env = {**os.environ, "NODESEL_SHAPING_ENGINE": engine, "MALLOC_CHECK_": "3",
+           "MALLOC_PERTURB_": "165", "STRESS_ROUNDS": "20"}
+    proc = subprocess.run([MPIEXEC, "-disable-auto-cleanup", "-n", "5", sys.executable,
+                           os.path.join(PROGRAMS, "engine_stress.py")], capture_output=True,
+                          text=True, timeout=240, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    per_round = 2 * 3 * sum((0, 100, 16384, 16385, 100_000, SEND_BUFFER_BYTES + 4096))
+    assert out["rounds"] == 20
+    assert [r["checked_bytes"] for r in out["ranks"]] == [20 * per_round] * 4
+    engines = {r["engine"] for r in out["ranks"]}
+    if engine == "c" and engines != {"CompiledShapedComm"}:
+        pytest.skip("the compiled engine did not bind to this MPI")
+    assert engines == {"CompiledShapedComm" if engine == "c" else "ShapedComm"}
 
 
 @pytest.mark.parametrize("mode", ["crash", "stall"])

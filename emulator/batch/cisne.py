@@ -101,45 +101,52 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 def _node_load(s):
     """(MPL, CPU demand, CPU factor) of one node: seed 000 Eq. 3 and 7's terms and the
     processor-sharing pace ``net-net`` uses."""
-    paral = s.parallel_cpu
+    paral = sum(s.tasks.values())
+    local = s.local_cpu
     factor = 1.0
-    if s.local_cpu + paral > 1.0 and paral > 0:
-        factor = max(max(1.0 - s.local_cpu, 0.0) / paral, 1e-6)
-    return (s.mpl, s.local_cpu + paral, factor)
+    if local + paral > 1.0 and paral > 0:
+        factor = max(max(1.0 - local, 0.0) / paral, 1e-6)
+    return (len(s.tasks) + (1 if local > 0 else 0), local + paral, factor)
 
 
-def _view(job, loads):
-    """(MPL_max, CPU_max, CPU factor) of a job: the extremes over its nodes."""
-    here = [loads[n] for n in job.nodes if n in loads]
+def _view(nodes, loads):
+    """(MPL_max, CPU_max, CPU factor) of a job on ``nodes``: the extremes over its nodes."""
+    here = [loads[n] for n in nodes if n in loads]
     if not here:  # every node of the job is down: it runs at its isolated pace
         return (1, 0.0, 1.0)
-    return (max(v[0] for v in here), max(v[1] for v in here), min(v[2] for v in here))
+    if len(here) == 1:
+        return here[0]
+    mpls, demands, factors = zip(*here)
+    return (max(mpls), max(demands), min(factors))
 
 
-def _remaining(remain, job, exe_cur, cpu_cur, view):
-    info = job.info
+def _constants(info):
+    """(ExeTime_tot, CPUtime_tot, CPU(J), communication factor) of a job."""
     exe_tot, cpu_tot = info["exe_seconds"], info["cpu_seconds"]
-    mplmax, cpumax, factor = view
+    return (exe_tot, cpu_tot, cpu_tot / exe_tot, info.get("comm_factor", 1.0))
+
+
+def _remaining(remain, k, exe_cur, cpu_cur, view):
+    """RemainTime (Alg. 1:4) of a job of constants ``k`` (:func:`_constants`)."""
+    exe_tot, cpu_tot, cpu_j, comm_factor = k
     if remain == "prop":
         return remain_prop(exe_cur, cpu_cur, exe_tot, cpu_tot)
     if remain == "mpl":
-        return remain_mpl(exe_tot, cpu_tot, cpu_cur, mplmax)
+        return remain_isol(exe_tot, cpu_tot, cpu_cur) * view[0]
     if remain == "cpu":
-        return remain_cpu(exe_tot, cpu_tot, cpu_cur, cpumax)
-    rate = net_rate(exe_tot, cpu_tot, info.get("comm_factor", 1.0), factor)
-    return max(cpu_tot - cpu_cur, 0.0) / rate
+        return remain_isol(exe_tot, cpu_tot, cpu_cur) * cpu_j / cpu_feas(cpu_j, view[1])
+    return max(cpu_tot - cpu_cur, 0.0) / net_rate(exe_tot, cpu_tot, comm_factor, view[2])
 
 
-def _cputime(how, job, cpu_cur, dt, view):
-    info = job.info
-    exe_tot, cpu_tot = info["exe_seconds"], info["cpu_seconds"]
-    mplmax, cpumax, factor = view
+def _cputime(how, k, cpu_cur, dt, view):
+    """CPUtime_cur after ``dt`` more seconds (Alg. 1:7)."""
+    exe_tot, cpu_tot, cpu_j, comm_factor = k
     if how == "mpl":
-        cpu = cputime_mpl(cpu_cur, dt, exe_tot, cpu_tot, mplmax)
+        cpu = cpu_cur + dt * cpu_tot / (view[0] * exe_tot)  # Eq. 8
     elif how == "cpu":
-        cpu = cputime_cpu(cpu_cur, dt, cpu_feas(cpu_tot / exe_tot, cpumax))
+        cpu = cpu_cur + dt * cpu_feas(cpu_j, view[1])  # Eq. 9
     else:
-        cpu = cpu_cur + dt * net_rate(exe_tot, cpu_tot, info.get("comm_factor", 1.0), factor)
+        cpu = cpu_cur + dt * net_rate(exe_tot, cpu_tot, comm_factor, view[2])
     return min(cpu, cpu_tot)
 
 
@@ -157,38 +164,43 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
     sim, mapping = scheduler.snapshot(now)
     state = placement.copy_onto(sim, mapping).state
     remain, how = estimator.split("-")
-    running = {c: list(progress.get(c.id, (0.0, 0.0))) for c in sim.running}  # DRQ
+    # per running job (DRQ): [ExeTime_cur, CPUtime_cur, constants, view]
+    running = {c: [*progress.get(c.id, (0.0, 0.0)), _constants(c.info), None]
+               for c in sim.running}
     # node loads change only where a job ends or starts: kept up to date, not recomputed
     loads = {n: _node_load(s) for n, s in state.items()}
-    views = {job: _view(job, loads) for job in running}
+    for job, cur in running.items():
+        cur[3] = _view(job.nodes, loads)
     ends = {}
     t0 = now
     while running:  # Alg. 1:3
-        remains = {job: _remaining(remain, job, exe, cpu, views[job])
-                   for job, (exe, cpu) in running.items()}  # :4
-        done = min(remains, key=lambda j: (remains[j], j.index))  # :5
-        dt = remains[done]
+        done, dt = None, math.inf
+        for job, (exe, cpu, k, view) in running.items():  # :4-5 (ties: the earlier job)
+            r = _remaining(remain, k, exe, cpu, view)
+            if done is None or r < dt or (r == dt and job.index < done.index):
+                done, dt = job, r
         ti = t0 + dt
         ends[done.id] = ti  # :6
-        del running[done], views[done]
-        for job, cur in running.items():  # :7 (the state of [t0, ti], J_i still in it)
-            cur[1] = _cputime(how, job, cur[1], dt, views[job])
+        del running[done]
+        for cur in running.values():  # :7 (the state of [t0, ti], J_i still in it)
+            cur[1] = _cputime(how, cur[2], cur[1], dt, cur[3])
             cur[0] += dt
         sim.finish(done, ti)
         touched = set(done.nodes)
         # :8-13 the run's own JSP and NSP start what they can (waiting times advance with
         # the clock: a job's wait is its start minus its submission)
-        for job in sim.schedule(ti):
+        started = sim.schedule(ti)
+        for job in started:
             if comm_factor_of is not None and estimator == "net-net":
                 job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
-            running[job] = [0.0, 0.0]
+            running[job] = [0.0, 0.0, _constants(job.info), None]
             touched.update(job.nodes)
         for n in touched:
             if n in state:
                 loads[n] = _node_load(state[n])
-        for job in running:
-            if job not in views or not touched.isdisjoint(job.nodes):
-                views[job] = _view(job, loads)
+        for job, cur in running.items():
+            if cur[3] is None or not touched.isdisjoint(job.nodes):
+                cur[3] = _view(job.nodes, loads)
         t0 = ti  # :15
     return ends  # jobs that never start (every node they could use is down) have none
 

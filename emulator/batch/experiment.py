@@ -43,8 +43,10 @@ def policy_label(nsp, jsp):
     return "basic" if nsp == "basic" else f"{nsp}+{jsp}"
 
 
-def summarize(rows, runs, estimation_ms, *, complete, settings_json, characterization):
-    """The summary JSON from (policy, fraction, repeat, record) rows."""
+def summarize(rows, runs, estimation_ms, *, complete, settings_json, characterization,
+              estimation_cpu_ms=()):
+    """The summary JSON from (policy, fraction, repeat, record) rows; ``estimation_ms`` and
+    ``estimation_cpu_ms``: the wall and CPU time of every Algorithm 1 run."""
     cells = {}
     for policy, frac, _, rec in rows:
         cells.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(rec)
@@ -70,6 +72,9 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
                                             for p, levels in start_errors.items()},
             "estimation_ms": float(np.mean(estimation_ms)) if estimation_ms else None,
             "estimation_ms_max": float(np.max(estimation_ms)) if estimation_ms else None,
+            "estimation_ms_median": float(np.median(estimation_ms)) if estimation_ms else None,
+            "estimation_cpu_ms": float(np.mean(estimation_cpu_ms)) if len(estimation_cpu_ms)
+            else None,
             "estimation_ms_per_arrival": float(np.mean(per_arrival)) if per_arrival else None,
             "estimators": list(report.COLUMNS), "complete": complete, "runs": runs,
             "settings": settings_json,
@@ -111,7 +116,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="job", desc="batch runs", leave=True)
-    rows, runs, estimation_ms = [], [], []
+    rows, runs, estimation_ms, estimation_cpu_ms = [], [], [], []
     settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
                      "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
                      "iterations": base.iterations, "load": load_spec,
@@ -124,7 +129,9 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                              for rec in current[3].records.values()])
         summary = summarize(live_rows, runs, estimation_ms + (
             current[3].estimation_ms if current else []), complete=complete,
-            settings_json=settings_json, characterization=chars)
+            settings_json=settings_json, characterization=chars,
+            estimation_cpu_ms=estimation_cpu_ms + (
+                current[3].estimation_cpu_ms if current else []))
         write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows))
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
         return summary
@@ -150,6 +157,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                 finally:
                     run.stop_local_load()
                 estimation_ms += run.estimation_ms
+                estimation_cpu_ms += run.estimation_cpu_ms
                 rows += [(label, frac, repeat, rec) for rec in records]
                 runs.append({"policy": label, "loaded_fraction": frac, "repeat": repeat,
                              "wall_seconds": time.time() - started,

@@ -177,7 +177,8 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
         echo(table_md(summary), end="")
         from ..batch.cisne import ESTIMATORS
 
-        echo(f"estimation: {summary['estimation_ms']:.3f} ms per Algorithm 1 run, "
+        echo(f"estimation: {summary['estimation_ms']:.3f} ms per Algorithm 1 run (median "
+             f"{summary['estimation_ms_median']:.3f}, CPU {summary['estimation_cpu_ms']:.3f}), "
              f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival (all "
              f"{len(ESTIMATORS)} estimators)" if summary["estimation_ms"] else
              "no estimates made")

@@ -40,13 +40,14 @@ from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
+# With doorbells (every rank on one machine) a waiting rank sleeps until the coordinator, or
+# a node replying to it, rings; this long at most (it also bounds how late the coordinator
+# checks for dead nodes)
+IDLE_BELL_MAX_SECONDS = 0.25
 DEFAULT_TIMEOUT_SECONDS = 30.0
 CONTROL_TAG = 7
 JOB_TAG_BASE = 1000  # a threaded job's reply comes on JOB_TAG_BASE + its number
 JOB_TAGS = 1 << 20
-# A threaded job's waits sleep until a ring, a due delivery or this long: up to 4 jobs per
-# node on 16 nodes and 2 cores cannot all wake every millisecond.
-THREADED_BELL_MAX_SECONDS = 0.005
 GRACE_SECONDS = 2.0
 
 
@@ -187,7 +188,6 @@ def _group_comm(data, settings, networks, names, msg, *, own=False):
             bells = raw.allgather(bell.address)
         comm = ShapedComm(raw, list(range(len(members))), nodes, network, context=0,
                           timeout_seconds=settings.timeout_seconds, doorbells=bells, bell=bell)
-        comm.bell_max_seconds = THREADED_BELL_MAX_SECONDS
         return comm, raw, bell
     return ShapedComm(data, members, nodes, network, context=msg["job"],
                       timeout_seconds=settings.timeout_seconds,
@@ -236,27 +236,45 @@ def serve_node(world, control, data, settings):
     bell = doorbell.local() if settings.shaping in ("inproc", "none") else None
     if bell is not None:
         hello.update(bell=bell.address, place=doorbell.place())
-    control.send(hello, 0, CONTROL_TAG)
+    if settings.shaping in ("inproc", "none"):
+        from ..shaping import engine
+
+        # bind the compiled message path now, not inside the first (timed) job
+        hello["engine"] = "c" if engine.use_compiled() else "python"
+    # the coordinator's bell, rung after every reply, where this rank can reach it
+    coordinator_bell = settings.extra.get("coordinator_bell")
+    if bell is None or coordinator_bell is None or coordinator_bell[1] != doorbell.place():
+        coordinator_bell = None
+
+    def reply_to_coordinator(reply, tag):
+        control.send(reply, 0, tag)
+        if coordinator_bell is not None:
+            bell.ring(coordinator_bell[0])
+
+    reply_to_coordinator(hello, CONTROL_TAG)
+    # the coordinator rings this rank's bell after each message to it
+    sleeper = doorbell.Sleeper(bell if coordinator_bell is not None else None,
+                               IDLE_BELL_MAX_SECONDS,
+                               (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
 
     def threaded(msg):
         reply = _run_work(data, settings, networks, names, msg, cpu)
-        control.send(reply, 0, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
+        reply_to_coordinator(reply, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
 
     try:
         while True:
             req = control.irecv(source=0, tag=CONTROL_TAG)
-            pause = IDLE_POLL_MIN_SECONDS
             while True:
                 done, msg = req.test()
                 if done:
+                    sleeper.found()
                     break
-                time.sleep(pause)
-                pause = min(pause * 1.5, IDLE_POLL_MAX_SECONDS)
+                sleeper.sleep()
             op = msg["op"]
             if op == "stop":
                 for t in threads.values():
                     t.join(timeout=settings.timeout_seconds)
-                control.send({"ok": True}, 0, CONTROL_TAG)
+                reply_to_coordinator({"ok": True}, CONTROL_TAG)
                 return
             if op == "work" and msg.get("threaded"):
                 threads = {j: t for j, t in threads.items() if t.is_alive()}
@@ -290,7 +308,7 @@ def serve_node(world, control, data, settings):
                     reply = {"ok": False, "error": f"unknown command {op!r}"}
             except Exception as e:  # reported to the coordinator, which decides
                 reply = {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
-            control.send(reply, 0, CONTROL_TAG)
+            reply_to_coordinator(reply, CONTROL_TAG)
     finally:
         if load is not None:
             load.stop()
@@ -318,6 +336,8 @@ class Coordinator:
         self.down = set()  # node names
         self.shaper = None  # a KernelShaper when the kernel shapes (settings.shaping "tc")
         self._stale = {}  # rank -> replies still owed for a failed job
+        # nodes ring this bell after replying (settings.extra["coordinator_bell"], see launch)
+        self._bell = doorbell.local() if settings.extra.get("coordinator_bell") else None
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
         self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
@@ -329,6 +349,21 @@ class Coordinator:
         if None in places or len(places) != 1:
             return None
         return [i["bell"] for i in infos]
+
+    def _send(self, msg, rank):
+        """A control message to a node rank, and a ring of its bell where it can hear it."""
+        self.control.send(msg, rank, CONTROL_TAG)
+        info = self.info.get(rank, {})
+        if self._bell is not None and info.get("place") == doorbell.place() and \
+                info.get("bell"):
+            self._bell.ring(info["bell"])
+
+    def idle(self, seconds):
+        """Sleep up to ``seconds``, less if a node replies meanwhile (with doorbells)."""
+        if self._bell is None:
+            time.sleep(seconds)
+        else:
+            self._bell.wait(seconds)
 
     def node(self, rank):
         return self.names[rank - 1]
@@ -362,13 +397,15 @@ class Coordinator:
         # Peers of a silent node give up on it after the same timeout and say so: a short
         # grace lets their replies in, so only the silent node is blamed.
         grace = min(timeout, GRACE_SECONDS)
-        replies, start, pause, last_check = {}, time.monotonic(), 0.0005, 0.0
+        replies, start, last_check = {}, time.monotonic(), 0.0
+        sleeper = doorbell.Sleeper(self._bell, IDLE_BELL_MAX_SECONDS, (0.0005, 0.01))
         while len(replies) < len(reqs):
             failure = None
             for rank, req in reqs.items():
                 if rank not in replies:
                     done, msg = req.test()
                     if done:
+                        sleeper.found()
                         replies[rank] = msg
                         if isinstance(msg, dict) and msg.get("ok") is False \
                                 and msg.get("failed") is None:
@@ -391,8 +428,8 @@ class Coordinator:
             if failure is not None:
                 failure.pending = {r: q for r, q in reqs.items() if r not in replies}
                 raise failure
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.01)
+            # wake for the next check of dead nodes and for the timeout at the latest
+            sleeper.sleep(min(0.25 - (elapsed - last_check), timeout + grace - elapsed))
         return replies
 
     def _settle(self, ranks):
@@ -427,7 +464,7 @@ class Coordinator:
                "epoch": epoch, "dedicated": dedicated, "doorbells": self._doorbells(members),
                "threaded": threaded}
         for rank in members:
-            self.control.send(msg, rank, CONTROL_TAG)
+            self._send(msg, rank)
         tag = JOB_TAG_BASE + self._jobs % JOB_TAGS if threaded else CONTROL_TAG
         reqs = {r: self.control.irecv(source=r, tag=tag) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
@@ -494,7 +531,7 @@ class Coordinator:
         self._settle(ranks)
         ranks = [r for r in ranks if self.node(r) not in self.down]
         for r in ranks:
-            self.control.send(msg, r, CONTROL_TAG)
+            self._send(msg, r)
         reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in ranks}
         return {self.node(r): m for r, m in self._collect(reqs, msg["op"]).items()}
 
@@ -549,6 +586,9 @@ def launch(program, settings, *, world=None):
     coordinator is printed, naming the node, and aborts the whole job (exit status 3).
     """
     world = world or MPI.COMM_WORLD
+    if world.Get_rank() == 0 and settings.shaping in ("inproc", "none") and \
+            doorbell.local() is not None:
+        settings.extra["coordinator_bell"] = (doorbell.local().address, doorbell.place())
     settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
     control = world.Dup()
     data = world.Dup()

@@ -3,5 +3,8 @@ with no root needed.
 
 Open ``comm`` first (the shaped group communicator and its fluid model). ``collectives``
 builds collectives from its point-to-point messages, ``doorbell`` wakes waiting ranks without
-spinning, and ``timing`` makes sleeps and compute phases last what they ask for.
+spinning, and ``timing`` makes sleeps and compute phases last what they ask for. ``engine``
+binds the communicator's message path in C (``_engine.c``) where the MPI library allows.
 """
+
+from . import engine  # noqa: E402,F401  (registers the compiled message path with comm)

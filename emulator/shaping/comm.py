@@ -17,8 +17,8 @@ receivers of its open flows whenever its number of flows changes (a message post
 finished at the time its receiver reports in its final notice), so the egress share
 follows too. Links are full duplex: the two directions of a pair do not share. Each pair is
 a token bucket, as the kernel's HTB class for it: after an idle spell the first bytes of a
-message, up to the bucket (:func:`emulator.network.flowmodel.burst_bytes`, about two frames), pass at
-once. A message is delivered ``latency`` after its last byte arrives. A send
+message, up to the bucket (:func:`emulator.network.flowmodel.burst_bytes`, about two
+frames), pass at once. A message is delivered ``latency`` after its last byte arrives. A send
 completes once what it has not yet transmitted fits the sender's socket buffer
 (``SEND_BUFFER_BYTES``), as with MPI over TCP: a message that fits completes at once and the
 sender moves on while it drains; a larger one holds the sender until its remainder fits.
@@ -40,6 +40,11 @@ its sequence number, so they need not come in the order the sends were made.
 
 Collectives (:mod:`emulator.shaping.collectives`) are built from these shaped point-to-point
 messages, so they are shaped too.
+
+This module is the model's reference and the Python message path. Where the compiled one
+binds to the MPI library (:mod:`emulator.shaping.engine`), ``ShapedComm(...)`` makes a
+:class:`~emulator.shaping.engine.CompiledShapedComm`: the same model, wire format and waits
+with the per-message work in C.
 """
 
 import bisect
@@ -60,7 +65,11 @@ from .timing import Aim
 
 POLL_MIN_SECONDS = 0.00005
 POLL_MAX_SECONDS = 0.0002
-BELL_MAX_SECONDS = 0.001  # with doorbells, polls only guard against a ring that came early
+# With doorbells a wait sleeps until a ring, its next event, or at most this long (a safety
+# net); for EARLY_RING_SECONDS after a ring that brought nothing (it may have come before its
+# message) it sleeps no longer than the time since the ring.
+BELL_MAX_SECONDS = 0.5
+EARLY_RING_SECONDS = 0.001
 # A compute phase on a time-shared node sleeps until its end, a ring (a message, or a change
 # of its CPU share) or this long: what arrives meanwhile is delivered at its modelled time.
 COMPUTE_NAP_SECONDS = 0.02
@@ -170,6 +179,8 @@ class Request:
         self.comm, self.peer, self.tag, self.buf = comm, peer, tag, buf
         self.done = False
         self.nbytes = 0
+        # a receive's flow start and delivery (last byte plus latency) in the model
+        self.start_at = self.due_at = math.nan
         self.flow = None  # the incoming flow bound to this receive
         self._mpi = []
 
@@ -186,6 +197,19 @@ class Request:
             requests[0].comm._wait_until(lambda: all(r.done for r in requests))
 
     wait, test = Wait, Test
+
+
+# Filled in by .engine: the compiled communicator class, and whether to use it now.
+COMPILED = {"class": None, "use": None}
+
+
+def tag_base(comm, context):
+    """The first MPI tag of a context's block. Groups that run at once never share a rank,
+    so contexts only keep a job apart from the late messages of earlier ones: they are
+    reused cyclically within the MPI tag bound."""
+    span = _TAG_SLOTS * (COLLECTIVE_TAG_BASE * 2)
+    contexts = max(1, (comm.Get_attr(MPI.TAG_UB) + 1) // span)
+    return (context % contexts) * span
 
 
 class ShapedComm(Collectives):
@@ -213,22 +237,17 @@ class ShapedComm(Collectives):
         a bell of its own, so a ring wakes the thread it is meant for.
     """
 
+    def __new__(cls, *args, **kwargs):
+        # the compiled message path where it binds (.engine registers it on import)
+        if cls is ShapedComm and COMPILED["use"] is not None and COMPILED["use"]():
+            cls = COMPILED["class"]
+        return super().__new__(cls)
+
     def __init__(self, comm, members, nodes, network, *, context=0, timeout_seconds=120.0,
                  doorbells=None, bell=None):
-        self.comm = comm
-        self.members = list(members)
-        self.nodes = list(nodes)
-        self.network = network
-        self.rank = self.members.index(comm.Get_rank())
-        self.size = len(self.members)
-        self.node = self.nodes[self.rank]
+        self._join(comm, members, nodes, network)
         self.timeout_seconds = timeout_seconds
-        # Each context owns a block of tags. Groups that run at once never share a rank, so
-        # contexts only keep a job apart from the late messages of earlier ones: they are
-        # reused cyclically within the MPI tag bound.
-        span = _TAG_SLOTS * (COLLECTIVE_TAG_BASE * 2)
-        contexts = max(1, (comm.Get_attr(MPI.TAG_UB) + 1) // span)
-        self._tag_base = (context % contexts) * span
+        self._tag_base = tag_base(comm, context)
         self._flows = []  # incoming, not yet delivered, in arrival order
         self._posted = deque()  # posted receives, in order
         self._sends = {}  # seq -> larger send whose flow is still open (no final notice yet)
@@ -250,11 +269,23 @@ class ShapedComm(Collectives):
         self._bells = doorbells if self._bell is not None else None
         self.bytes_sent = 0
         self.messages_sent = 0
+        self._arrivals = 0  # messages taken from MPI so far
+        self._open_ring = None  # (monotonic time, arrivals then): a ring, nothing came yet
         # (NodeCPU, job) when compute phases share the node's CPU with other jobs
         self.shared_cpu = None
         # the longest sleep of a wait with doorbells; a node running many jobs at once in
         # threads sets it longer, so waiting threads do not keep its cores busy
         self.bell_max_seconds = BELL_MAX_SECONDS
+
+    def _join(self, comm, members, nodes, network):
+        """The group: its communicator, members, their nodes, and this rank's place."""
+        self.comm = comm
+        self.members = list(members)
+        self.nodes = list(nodes)
+        self.network = network
+        self.rank = self.members.index(comm.Get_rank())
+        self.size = len(self.members)
+        self.node = self.nodes[self.rank]
 
     # -- mpi4py-like surface -----------------------------------------------------------
 
@@ -373,6 +404,8 @@ class ShapedComm(Collectives):
         mpi_tag = full_tag - self._tag_base
         src = self._index[world]
         ours = self._ours(full_tag)
+        if full_tag % _TAG_SLOTS in (_EGRESS, _ACK):
+            self._arrivals += 1
         if full_tag % _TAG_SLOTS == _EGRESS:  # context bases are multiples of 4
             note = bytearray(_NOTE_FORMAT.size)
             self.comm.Recv(note, world, full_tag)
@@ -388,6 +421,7 @@ class ShapedComm(Collectives):
             return True
         if not ours or mpi_tag % _TAG_SLOTS != _HEADER:
             return False  # a later group's message, or not the emulator's: leave it
+        self._arrivals += 1
         tag = mpi_tag // _TAG_SLOTS
         packet = bytearray(status.Get_count(MPI.BYTE))
         self.comm.Recv(packet, world, full_tag)
@@ -586,6 +620,7 @@ class ShapedComm(Collectives):
                                      f"does not fit a {target.nbytes}-byte buffer")
                 target[:flow.nbytes] = flow.buffer
             req.nbytes = flow.nbytes
+            req.start_at, req.due_at = flow.start, flow.done_at + self.network.latency_seconds
             req.done = True
             if not flow.acked:
                 flow.acked = flow.released = True
@@ -637,9 +672,11 @@ class ShapedComm(Collectives):
     def _moving(self):
         """Drive the real MPI data movement; True while some payload is still in flight.
 
-        MPICH moves a large message only while both ends are inside MPI, so while payloads
-        are in flight the waits poll briskly (``POLL_MOVING_SECONDS``) instead of sleeping
-        long: that lasts as long as a memory copy, not as long as the emulated transfer.
+        MPICH moves a large message only while both ends are inside MPI, and a small one
+        that found the receiver's queue full only while the sender is, so while payloads or
+        sends are in flight the waits poll briskly (``POLL_MOVING_SECONDS``) instead of
+        sleeping long: that lasts as long as a memory copy, not as long as the emulated
+        transfer.
         """
         moving = False
         for f in self._flows:
@@ -651,6 +688,8 @@ class ShapedComm(Collectives):
         if _IN_FLIGHT and _IN_FLIGHT_LOCK.acquire(blocking=False):
             try:
                 _IN_FLIGHT[:] = [r for r in _IN_FLIGHT if not r.Test()]
+                # a send MPI has not pushed out yet moves only while this rank calls MPI
+                moving = moving or bool(_IN_FLIGHT)
             finally:
                 _IN_FLIGHT_LOCK.release()
         for req in self._sends.values():
@@ -673,10 +712,11 @@ class ShapedComm(Collectives):
     def _wait_until(self, condition, timeout=None, until=math.inf, nap_max=None):
         """Progress until ``condition()``; never sleep past wall time ``until``.
 
-        With doorbells a wait sleeps until a ring, the next due delivery or ``until``
-        (at most ``BELL_MAX_SECONDS``, a safety net); without them it polls, with sleeps
-        growing from ``POLL_MIN_SECONDS`` to ``POLL_MAX_SECONDS``. While payloads move
-        through MPI it polls every ``POLL_MOVING_SECONDS``.
+        With doorbells a wait sleeps until a ring, the next due delivery, the model's next
+        event or ``until`` (at most ``BELL_MAX_SECONDS``, a safety net; after a ring that
+        brought nothing, briskly for up to ``EARLY_RING_SECONDS``); without them it polls,
+        with sleeps growing from ``POLL_MIN_SECONDS`` to ``POLL_MAX_SECONDS``. While payloads
+        move through MPI it polls every ``POLL_MOVING_SECONDS``.
         """
         global _lead_seconds
         timeout = self.timeout_seconds if timeout is None else timeout
@@ -702,15 +742,30 @@ class ShapedComm(Collectives):
                                   f"no message within {self.timeout_seconds:.0f} s")
             now = time.time()
             due = self._next_due(self._finish) - now
-            nap = POLL_MOVING_SECONDS if self._busy else pause
+            nap = POLL_MOVING_SECONDS if self._busy else min(pause, self._early_ring_cap())
             if 0 < due <= nap:
                 nap, aim = due, now + due
-            nap = max(0.0, min(nap, due, until - now))
+            # never past the model's next event (a rate change moves the deliveries)
+            nap = max(0.0, min(nap, due, until - now, self._horizon - now))
             if self._bell is None:
                 time.sleep(nap)
                 pause = min(pause * 2, POLL_MAX_SECONDS)
             elif self._bell.wait(nap):
                 aim = None  # woken early: no measure of lateness
+                self._open_ring = (time.monotonic(), self._arrivals)
+
+    def _early_ring_cap(self):
+        """A ring may come before its message is visible to ``Iprobe``: until something
+        arrives, or for ``EARLY_RING_SECONDS`` after the ring, sleeps are no longer than the
+        time since the ring (from ``POLL_MIN_SECONDS``). Kept across waits: a wait may end
+        on the ring's wake-up."""
+        if self._open_ring is None:
+            return math.inf
+        since = time.monotonic() - self._open_ring[0]
+        if self._arrivals != self._open_ring[1] or since > EARLY_RING_SECONDS:
+            self._open_ring = None
+            return math.inf
+        return max(since, POLL_MIN_SECONDS)
 
     def compute(self, seconds):
         """Let ``seconds`` of wall time pass while still progressing incoming messages. The

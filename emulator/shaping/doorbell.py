@@ -15,10 +15,15 @@ bells (its waits poll).
 import os
 import select
 import socket
+import time
 
 from . import timing
 
 _BELL = None
+# A ring may come before its message is visible to MPI: for this long after a ring that has
+# brought nothing yet, sleeps are no longer than the time since the ring.
+EARLY_RING_SECONDS = 0.001
+EARLY_POLL_SECONDS = 0.00005
 
 
 def boot_id():
@@ -70,6 +75,39 @@ class Doorbell:
 
     def close(self):
         self.sock.close()
+
+
+class Sleeper:
+    """The sleeps of a loop that polls for messages which their senders announce by ringing
+    ``bell``: after a poll that found nothing, :meth:`sleep` sleeps until a ring or for
+    ``max_seconds``, and briskly after a ring whose message has not come yet; call
+    :meth:`found` when a poll found something. Without a bell it polls with sleeps growing
+    from ``poll_seconds[0]`` to ``poll_seconds[1]``.
+    """
+
+    def __init__(self, bell, max_seconds, poll_seconds=(0.0005, 0.01)):
+        self.bell, self.max_seconds = bell, max_seconds
+        self.min_poll, self.max_poll = poll_seconds
+        self.pause = self.min_poll
+        self.rang_at = None
+
+    def found(self):
+        self.pause, self.rang_at = self.min_poll, None
+
+    def sleep(self, at_most=None):
+        cap = self.max_seconds if at_most is None else max(min(self.max_seconds, at_most), 0.0)
+        if self.bell is None:
+            time.sleep(min(self.pause, cap))
+            self.pause = min(self.pause * 1.5, self.max_poll)
+            return
+        if self.rang_at is not None:
+            since = time.monotonic() - self.rang_at
+            if since <= EARLY_RING_SECONDS:
+                cap = min(cap, max(since, EARLY_POLL_SECONDS))
+            else:
+                self.rang_at = None
+        if self.bell.wait(cap):
+            self.rang_at = time.monotonic()
 
 
 def local():

@@ -103,6 +103,8 @@ def send_and_receive(comm, size, behind=0):
 
 
 MiB = 1 << 20
+c = group([1, 2, 3, 4], 14)
+report("engine", type(c).__name__ if c else None)  # which message path the run used
 # 1. one flow, 1 MiB at 10 Mbit/s (n1 -> n2), with doorbells and with polling alone
 c = group([1, 2], 1)
 report("one_flow_10", timed_transfer(c, MiB) if c else None)
