@@ -239,8 +239,7 @@ def serve_node(world, control, data, settings):
     if settings.shaping in ("inproc", "none"):
         from ..shaping import engine
 
-        # bind the compiled message path now, not inside the first (timed) job
-        hello["engine"] = "c" if engine.use_compiled() else "python"
+        engine.use_compiled()  # binds the compiled message path now, not in a timed job
     # the coordinator's bell, rung after every reply, where this rank can reach it
     coordinator_bell = settings.extra.get("coordinator_bell")
     if bell is None or coordinator_bell is None or coordinator_bell[1] != doorbell.place():
@@ -340,6 +339,11 @@ class Coordinator:
         self._bell = doorbell.local() if settings.extra.get("coordinator_bell") else None
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
+        # the nodes that hear this rank's bell: rung after each message to them
+        here = doorbell.place()
+        self._node_bells = {r: i["bell"] for r, i in self.info.items()
+                            if self._bell is not None and i.get("bell")
+                            and i.get("place") == here}
         self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
 
     def _doorbells(self, members):
@@ -353,10 +357,8 @@ class Coordinator:
     def _send(self, msg, rank):
         """A control message to a node rank, and a ring of its bell where it can hear it."""
         self.control.send(msg, rank, CONTROL_TAG)
-        info = self.info.get(rank, {})
-        if self._bell is not None and info.get("place") == doorbell.place() and \
-                info.get("bell"):
-            self._bell.ring(info["bell"])
+        if rank in self._node_bells:
+            self._bell.ring(self._node_bells[rank])
 
     def idle(self, seconds):
         """Sleep up to ``seconds``, less if a node replies meanwhile (with doorbells)."""

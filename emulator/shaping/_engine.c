@@ -25,7 +25,7 @@
 #include <sys/un.h>
 #include <time.h>
 
-/* the constants of comm.py */
+/* the constants of comm.py (EARLY_RING_SECONDS: doorbell.py's) */
 #define POLL_MIN_SECONDS 0.00005
 #define POLL_MAX_SECONDS 0.0002
 #define POLL_MOVING_SECONDS 0.00005

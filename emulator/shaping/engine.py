@@ -48,7 +48,8 @@ def _library():
     paths = []
     with open("/proc/self/maps") as f:
         for line in f:
-            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            fields = line.split()
+            path = fields[5] if len(fields) >= 6 else ""
             name = os.path.basename(path)
             if name.startswith("libmpi") and ".so" in name and path not in paths:
                 paths.append(path)
