@@ -25,11 +25,12 @@
 #include <sys/un.h>
 #include <time.h>
 
-/* the constants of comm.py (EARLY_RING_SECONDS: doorbell.py's) */
+/* the constants of comm.py (EARLY_*: doorbell.py's; the module exports them for a check) */
 #define POLL_MIN_SECONDS 0.00005
 #define POLL_MAX_SECONDS 0.0002
 #define POLL_MOVING_SECONDS 0.00005
-#define EARLY_RING_SECONDS 0.001
+#define EARLY_RING_SECONDS 0.05
+#define EARLY_POLL_MAX_SECONDS 0.002
 #define LEAD_MAX_SECONDS 0.0001
 #define LEAD_WEIGHT 0.1
 #define MIN_STEP_SECONDS 1e-6
@@ -980,7 +981,8 @@ static int condition(PyObject *reqs, double until, PyObject *check)
 
 /* A ring may come before its message is visible to MPI_Iprobe: until something arrives, or
  * for EARLY_RING_SECONDS after the ring, sleeps are no longer than the time since the ring
- * (from POLL_MIN_SECONDS). Kept across waits: a wait may end on the ring's wake-up. */
+ * (from POLL_MIN_SECONDS, at most EARLY_POLL_MAX_SECONDS). Kept across waits: a wait may
+ * end on the ring's wake-up. */
 static double early_ring_cap(Engine *e)
 {
     if (!e->ring_open)
@@ -990,7 +992,7 @@ static double early_ring_cap(Engine *e)
         e->ring_open = 0;
         return INFINITY;
     }
-    return fmax(since, POLL_MIN_SECONDS);
+    return fmin(fmax(since, POLL_MIN_SECONDS), EARLY_POLL_MAX_SECONDS);
 }
 
 /* comm.py's _wait_until: 1 when the condition holds, 0 on timeout, -1 on error. */
@@ -1625,7 +1627,10 @@ PyMODINIT_FUNC PyInit__engine(void)
     Py_INCREF(&EngineType);
     Py_INCREF(&ReqType);
     if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) ||
-        PyModule_AddObject(m, "Request", (PyObject *)&ReqType)) {
+        PyModule_AddObject(m, "Request", (PyObject *)&ReqType) ||
+        PyModule_AddObject(m, "EARLY_RING_SECONDS", PyFloat_FromDouble(EARLY_RING_SECONDS)) ||
+        PyModule_AddObject(m, "EARLY_POLL_MAX_SECONDS",
+                           PyFloat_FromDouble(EARLY_POLL_MAX_SECONDS))) {
         Py_DECREF(m);
         return NULL;
     }

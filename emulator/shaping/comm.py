@@ -759,15 +759,15 @@ class ShapedComm(Collectives):
     def _early_ring_cap(self):
         """A ring may come before its message is visible to ``Iprobe``: until something
         arrives, or for ``doorbell.EARLY_RING_SECONDS`` after the ring, sleeps are no longer
-        than the time since the ring (from ``POLL_MIN_SECONDS``). Kept across waits: a wait
-        may end on the ring's wake-up."""
+        than the time since the ring (see :func:`doorbell.early_ring_cap`). Kept across
+        waits: a wait may end on the ring's wake-up."""
         if self._open_ring is None:
             return math.inf
         since = time.monotonic() - self._open_ring[0]
         if self._arrivals != self._open_ring[1] or since > doorbell.EARLY_RING_SECONDS:
             self._open_ring = None
             return math.inf
-        return max(since, POLL_MIN_SECONDS)
+        return doorbell.early_ring_cap(since)
 
     def compute(self, seconds):
         """Let ``seconds`` of wall time pass while still progressing incoming messages. The
