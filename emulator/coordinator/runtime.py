@@ -78,18 +78,22 @@ def work(fn):
 
 @work
 def probe(comm, *, size_bytes=1 << 20, repetitions=1):
-    """Bandwidth probe between the group's two ranks. Rank 0 sends ``size_bytes`` with its
+    """Bandwidth probe between the group's two ranks. Rank 1 says it is ready (so a receiver
+    that woke late on a busy host is not timed), then rank 0 sends ``size_bytes`` with its
     send time in the first 8 bytes; rank 1 takes the time of receipt and returns the
     achieved Mbit/s of each repetition (timed at the receiver; clocks of one host, or
     synchronised clocks on a real cluster)."""
     buf = np.ones(max(size_bytes, 8), dtype=np.uint8)  # touched: no page faults mid-copy
     stamp = buf[:8].view(np.float64)
+    ready = np.zeros(1, dtype=np.uint8)
     rates = []
     for rep in range(repetitions):
         if comm.rank == 0:
+            comm.Recv(ready, 1, tag=1)
             stamp[0] = time.time()
             comm.Send(buf, 1, tag=2 + rep)
         else:
+            comm.Send(ready, 0, tag=1)
             comm.Recv(buf, 0, tag=2 + rep)
             rates.append(buf.nbytes * 8 / (time.time() - float(stamp[0])) / 1e6)
     return rates if comm.rank == 1 else None
@@ -469,7 +473,8 @@ class Coordinator:
             self._send(msg, rank)
         tag = JOB_TAG_BASE + self._jobs % JOB_TAGS if threaded else CONTROL_TAG
         reqs = {r: self.control.irecv(source=r, tag=tag) for r in members}
-        return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs}
+        return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs,
+                "submitted": time.monotonic()}
 
     def poll(self, handle):
         """The results of a submitted group (as :meth:`wait`) if every node has answered,
@@ -510,6 +515,30 @@ class Coordinator:
             self.down.update(culprits)
             raise NodeFailure(named["failed"], named.get("error", "?"), nodes=culprits)
         return {self.node(rank): reply for rank, reply in replies.items()}
+
+    def wait_any(self, handles):
+        """``[(handle, results)]`` of the handles whose groups have all answered (results as
+        :meth:`wait`), waiting until one has. A group silent past the timeout (and the grace
+        its peers have to name the culprit) is a :class:`NodeFailure` naming the silent
+        nodes, which are marked down."""
+        sleeper = doorbell.Sleeper(self._bell, IDLE_BELL_MAX_SECONDS, (0.0005, 0.01))
+        while True:
+            done = []
+            for handle in handles:
+                results = self.poll(handle)
+                if results is not None:
+                    done.append((handle, results))
+            if done:
+                return done
+            now = time.monotonic()
+            for handle in handles:
+                if now - handle["submitted"] > self.timeout_seconds + GRACE_SECONDS:
+                    silent = [self.node(r) for r in handle["reqs"]
+                              if r not in handle.get("replies", {})]
+                    self.down.update(silent)
+                    raise NodeFailure(", ".join(silent), f"no answer to {handle['fn']} within "
+                                      f"{self.timeout_seconds:g} s", nodes=silent)
+            sleeper.sleep(0.5)
 
     def wait(self, handle, *, timeout=None):
         """Results of a submitted group, by node name. On a failure the culprit is marked

@@ -4,3 +4,6 @@ Open ``maxmin`` first (max-min bandwidth pruning that respects the pattern, Figu
 Goteti and Subhlok, and the all-all and random baselines); ``patterns`` holds the pattern
 library (the NAS benchmarks as NPB's MPI code communicates, generic shapes, pattern files).
 """
+
+# the ways a job's candidate groups are chosen (``emulator.coordinator.pipeline.select``)
+METHODS = ("pattern", "all-all", "random")

@@ -1,6 +1,9 @@
 """A coordinator program whose node dies or stalls; run with mpiexec -n 4.
 
-usage: failures.py crash|stall TIMEOUT_SECONDS
+usage: failures.py crash|stall|stall-any TIMEOUT_SECONDS
+
+stall-any waits for the stalled group with ``wait_any`` (as a measurement does), the others
+with ``run``.
 """
 
 import os
@@ -43,8 +46,10 @@ def program(coordinator):
     print("probe ok", flush=True)
     if mode == "crash":
         coordinator.run(["n2", "n3"], "crash", after_seconds=0.5)
-    else:
+    elif mode == "stall":
         coordinator.run(["n2", "n3"], "stall")
+    else:
+        coordinator.wait_any([coordinator.submit(["n2", "n3"], "stall")])
 
 
 launch(program, settings)
