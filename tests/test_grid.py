@@ -15,8 +15,8 @@ from emulator.cli import main
 from emulator.grid.experiment import metrics, paired_t
 from emulator.grid.gridfile import Grid, Site
 from emulator.grid.migration import (QueueStatus, choose_by_forecast, choose_by_queue,
-                                     queue_status)
-from emulator.grid.simulate import simulate_grid
+                                     parse_target, queue_status)
+from emulator.grid.simulate import run_time_source, simulate_grid
 from emulator.scheduling.job import Job
 from emulator.scheduling.scheduler import Scheduler
 
@@ -85,6 +85,58 @@ def test_predicted_start_moves_only_where_the_job_would_start_earlier():
     assert choose_by_forecast(0, [home, remote], 10, arriving, [0, 30], [True, True]) == 1
     # a migration that takes longer than waiting at home keeps it home
     assert choose_by_forecast(0, [home, remote], 10, arriving, [0, 2000], [True, True]) is None
+
+
+def test_target_names_and_their_run_time_sources():
+    assert parse_target("predicted-start") == ("predicted-start", "requested")
+    assert parse_target("predicted-start:last2") == ("predicted-start", "last2")
+    assert parse_target("weighted-queue") == ("weighted-queue", None)
+    for bad in ("predicted-start:oracle", "weighted-queue:last2", "nearest"):
+        with pytest.raises(ValueError, match="unknown|takes no"):
+            parse_target(bad)
+
+
+def test_last2_forecasts_from_the_users_completed_jobs_of_their_home_site():
+    run_of, observe = run_time_source("last2", 2)
+    j = job(1, 0, 4, 50)
+    j.estimate, j.user = 1000, 7
+    assert run_of(j, 0.0) == 1000  # no history yet: the requested time
+    for run, home in ((100, 0), (300, 0), (10, 1)):
+        done = job(9, 0, 4, run, home=home)
+        done.user = 7
+        observe(done)
+    assert run_of(j, 0.0) == pytest.approx(200)  # site 1's user 7 is someone else
+    j.estimate = 150
+    assert run_of(j, 0.0) == 150  # never beyond the requested time
+    requested, _ = run_time_source("requested", 2)
+    assert requested(j, 0.0) == 150
+
+
+def test_predicted_start_with_learned_run_times_sees_a_queue_drain_early():
+    # home: user 1 runs one job of 8 processors and has one queued, each asking 1000 s,
+    # but their last two jobs ran 20 s; remote: user 2 (no history) runs one asking 500 s.
+    # By requested times home frees at 2000 and the job moves; by last2 at 40: it stays
+    def sites():
+        home, remote = Scheduler(8, "easy"), Scheduler(8, "easy")
+        for i, site, requested, user in ((1, home, 1000, 1), (2, home, 1000, 1),
+                                         (5, remote, 500, 2)):
+            j = job(i, 0, 8, 20, home=0 if site is home else 1)
+            j.estimate, j.user = requested, user
+            site.submit(j, 0)
+            site.schedule(0)
+        return [home, remote]
+
+    run_of, observe = run_time_source("last2", 2)
+    for _ in range(2):
+        done = job(99, 0, 8, 20)
+        done.user = 1
+        observe(done)
+    arriving = job(3, 10, 4, 50)
+    arriving.estimate = 100
+    assert choose_by_forecast(0, sites(), 10, arriving, [0, 0], [True, True], run_of) is None
+    assert choose_by_forecast(0, sites(), 10, arriving, [0, 0], [True, True]) == 1
+    requested, _ = run_time_source("requested", 2)
+    assert choose_by_forecast(0, sites(), 10, arriving, [0, 0], [True, True], requested) == 1
 
 
 def test_paired_t_matches_scipy():

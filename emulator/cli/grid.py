@@ -26,8 +26,9 @@ def register(sub):
                         "(default 0,25,50,75,100)")
     g.add_argument("--targets", default="shortest-queue,weighted-queue",
                    help="how a moving job picks its site: shortest-queue, weighted-queue, "
-                        "predicted-start; comma-separated (default "
-                        "shortest-queue,weighted-queue)")
+                        "predicted-start (its forecast with the requested times; "
+                        "predicted-start:last2 with the users' last two run times); "
+                        "comma-separated (default shortest-queue,weighted-queue)")
     g.add_argument("--replications", type=positive_int, default=20,
                    help="independent replications, each with its own workloads (default 20)")
     g.add_argument("--jobs-per-site", type=positive_int,
@@ -50,13 +51,16 @@ def _levels(text):
 
 
 def _targets(text):
-    from ..grid.migration import TARGETS
+    from ..grid.migration import TARGETS, parse_target
 
     names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [t for t in names if t not in TARGETS]
-    if unknown or not names:
-        raise UserError(f"unknown target {unknown[0] if unknown else text!r}; choose from "
-                        f"{', '.join(TARGETS)}")
+    if not names:
+        raise UserError(f"--targets names none of {', '.join(TARGETS)}")
+    for name in names:
+        try:
+            parse_target(name)
+        except ValueError as e:
+            raise UserError(f"--targets: {e}") from None
     return list(dict.fromkeys(names))
 
 

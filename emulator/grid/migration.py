@@ -5,9 +5,13 @@ queue is more favourable than home's:
 
 ``shortest-queue``   fewest queued jobs;
 ``weighted-queue``   queued processors requested over the site's processors;
-``predicted-start``  the earliest start the site's own scheduler, simulated forward with
-                     the jobs' estimates (technique 1 of the predictions), would give the
-                     job, migration time included.
+``predicted-start``  the earliest start the site's own scheduler, simulated forward
+                     (technique 1 of the predictions), would give the job, migration
+                     time included. The jobs' believed run times come from a source named
+                     after a colon: ``requested`` (the default) or ``last2`` (the mean of
+                     the user's last two completed jobs, Tsafrir et al., else the
+                     requested time). The simulated schedulers keep the requested times
+                     as their estimates, as the real ones do.
 
 Ties go to the first site in grid order. The functions read queue status only; the
 co-simulation (:mod:`.simulate`) moves the job.
@@ -18,6 +22,25 @@ from dataclasses import dataclass
 from ..prediction.forward import forward_snapshot, run_forward
 
 TARGETS = ("shortest-queue", "weighted-queue", "predicted-start")
+FORECASTS = ("requested", "last2")  # run-time sources of predicted-start
+
+
+def parse_target(name):
+    """(policy, run-time source or None) of a target name such as ``predicted-start:last2``
+    (``predicted-start`` alone: ``requested``);
+    ValueError for an unknown one."""
+    policy, _, source = name.partition(":")
+    if policy not in TARGETS:
+        raise ValueError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
+    if policy != "predicted-start":
+        if source:
+            raise ValueError(f"{policy} takes no run-time source (got {name!r})")
+        return policy, None
+    source = source or FORECASTS[0]
+    if source not in FORECASTS:
+        raise ValueError(f"unknown run-time source {source!r} in {name!r}; choose from "
+                         f"{', '.join(FORECASTS)}")
+    return policy, source
 
 
 @dataclass(frozen=True)
@@ -55,11 +78,12 @@ def choose_by_queue(home, statuses, policy, fits=None):
     return None
 
 
-def forecast_start(scheduler, now, job, arrive):
+def forecast_start(scheduler, now, job, arrive, run_of=None):
     """The start ``job`` would get at ``scheduler`` if it arrived at ``arrive`` (>= now),
-    by simulating a copy forward with every job's estimate as its run time and no other
-    arrival. The copy takes the job in now, so a later arrival is only bounded below."""
-    sim, _ = forward_snapshot(scheduler, now, lambda j, elapsed: j.estimate)
+    by simulating a copy forward with no other arrival, every job running for
+    ``run_of(job, elapsed)`` (default: its estimate). The copy takes the job in now, so a
+    later arrival is only bounded below."""
+    sim, _ = forward_snapshot(scheduler, now, run_of or (lambda j, elapsed: j.estimate))
     probe = job.fresh()
     probe.run = probe.estimate = job.estimate
     probe.index = -(10**12)  # never an index of a real job
@@ -68,12 +92,14 @@ def forecast_start(scheduler, now, job, arrive):
     return None if start is None else max(start, arrive)
 
 
-def choose_by_forecast(home, schedulers, now, job, migration_seconds, fits):
+def choose_by_forecast(home, schedulers, now, job, migration_seconds, fits, run_of=None):
     """``predicted-start``: the site with the earliest forecast start (``migration_seconds``
-    per site, 0 at home), if earlier than home's; None while home's queue is empty."""
+    per site, 0 at home; ``run_of`` as :func:`forecast_start`), if earlier than home's;
+    None while home's queue is empty."""
     if not schedulers[home].waiting():
         return None
-    starts = [forecast_start(s, now, job, now + migration_seconds[i]) if fits[i] else None
+    starts = [forecast_start(s, now, job, now + migration_seconds[i], run_of) if fits[i]
+              else None
               for i, s in enumerate(schedulers)]
     best = None
     for i, start in enumerate(starts):

@@ -11,22 +11,42 @@ bandwidth between the two sites at the moment it leaves.
 import heapq
 import time
 
-from .migration import choose_by_forecast, choose_by_queue, queue_status
+from ..prediction.runtime import LastTwo
+from .migration import choose_by_forecast, choose_by_queue, parse_target, queue_status
 
 
 def migration_seconds(data_bytes, bandwidth_mbps):
     return data_bytes * 8 / (bandwidth_mbps * 1e6)
 
 
+def run_time_source(source, sites):
+    """(run_of(job, elapsed), observe(job)) of a ``predicted-start`` run-time source. With
+    ``last2`` a user's history is their home site's (a job is known by its user wherever it
+    runs) and a job joins it when it completes; a job is never believed to outrun its
+    estimate (the requested time: the scheduler kills it there)."""
+    if source == "requested":
+        return (lambda job, elapsed: job.estimate), (lambda job: None)
+    history = [LastTwo() for _ in range(sites)]
+
+    def run_of(job, elapsed):
+        predicted = history[job.info["home"]].predict(job)
+        return job.estimate if predicted is None else min(predicted, job.estimate)
+
+    return run_of, lambda job: history[job.info["home"]].observe(job)
+
+
 def simulate_grid(jobs, schedulers, target, bandwidth):
     """Run ``jobs`` (any order, ``info`` set, ``estimate`` set) on ``schedulers`` (one per
-    site, fresh). ``target``: a name of :data:`~.migration.TARGETS`; ``bandwidth(a, b, t)``:
-    Mbit/s between sites ``a`` and ``b`` (indices) at time ``t``.
+    site, fresh). ``target``: a name of :data:`~.migration.TARGETS`, with its run-time
+    source (``predicted-start:last2``); ``bandwidth(a, b, t)``: Mbit/s between sites ``a``
+    and ``b`` (indices) at time ``t``.
 
     Fills in each job's ``start`` and ``end`` and ``info``: ``site`` (where it ran) and
     ``migration_seconds`` (0 for a job that stayed). Returns the wall seconds it took.
     """
     started_at = time.perf_counter()
+    policy, source = parse_target(target)
+    run_of, observe = run_time_source(source, len(schedulers)) if source else (None, None)
     arrivals = sorted(jobs, key=lambda j: (j.submit, j.index))
     sizes = [s.total for s in schedulers]
     transfers = []  # (arrival at the target, index, job, target)
@@ -49,6 +69,8 @@ def simulate_grid(jobs, schedulers, target, bandwidth):
         while ends and ends[0][0] <= t:
             _, _, site, job = heapq.heappop(ends)
             schedulers[site].finish(job, t)
+            if observe is not None:
+                observe(job)
             changed.add(site)
         while transfers and transfers[0][0] <= t:
             _, _, job, site = heapq.heappop(transfers)
@@ -61,14 +83,15 @@ def simulate_grid(jobs, schedulers, target, bandwidth):
             site = home
             if job.info["migratable"]:
                 fits = [job.procs <= p for p in sizes]
-                if target == "predicted-start":
+                if policy == "predicted-start":
                     moves = [0.0 if i == home else
                              migration_seconds(job.info["data_bytes"], bandwidth(home, i, t))
                              for i in range(len(schedulers))]
-                    choice = choose_by_forecast(home, schedulers, t, job, moves, fits)
+                    choice = choose_by_forecast(home, schedulers, t, job, moves, fits,
+                                                run_of)
                 else:
                     statuses = [queue_status(s) for s in schedulers]
-                    choice = choose_by_queue(home, statuses, target, fits)
+                    choice = choose_by_queue(home, statuses, policy, fits)
                 if choice is not None:
                     site = choice
             job.info["site"] = site
