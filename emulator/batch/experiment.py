@@ -83,7 +83,8 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
 
 def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir, jobs=None,
                    job_count=30, mean_gap_seconds=15.0, base=None, load_spec=None,
-                   cache_path=None, network_id="default", progress=True, echo=print):
+                   cache_path=None, network_id="default", probe_bytes=256 * 1024,
+                   progress=True, echo=print):
     """Run every (policy, loaded fraction, repeat) batch run; write the outputs to
     ``out_dir``; return the summary. ``jobs``: a fixed job list (else generated per repeat
     with seed ``base.seed + repeat``)."""
@@ -104,7 +105,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
         return cluster.nodes[n]["capacity_mbps"]
 
     echo("measuring every pair of nodes ...")
-    monitor = Monitor(coordinator)
+    monitor = Monitor(coordinator, size_bytes=probe_bytes)
     graph = monitor.measure()
     echo(f"characterizing {len(wanted)} application(s) in isolation ...")
     chars = characterize(coordinator, nodes, wanted, iterations=base.iterations,

@@ -171,7 +171,7 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
                                  job_count=args.job_count,
                                  mean_gap_seconds=args.mean_gap_seconds, base=base,
                                  cache_path=cache, network_id=network_id,
-                                 progress=not args.no_progress, echo=echo)
+                                 probe_bytes=args.probe_bytes, progress=not args.no_progress, echo=echo)
         from ..batch.report import table_md
 
         echo(table_md(summary), end="")

@@ -76,7 +76,7 @@ def output_folder(path, default):
     return out
 
 
-def cluster_options(p):
+def cluster_options(p, probe_kib=256):
     """Options of every command that runs the emulated cluster under mpiexec."""
     p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default 10-node crossbar")
     p.add_argument("--nodes", type=positive_int, help="use only the first N nodes")
@@ -87,8 +87,8 @@ def cluster_options(p):
                    help="scenario seconds per wall second (default 10)")
     p.add_argument("--timeout-seconds", type=positive_float, default=30.0,
                    help="how long the coordinator waits for a node (default 30)")
-    p.add_argument("--probe-bytes", type=positive_int, default=256 * 1024,
-                   help="bytes per bandwidth probe (default 256 KiB)")
+    p.add_argument("--probe-bytes", type=positive_int, default=probe_kib * 1024,
+                   help=f"bytes per bandwidth probe (default {probe_kib} KiB)")
     p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
                    help="inproc: the emulator paces messages (default, no root); tc: the "
                         "kernel shapes real traffic (needs --testbed netns and root); "

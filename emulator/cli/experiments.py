@@ -54,7 +54,7 @@ def register(sub):
                    help="a short node-selection experiment on the emulated cluster (launches mpiexec)",
                    examples=["nodesel demo", "nodesel demo --repeats 2 --out results/demo2"],
                    handler=cmd_experiment)
-    cluster_options(demo)
+    cluster_options(demo, probe_kib=128)
     experiment_options(demo, benchmarks="cg,is,mg", repeats=2, out="results/demo")
 
     exp = command(sub, "experiment",
@@ -67,7 +67,7 @@ def register(sub):
                             "nodesel experiment --benchmarks cg,is --repeats 1 --app-iterations 1 "
                             "--out /tmp/tiny"],
                   handler=cmd_experiment)
-    cluster_options(exp)
+    cluster_options(exp, probe_kib=128)
     experiment_options(exp, benchmarks="bt,cg,is,lu,mg", repeats=6, out="results/experiment")
 
     launcher = "hostfiles/nsel-launcher"

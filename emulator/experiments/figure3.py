@@ -54,7 +54,7 @@ class ExperimentConfig:
     trial_iterations: int | None = None
     spacing_seconds: float = 600.0
     measure_interval_seconds: float = 600.0
-    probe_bytes: int = 256 * 1024
+    probe_bytes: int = 128 * 1024
     oracle: bool = True
     max_attempts: int = 3
     time_scale: float = 10.0

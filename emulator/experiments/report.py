@@ -169,7 +169,7 @@ def plot_figure3(summary, path):
     width = 0.8 / max(1, len(methods))
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(groups), 4.2))
     for k, m in enumerate(methods):
-        heights, errors = [], [[], []]
+        heights, errors, with_ci = [], [[], []], []
         for b in groups:
             if b == "average":
                 value, ci = summary["average_slowdown_pct"].get(m), None
@@ -179,11 +179,17 @@ def plot_figure3(summary, path):
                 value, ci = summary["slowdown_pct"][b][m], summary["slowdown_ci90_pct"][b][m]
             heights.append(value or 0.0)
             have = value is not None and ci and ci[0] is not None
-            errors[0].append(value - ci[0] if have else 0.0)
-            errors[1].append(ci[1] - value if have else 0.0)
+            with_ci.append(bool(have))
+            if have:
+                errors[0].append(value - ci[0])
+                errors[1].append(ci[1] - value)
         xs = [i + (k - (len(methods) - 1) / 2) * width for i in range(len(groups))]
-        ax.bar(xs, heights, width, yerr=errors, capsize=2, label=m,
-               color=COLOURS.get(m), edgecolor="black", linewidth=0.4)
+        ax.bar(xs, heights, width, label=m, color=COLOURS.get(m), edgecolor="black",
+               linewidth=0.4)
+        # no interval is drawn where there is none (the average over benchmarks)
+        ax.errorbar([x for x, w in zip(xs, with_ci) if w],
+                    [h for h, w in zip(heights, with_ci) if w], yerr=errors, fmt="none",
+                    ecolor="black", capsize=2, linewidth=1)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g.upper() if g != "average" else "average" for g in groups])
     ax.set_ylabel("slowdown against a dedicated network [%]")
