@@ -190,3 +190,25 @@ def test_a_bad_jobs_file_is_one_message_and_exit_2(tmp_path, text, says):
     assert proc.returncode == 2
     assert proc.stderr.count("nodesel: error:") == 1 and says in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_run_with_chosen_estimators_records_only_those(tmp_path):
+    out = tmp_path / "two"
+    proc = nodesel(*TINY, "--estimators", "net-net,cpu-cpu", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["estimators"] == ["net-net", "cpu-cpu", "forward"]
+    assert set(summary["deviation_pct"]["normal+fcfs"]["0.17"]) == set(summary["estimators"])
+    head = (out / "jobs.csv").read_text().split("\n")[0].split(",")
+    assert [h for h in head if h.startswith("predicted_turnaround_")] == [
+        "predicted_turnaround_net-net", "predicted_turnaround_cpu-cpu",
+        "predicted_turnaround_forward"]
+    assert "(2 estimators)" in proc.stdout and "| prop-mpl |" not in proc.stdout
+
+
+def test_an_unknown_estimator_is_one_message_and_exit_2(tmp_path):
+    proc = nodesel("batch", "--nodes", "6", "--estimators", "net-net,fast", "--out",
+                   str(tmp_path / "o"), timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.count("nodesel: error:") == 1 and "--estimators" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()

@@ -44,16 +44,17 @@ def policy_label(nsp, jsp):
 
 
 def summarize(rows, runs, estimation_ms, *, complete, settings_json, characterization,
-              estimation_cpu_ms=()):
+              estimation_cpu_ms=(), columns=report.COLUMNS):
     """The summary JSON from (policy, fraction, repeat, record) rows; ``estimation_ms`` and
-    ``estimation_cpu_ms``: the wall and CPU time of every Algorithm 1 run."""
+    ``estimation_cpu_ms``: the wall and CPU time of every Algorithm 1 run; ``columns``: the
+    predictions recorded (:func:`.report.columns`)."""
     cells = {}
     for policy, frac, _, rec in rows:
         cells.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(rec)
     dev, signed, pess, counts = {}, {}, {}, {}
     for policy, levels in cells.items():
         for frac, recs in levels.items():
-            s = report.cell_summary(recs)
+            s = report.cell_summary(recs, columns)
             dev.setdefault(policy, {})[frac] = {e: v["mean_abs_pct"] for e, v in s.items()}
             signed.setdefault(policy, {})[frac] = {e: v["mean_pct"] for e, v in s.items()}
             pess.setdefault(policy, {})[frac] = {e: v["pessimistic_share"]
@@ -76,7 +77,7 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
             "estimation_cpu_ms": float(np.mean(estimation_cpu_ms)) if len(estimation_cpu_ms)
             else None,
             "estimation_ms_per_arrival": float(np.mean(per_arrival)) if per_arrival else None,
-            "estimators": list(report.COLUMNS), "complete": complete, "runs": runs,
+            "estimators": list(columns), "complete": complete, "runs": runs,
             "settings": settings_json,
             "characterization": {"/".join(map(str, k)): v for k, v in characterization.items()}}
 
@@ -118,10 +119,12 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
 
         bar = tqdm(total=total, unit="job", desc="batch runs", leave=True)
     rows, runs, estimation_ms, estimation_cpu_ms = [], [], [], []
+    columns = report.columns(base.estimators)
     settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
                      "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
                      "iterations": base.iterations, "load": load_spec,
-                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed}
+                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed,
+                     "estimators": list(base.estimators)}
     os.makedirs(out_dir, exist_ok=True)
 
     def write(current, complete):
@@ -132,8 +135,8 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
             current[3].estimation_ms if current else []), complete=complete,
             settings_json=settings_json, characterization=chars,
             estimation_cpu_ms=estimation_cpu_ms + (
-                current[3].estimation_cpu_ms if current else []))
-        write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows))
+                current[3].estimation_cpu_ms if current else []), columns=columns)
+        write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows, columns))
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
         return summary
 

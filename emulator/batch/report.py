@@ -11,6 +11,11 @@ from .cisne import ESTIMATORS, deviation_pct
 # of the predictions' technique 1 (``forward``)
 COLUMNS = ESTIMATORS + ("forward",)
 
+
+def columns(estimators):
+    """The predictions a run records: its Algorithm 1 estimators and the forward simulation."""
+    return tuple(estimators) + ("forward",)
+
 CSV_FIELDS = ("policy", "loaded_fraction", "repeat", "job", "benchmark", "class", "tasks",
               "kind", "arrival_seconds", "submit", "start", "end", "turnaround_seconds",
               "isolated_seconds", "status", "restarts", "nodes", "estimation_ms",
@@ -68,9 +73,10 @@ def jobs_csv(rows, estimators=COLUMNS):
     return "\n".join(lines) + "\n"
 
 
-def table_md(summary, estimators=COLUMNS):
+def table_md(summary, estimators=None):
     """Table 1's form: rows are local loads, columns policy x estimator (mean |deviation|
-    %, with the mean signed deviation beside it)."""
+    %, with the mean signed deviation beside it). ``estimators``: default, the summary's."""
+    estimators = estimators or summary.get("estimators", COLUMNS)
     dev = summary["deviation_pct"]
     signed = summary["signed_deviation_pct"]
     out = []
@@ -90,7 +96,7 @@ def table_md(summary, estimators=COLUMNS):
     return "\n".join(out) + "\n"
 
 
-def deviation_plot(summary, path, estimators=COLUMNS):
+def deviation_plot(summary, path, estimators=None):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,6 +104,7 @@ def deviation_plot(summary, path, estimators=COLUMNS):
 
     from ..files import save_figure
 
+    estimators = estimators or summary.get("estimators", COLUMNS)
     dev = summary["signed_deviation_pct"]
     cells = [(p, f) for p, levels in dev.items() for f in levels]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(cells)), 4))

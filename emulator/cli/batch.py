@@ -60,6 +60,10 @@ def register(sub):
                                           "Normal+FCFS with an MPL of 1)")
     b.add_argument("--loaded-fraction", type=fraction, default=0.25,
                    help="share of nodes with a local user (default 0.25)")
+    b.add_argument("--estimators", default="all",
+                   help="Algorithm 1 estimators run at each arrival, comma-separated: "
+                        "prop-mpl, prop-cpu, mpl-mpl, mpl-cpu, cpu-mpl, cpu-cpu, net-net, or "
+                        "all (default all, to compare them; a scheduler needs one)")
     _common(b)
     e = command(sub, "batch-experiment",
                 help="seed 000's Fig. 3 and Table 1: turnaround deviation of every estimator "
@@ -97,6 +101,19 @@ def _iterations(text):
             raise UserError(f"--iterations takes BENCHMARK=N pairs such as bt=12, got {part!r}")
         out[name] = n
     return out
+
+
+def _estimators(text):
+    from ..batch.cisne import ESTIMATORS
+
+    if text.strip().lower() == "all":
+        return ESTIMATORS
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ESTIMATORS]
+    if not names or unknown or len(set(names)) != len(names):
+        raise UserError(f"--estimators takes names from {', '.join(ESTIMATORS)} (each once) "
+                        f"or all, got {text!r}")
+    return tuple(names)
 
 
 def _fractions(text):
@@ -156,10 +173,12 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
     if args.list_jobs:
         return _list_jobs(args, jobs, cluster)
     iterations = _iterations(args.iterations)
+    estimators = _estimators(getattr(args, "estimators", "all"))
     out = output_folder(args.out, default_out)
     cache = args.cache or os.path.join(out, "characterization.json")
     base = BatchSettings(mpl=args.mpl, npb_class=args.npb_class, iterations=iterations,
-                         requeue=not args.fail_jobs, seed=args.seed)
+                         requeue=not args.fail_jobs, seed=args.seed,
+                         estimators=estimators)
     # characterizations hold for one network: the same cluster file, scenario and clock
     network_id = (f"{os.path.abspath(args.cluster) if args.cluster else 'crossbar'}:"
                   f"{args.nodes}:{os.path.abspath(args.scenario) if args.scenario else args.seed}"
@@ -171,16 +190,16 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
                                  job_count=args.job_count,
                                  mean_gap_seconds=args.mean_gap_seconds, base=base,
                                  cache_path=cache, network_id=network_id,
-                                 probe_bytes=args.probe_bytes, progress=not args.no_progress, echo=echo)
+                                 probe_bytes=args.probe_bytes,
+                                 progress=not args.no_progress, echo=echo)
         from ..batch.report import table_md
 
         echo(table_md(summary), end="")
-        from ..batch.cisne import ESTIMATORS
-
+        count = len(base.estimators)
         echo(f"estimation: {summary['estimation_ms']:.3f} ms per Algorithm 1 run (median "
              f"{summary['estimation_ms_median']:.3f}, CPU {summary['estimation_cpu_ms']:.3f}), "
-             f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival (all "
-             f"{len(ESTIMATORS)} estimators)" if summary["estimation_ms"] else
+             f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival ({count} "
+             f"estimator{'s' if count > 1 else ''})" if summary["estimation_ms"] else
              "no estimates made")
         echo(f"results in {out}")
         return summary
