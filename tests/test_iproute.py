@@ -110,8 +110,10 @@ def test_testbed_up_and_down_with_a_fake_runner(tmp_path):
     files = bed.up(100, lambda a, b: 50.0, out_dir=str(tmp_path))
     assert run.namespaces == {"tb-c", "tb-n1", "tb-n2", "tb-n3"}
     assert run.links == {"tb-br", "tb-vc", "tb-vn1", "tb-vn2", "tb-vn3"}
-    hosts = open(files["hostfile"]).read().split()
-    assert hosts == ["tb-c:1", "tb-n1:1", "tb-n2:1", "tb-n3:1"]
+    hosts = [line for line in open(files["hostfile"]).read().splitlines()
+             if not line.startswith("#")]
+    # addresses, not names: mpiexec resolves every host, and no resolver knows the names
+    assert hosts == ["10.77.0.253:1", "10.77.0.1:1", "10.77.0.2:1", "10.77.0.3:1"]
     assert os.access(files["launcher"], os.X_OK)
     sent = [a for a in run.argvs if a[3:5] == ["class", "add"]]
     assert len(sent) == 3 * (2 + 2)  # port, default and two destinations per node
@@ -208,6 +210,26 @@ def test_launcher_rewrites_the_control_port_and_enters_the_namespace(monkeypatch
     assert seen["env"]["UCX_TLS"] == "tcp,self" and seen["env"]["UCX_NET_DEVICES"] == "eth0"
     with pytest.raises(iproute.InvalidTestbedValue):
         launch_in_namespace(["-x", "tb-n1;reboot", "cmd"], gateway="10.77.0.254")
+
+
+def test_launcher_maps_a_hostfile_address_to_its_namespace(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(os, "execvpe", lambda f, argv, env: seen.update(argv=argv))
+    bed = Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=FakeRunner())
+    files = bed.up(100, lambda a, b: 50.0, out_dir=str(tmp_path))
+    namespaces = {}
+    exec(compile(open(files["launcher"]).read().split("sys.exit(")[0], "launcher", "exec"),
+         namespaces)  # the launcher file's own table, as written
+    launch_in_namespace(["-x", "10.77.0.2", "proxy"], gateway="10.77.0.254",
+                        namespaces=namespaces["NAMESPACES"])
+    assert seen["argv"][3] == "tb-n2" and seen["argv"][seen["argv"].index("as-host") + 1] == "tb-n2"
+    launch_in_namespace(["-x", "10.77.0.253", "proxy"], gateway="10.77.0.254",
+                        namespaces=namespaces["NAMESPACES"])
+    assert seen["argv"][3] == "tb-c"
+    with pytest.raises(iproute.InvalidTestbedValue):  # an address of no namespace
+        launch_in_namespace(["-x", "10.77.0.9", "proxy"], gateway="10.77.0.254",
+                            namespaces=namespaces["NAMESPACES"])
+    bed.down()
 
 
 def test_testbed_commands_explain_missing_root(tmp_path):

@@ -94,3 +94,30 @@ def test_an_end_the_user_asked_for_gets_no_message():
     finally:
         if sup.poll() is None:
             sup.kill()
+
+
+def test_a_job_whose_ranks_never_start_is_ended_with_a_message():
+    from emulator.coordinator.launch import run_mpiexec
+    from emulator.errors import UserError
+
+    hung = [sys.executable, "-c", "import time; print('waiting', flush=True); time.sleep(60)"]
+    start = time.monotonic()
+    try:
+        run_mpiexec(hung, start_timeout_seconds=1.0, grace_seconds=2.0)
+        raise AssertionError("a job that never started was not ended")
+    except UserError as e:
+        assert "did not all start within 1 s" in str(e)
+    assert time.monotonic() - start < 10
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] and p.info["cmdline"][-1:] == hung[-1:]]
+
+
+def test_a_job_that_started_runs_to_its_end_and_one_that_failed_early_keeps_its_status():
+    from emulator.coordinator.launch import run_mpiexec
+
+    started = [sys.executable, "-c", "import os, time; from emulator.coordinator import launch; "
+               "launch.report_started(); time.sleep(2); raise SystemExit(7)"]
+    # runs past the start deadline because it reported its start
+    assert run_mpiexec(started, start_timeout_seconds=1.0) == 7
+    assert run_mpiexec([sys.executable, "-c", "raise SystemExit(5)"],
+                       start_timeout_seconds=30.0) == 5

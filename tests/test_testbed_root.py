@@ -113,14 +113,46 @@ if w.rank == 0:
 """
 
 
+# A DNS server that notes every name it is asked for and never answers (as some sites'
+# resolvers do with names they do not know): a lookup waits out the resolver's timeout.
+SILENT_DNS = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 53))
+print("ready", flush=True)
+while True:
+    query = s.recvfrom(512)[0][12:]
+    labels, i = [], 0
+    while i < len(query) and query[i]:
+        labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace")); i += 1 + query[i]
+    print(".".join(labels), flush=True)
+"""
+# Run a command in a private mount namespace whose /etc/resolv.conf names that server.
+WITH_RESOLVER = """
+import os, subprocess, sys
+subprocess.run(["mount", "--bind", sys.argv[1], "/etc/resolv.conf"], check=True)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
 @pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
 def test_mpi_job_across_namespaces_feels_the_shaping(testbed):
     program = testbed / "prog.py"
     program.write_text(MPI_PROGRAM)
-    proc = subprocess.run([mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
-                           str(testbed / f"{NAME}-launcher"), "-f", str(testbed / f"{NAME}.hosts"),
-                           "-n", "4", sys.executable, str(program)],
-                          capture_output=True, text=True, timeout=120)
+    resolv = testbed / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.53\n")
+    dns = subprocess.Popen([sys.executable, "-c", SILENT_DNS, "127.0.0.53"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert dns.stdout.readline().strip() == "ready"
+        proc = subprocess.run(["unshare", "--mount", "--", sys.executable, "-c", WITH_RESOLVER,
+                               str(resolv), mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
+                               str(testbed / f"{NAME}-launcher"), "-f",
+                               str(testbed / f"{NAME}.hosts"), "-n", "4", sys.executable,
+                               str(program)], capture_output=True, text=True, timeout=120)
+    finally:
+        dns.kill()
+    asked = dns.communicate()[0].split()
+    assert not [name for name in asked if name.startswith(NAME)], asked  # no name looked up
     assert proc.returncode == 0, proc.stderr[-3000:]
     *names, took = proc.stdout.split()
     assert names == [f"{NAME}-c", f"{NAME}-n1", f"{NAME}-n2", f"{NAME}-n3"]
@@ -183,7 +215,8 @@ def test_run_tries_the_skeleton_command_and_runs_the_app_on_the_best_group(slow_
     chosen = result["selection"]["candidates"][result["chosen"]]
     assert "n5" not in chosen["nodes"]  # every pair with n5 is slow
     lines = (out / "machinefile").read_text().split()
-    assert lines == [f"{NAME}-{chosen['mapping'][str(r)]}:1" for r in range(4)]
+    layout = Layout(NAME, 5)  # the machinefile names hosts by address, as the hostfile does
+    assert lines == [f"{layout.ip(chosen['mapping'][str(r)])}:1" for r in range(4)]
     assert result["app_exit_status"] == 0 and result["app_seconds"] > 0
     status = json.loads((out / "status.json").read_text())
     slow = [e["measured_mbps"] for e in status["links"] if "n5" in (e["source"], e["target"])]

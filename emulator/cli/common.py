@@ -5,7 +5,8 @@ import argparse
 import os
 import sys
 
-from ..coordinator.launch import mpiexec_path, run_mpiexec, under_mpiexec
+from ..coordinator.launch import (START_TIMEOUT_SECONDS, mpiexec_path, run_mpiexec,
+                                  under_mpiexec)
 from ..errors import UserError
 
 
@@ -142,7 +143,7 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None):
         from ..coordinator.supervise import rank_command
 
         return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-n", str(n + 1)]
-                           + rank_command(args.argv))
+                           + rank_command(args.argv), start_timeout_seconds=START_TIMEOUT_SECONDS)
 
     from mpi4py import MPI
 
@@ -196,6 +197,7 @@ def _on_testbed(args, cluster, mpiexec):
         try:
             return run_mpiexec([mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh",
                                 "-launcher-exec", files["launcher"], "-f", files["hostfile"],
-                                "-n", str(len(names) + 1)] + rank_command(args.argv))
+                                "-n", str(len(names) + 1)] + rank_command(args.argv),
+                               start_timeout_seconds=START_TIMEOUT_SECONDS)
         finally:
             testbed.down()

@@ -201,7 +201,7 @@ def cmd_run(args):
         launch = [mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh", "-launcher-exec",
                   launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
         extra = ["--nodes", str(state["nodes"])]
-        host_of = testbed.layout.namespace
+        host_of = testbed.layout.ip  # addresses: mpiexec resolves no name
     print("measuring every pair of nodes ...", flush=True)
     graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
     write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 
 def under_mpiexec():
@@ -33,18 +34,60 @@ def cleanup_flags(*, one_host):
     return ["-disable-auto-cleanup"] if one_host else []
 
 
-def run_mpiexec(argv, *, grace_seconds=10.0):
+STARTED_FILE_ENV = "NODESEL_STARTED_FILE"
+# How long a job's ranks may take to start and join (65 ranks on 2 cores join in a few
+# seconds); past it, MPI's start-up would otherwise wait for ever, without a word.
+START_TIMEOUT_SECONDS = 120.0
+
+
+def report_started():
+    """On rank 0, once every rank has joined: tell :func:`run_mpiexec` the job has started."""
+    path = os.environ.pop(STARTED_FILE_ENV, "")
+    if path:
+        with open(path, "w"):
+            pass
+
+
+def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
     """Run an mpiexec command line and return its status. On Ctrl-C, mpiexec gets SIGINT
     (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
-    ranks of the job are not left behind either way."""
-    proc = subprocess.Popen(argv)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+    ranks of the job are not left behind either way.
+
+    With ``start_timeout_seconds``, rank 0 must call :func:`report_started` within that time;
+    if it does not (a rank that cannot reach the launcher or its peers waits in MPI's
+    start-up for ever), the job is ended the same way and :class:`UserError` says so."""
+    import tempfile
+
+    from ..errors import UserError
+
+    with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
+        started = os.path.join(tmp, "started")
+        env = dict(os.environ, **{STARTED_FILE_ENV: started})
+        proc = subprocess.Popen(argv, env=env)
         try:
-            proc.wait(timeout=grace_seconds)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            proc.kill()
-            proc.wait()
-        raise
+            if start_timeout_seconds is not None:
+                deadline = time.monotonic() + start_timeout_seconds
+                while not os.path.exists(started):
+                    try:
+                        return proc.wait(timeout=0.25)  # ended before it started
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() > deadline:
+                            _end(proc, signal.SIGTERM, grace_seconds)
+                            raise UserError(
+                                f"the MPI job's ranks did not all start within "
+                                f"{start_timeout_seconds:.0f} s and the job was ended: "
+                                f"{' '.join(argv[:12])} ...") from None
+            return proc.wait()
+        except KeyboardInterrupt:
+            _end(proc, signal.SIGINT, grace_seconds)
+            raise
+
+
+def _end(proc, sig, grace_seconds):
+    """Send ``sig`` to mpiexec (it passes it on to every rank), then SIGKILL after a grace."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=grace_seconds)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        proc.kill()
+        proc.wait()

@@ -36,6 +36,7 @@ from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
 from . import supervise
 from .cpushare import NodeCPU
+from .launch import report_started
 from .load import LoadSpec, LocalLoad, modeled_compute_seconds
 
 IDLE_POLL_MIN_SECONDS = 0.0005
@@ -627,6 +628,7 @@ def launch(program, settings, *, world=None):
     if world.Get_rank() != 0:
         serve_node(world, control, data, settings)
         return None
+    report_started()  # every rank is past the Dup collectives
     coordinator = None
     try:
         coordinator = Coordinator(world, control, settings)

@@ -9,13 +9,17 @@ A coordinator namespace (unshaped) holds MPI rank 0. Each object is recorded in 
 as soon as it exists, so ``down`` removes exactly what ``up`` made, in reverse order, even
 after a crash; a failure part-way through ``up`` removes what was already made.
 
-``up`` also writes an MPICH hostfile naming the namespaces and a launcher for Hydra::
+``up`` also writes an MPICH hostfile of the nodes' addresses and a launcher for Hydra::
 
     mpiexec -launcher ssh -launcher-exec LAUNCHER -f HOSTFILE -n 5 python prog.py
 
-The launcher runs each proxy inside its namespace under its own hostname (a new UTS
-namespace), points the proxy's control connection at the bridge address, and sets the UCX
-environment that keeps MPICH on TCP over ``eth0`` instead of shared memory.
+The hostfile lists addresses, not the namespaces' names: Hydra resolves every host it is
+given and no resolver knows the names, so with a DNS server that never answers each lookup
+waits out the resolver's timeout (20 s a name with glibc's defaults) before the job starts.
+The launcher maps an address back to its namespace, runs the proxy inside it under the
+namespace's name as hostname (a new UTS namespace), points the proxy's control connection at
+the bridge address, and sets the UCX environment that keeps MPICH on TCP over ``eth0``
+instead of shared memory.
 """
 
 import ipaddress
@@ -98,6 +102,10 @@ class Layout:
         """``n<i>`` gets host i of the subnet; the coordinator ``c`` the one below the bridge."""
         net = ipaddress.IPv4Network(self.subnet)
         return self._addr(net.num_addresses - 3 if node == "c" else int(node[1:]))
+
+    def ip(self, node):
+        """``node``'s address without the prefix length: its name in hostfiles."""
+        return self.address(node).split("/")[0]
 
     def hosts(self):
         """Coordinator first, then the nodes: the order of MPI ranks."""
@@ -207,10 +215,12 @@ class Testbed:
         L = self.layout
         hostfile = os.path.join(out_dir, f"{L.name}.hosts")
         launcher = os.path.join(out_dir, f"{L.name}-launcher")
-        write_text_atomic(hostfile, "".join(f"{L.namespace(h)}:1\n" for h in L.hosts()))
+        write_text_atomic(hostfile, f"# testbed {L.name}: {', '.join(L.hosts())} in this order\n"
+                          + "".join(f"{L.ip(h)}:1\n" for h in L.hosts()))
         self.state["files"].append(hostfile)
         self._save()
-        write_text_atomic(launcher, launcher_script(L.gateway))
+        write_text_atomic(launcher, launcher_script(
+            L.gateway, {L.ip(h): L.namespace(h) for h in L.hosts()}))
         os.chmod(launcher, os.stat(launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         self.state["files"].append(launcher)
         self._save()
@@ -286,18 +296,21 @@ class Testbed:
 # -- the launcher ----------------------------------------------------------------------------
 
 
-def launcher_script(gateway):
+def launcher_script(gateway, namespaces):
     """The launcher file: a Python script that calls :func:`launch_in_namespace`."""
     return (f"#!{sys.executable}\n"
             "# Hydra launcher for the nodesel namespace testbed (written by 'nodesel testbed up').\n"
             "import sys\n"
             "from emulator.kernel.testbed import launch_in_namespace\n"
-            f"sys.exit(launch_in_namespace(sys.argv[1:], gateway={gateway!r}))\n")
+            f"NAMESPACES = {namespaces!r}\n"
+            f"sys.exit(launch_in_namespace(sys.argv[1:], gateway={gateway!r}, "
+            "namespaces=NAMESPACES))\n")
 
 
-def launch_in_namespace(argv, *, gateway):
-    """Hydra calls ``LAUNCHER -x HOST CMD...`` as it would call ssh: run CMD in namespace
-    HOST, under hostname HOST, with its control connection pointed at ``gateway``."""
+def launch_in_namespace(argv, *, gateway, namespaces=None):
+    """Hydra calls ``LAUNCHER -x HOST CMD...`` as it would call ssh: run CMD in the namespace
+    of HOST (an address in ``namespaces``, or a namespace's own name), under the namespace's
+    name as hostname, with its control connection pointed at ``gateway``."""
     args = list(argv)
     while args and args[0].startswith("-"):  # ssh options Hydra passes (-x)
         args.pop(0)
@@ -306,7 +319,8 @@ def launch_in_namespace(argv, *, gateway):
         return 2
     # ssh joins the words and the remote shell splits them again (Hydra quotes the proxy's
     # path for it); shlex does the splitting here, and no shell runs
-    host, cmd = iproute.check_name(args[0], "namespace"), shlex.split(" ".join(args[1:]))
+    host = iproute.check_name((namespaces or {}).get(args[0], args[0]), "namespace")
+    cmd = shlex.split(" ".join(args[1:]))
     for i, arg in enumerate(cmd):
         if arg == "--control-port" and i + 1 < len(cmd):
             cmd[i + 1] = f"{gateway}:{cmd[i + 1].rsplit(':', 1)[1]}"
