@@ -39,7 +39,8 @@
 #define BUFFER_BITS (SEND_BUFFER_BYTES * 8.0)
 enum { SLOT_HEADER = 0, SLOT_PAYLOAD = 1, SLOT_ACK = 2, SLOT_EGRESS = 3, TAG_SLOTS = 4 };
 #define HEADER_BYTES 32 /* struct "dddq": send wall time, bytes, sender's open flows, seq */
-#define NOTE_BYTES 16   /* "dd": wall time, sender's open flows from then */
+#define NOTE_BYTES 16   /* "dd": wall time, sender's open flows from then (or ENDED) */
+#define ENDED -1        /* a note's count: one of the sender's flows ended then */
 #define NOTICE_BYTES 17 /* "dq?": wall time, the send's seq, final (else release) */
 #define UNSET (-1.0)    /* a time not yet known (wall times are positive) */
 #define MTU_BYTES 1514
@@ -275,7 +276,7 @@ static double egress_bps(Engine *e, int src, double t, double *next)
         else
             lo = mid + 1;
     }
-    int flows = lo ? g->count[lo - 1] : 1;
+    int flows = lo && g->count[lo - 1] > 1 ? g->count[lo - 1] : 1;
     *next = lo < g->n ? g->t[lo] : INFINITY;
     return e->port_bps[src] / flows;
 }
@@ -291,10 +292,17 @@ static int note_egress(Engine *e, int src, double t, int count)
         else
             lo = mid + 1;
     }
-    if (count < 1)
-        count = 1;
-    if ((lo ? g->count[lo - 1] : 1) == count)
-        return 0;
+    int before = lo ? g->count[lo - 1] : 1;
+    if (count == ENDED) { /* one flow fewer than src said from t on (comm.py's _note_egress) */
+        for (int i = lo; i < g->n; i++)
+            g->count[i]--;
+        count = before - 1;
+    } else {
+        if (count < 1)
+            count = 1;
+        if (before == count)
+            return 0;
+    }
     int cap_t = g->cap, cap_c = g->cap;
     if (grow((void **)&g->t, &cap_t, g->n + 1, sizeof(double)) ||
         grow((void **)&g->count, &cap_c, g->n + 1, sizeof(int)))
@@ -680,7 +688,7 @@ static int on_notice(Engine *e, int src, double at, long long seq, int final)
     memmove(e->sends + i, e->sends + i + 1, (size_t)(e->n_sends - i - 1) * sizeof(Req *));
     e->n_sends--;
     Py_DECREF(r);
-    return announce_egress(e, at, e->n_sends, -1);
+    return announce_egress(e, at, ENDED, -1);
 }
 
 static double next_due(Engine *e, double finish)

@@ -13,9 +13,10 @@ a flow from u to v progresses at ::
 
 where ``pair_mbps`` comes from the scenario at the current scenario time, so a bandwidth
 change during a long message is honoured from the instant it happens. The sender tells the
-receivers of its open flows whenever its number of flows changes (a message posted, or one
-finished at the time its receiver reports in its final notice), so the egress share
-follows too. Links are full duplex: the two directions of a pair do not share. Each pair is
+receivers of its open flows whenever its number of flows changes (a message posted: its
+count then; or one finished: one fewer from the time its receiver saw the last byte, which
+also corrects the counts it gave meanwhile, before it knew), so the egress share follows
+too. Links are full duplex: the two directions of a pair do not share. Each pair is
 a token bucket, as the kernel's HTB class for it: after an idle spell the first bytes of a
 message, up to the bucket (:func:`emulator.network.flowmodel.burst_bytes`, about two
 frames), pass at once. A message is delivered ``latency`` after its last byte arrives. A send
@@ -98,7 +99,10 @@ _HEADER, _PAYLOAD, _ACK, _EGRESS = 0, 1, 2, 3
 _TAG_SLOTS = 4
 _HEADER_FORMAT = struct.Struct("dddq")  # send wall time, bytes, sender's open flows, seq
 _BUFFER_BITS = SEND_BUFFER_BYTES * 8.0
-_NOTE_FORMAT = struct.Struct("dd")  # wall time, sender's open flows from then
+_NOTE_FORMAT = struct.Struct("dd")  # wall time, sender's open flows from then (or _ENDED)
+# A note's count that says "one of my flows ended at this time": every count the sender gave
+# for a later time was made before it knew, so it is one too many (see _note_egress).
+_ENDED = -1
 _NOTICE_FORMAT = struct.Struct("dq?")  # wall time, the send's seq, final (else release)
 
 
@@ -331,7 +335,8 @@ class ShapedComm(Collectives):
             self._bell.ring(self._bells[peer])
 
     def _announce_egress(self, t, count, flows, skip=None):
-        """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``."""
+        """Tell the receivers of ``flows`` that this sender has ``count`` flows from ``t``
+        (``_ENDED``: one flow fewer from ``t`` on)."""
         for peer in sorted({r.peer for r in flows} - {skip}):
             _keep(self.comm.Isend(_NOTE_FORMAT.pack(t, count), self.members[peer],
                                   self._mpi_tag(0, _EGRESS)))
@@ -452,12 +457,24 @@ class ShapedComm(Collectives):
         return True
 
     def _note_egress(self, src, t, count):
-        """From wall time ``t`` on, sender ``src`` has ``count`` flows open."""
+        """From wall time ``t`` on, sender ``src`` has ``count`` flows open; with ``_ENDED``,
+        one fewer than it said from ``t`` on.
+
+        A sender counts a flow until its receiver's final notice reaches it, so a count it
+        gives (in a header, or when it posts a send) can include a flow that had already
+        ended: its next send right after a receive, say. The end comes later, stamped with
+        the time the flow ended, and corrects every count given for a time after it."""
         times, counts = self._egress.setdefault(src, ([], []))
         k = bisect.bisect_right(times, t)
-        count = max(1, count)
-        if (counts[k - 1] if k else 1) == count:
+        before = counts[k - 1] if k else 1
+        if count == _ENDED:
+            for i in range(k, len(counts)):
+                counts[i] -= 1
+            count = before - 1
+        elif before == max(1, count):
             return  # no change
+        else:
+            count = max(1, count)
         times.insert(k, t)
         counts.insert(k, count)
         self._dirty = True
@@ -466,7 +483,7 @@ class ShapedComm(Collectives):
         """Sender ``src``'s port share per flow at wall time t, and when that next changes."""
         times, counts = self._egress.get(src, ((), ()))
         k = bisect.bisect_right(times, t)
-        flows = counts[k - 1] if k else 1
+        flows = max(counts[k - 1], 1) if k else 1
         return self._port_bps[src] / flows, (times[k] if k < len(times) else math.inf)
 
     def _pair_bps(self, src, t):
@@ -650,7 +667,7 @@ class ShapedComm(Collectives):
                 req._mpi = []
             req.done = True
             del self._sends[seq]
-            self._announce_egress(at, len(self._sends), self._sends.values())
+            self._announce_egress(at, _ENDED, self._sends.values())
 
     def _check_sends(self):
         """Complete sends once MPI has the payload and their remainder fits the send

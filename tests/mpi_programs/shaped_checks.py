@@ -196,6 +196,33 @@ if c:
 else:
     report("same_tag", None)
 
+# 10. a send right after an exchange, before the sender has heard that its flow to the
+# partner ended: n1 and n3 exchange 400 KiB (n3 is busy for 60 ms before it waits, so its
+# final notice reaches n1 late), then n1 sends 400 KiB to n4 at once. n1's flow to n3 ended
+# before this one began, so n1's 100 Mbit/s port is the new flow's alone.
+c = group([1, 3, 4], 15)
+if c:
+    size = 400 * 1024
+    out, into, flag = np.ones(size, np.uint8), np.zeros(size, np.uint8), np.zeros(1)
+    if c.rank == 0:
+        reqs = [c.Irecv(into, 1, tag=1), c.Isend(out, 1, tag=1)]
+        reqs[0].Waitall(reqs)
+        reqs = [c.Isend(out, 2, tag=2), c.Irecv(flag, 2, tag=3)]
+        reqs[0].Waitall(reqs)  # n1 waits, so it reads n3's notice when it comes
+        report("ended_before_heard", None)
+    elif c.rank == 1:
+        reqs = [c.Irecv(into, 0, tag=1), c.Isend(out, 0, tag=1)]
+        time.sleep(0.06)  # busy elsewhere: no progress, no notice
+        reqs[0].Waitall(reqs)
+        report("ended_before_heard", None)
+    else:
+        r = c.Irecv(into, 0, tag=2)
+        r.Wait()
+        c.Isend(flag, 0, tag=3).Wait()
+        report("ended_before_heard", r.due_at - r.start_at)
+else:
+    report("ended_before_heard", None)
+
 if rank == 0:
     print(json.dumps({"results": results}))
     sys.stdout.flush()
