@@ -107,6 +107,35 @@ def test_template_search_finds_the_attribute_that_matters():
     assert any("E" in t.attrs for t in templates)
 
 
+
+def test_squared_error_fits_predict_means_where_absolute_error_fits_predict_medians():
+    """Run times drawn alike for every job, 80% of 100 s and 20% of 2000 s: their median is
+    100 s and their mean 480 s. Smith's categories predict a history's mean, but the fit
+    to the least absolute error picks templates whose short histories are often all short
+    (the narrowest interval wins), so its predictions sit near the median; the fit to the
+    least squared error keeps long histories and predicts near the mean, as sums of run
+    times (start-time forecasts) need."""
+    from emulator.prediction.evaluate import build
+
+    rng = np.random.default_rng(11)
+    jobs = [job(i, i * 100.0, 1, float(rng.choice([100.0, 2000.0], p=[0.8, 0.2])),
+                user=int(rng.integers(0, 3)), group=1, executable=int(rng.integers(0, 2)))
+            for i in range(1500)]
+    ends = np.array([j.submit + j.run for j in jobs])
+    (mae_fit, sq_fit), config = build(["smith", "smith-sq"], Training(jobs, ends, 500))
+    assert sq_fit.name == "smith-sq" and "training_rmse_seconds" in config["smith-sq"]
+    assert "training_mae_seconds" in config["smith"]
+    predictions, _ = run_online(jobs, ends, [mae_fit, sq_fit])
+    runs = np.array([j.run for j in jobs])
+    test = slice(500, None)
+    mae_bias = predictions[0][test].mean() - runs[test].mean()
+    sq_bias = predictions[1][test].mean() - runs[test].mean()
+    assert abs(sq_bias) < 0.25 * abs(mae_bias)
+    assert np.abs(predictions[0][test] - runs[test]).mean() \
+        <= np.abs(predictions[1][test] - runs[test]).mean()
+    assert np.sqrt(((predictions[1][test] - runs[test]) ** 2).mean()) \
+        <= np.sqrt(((predictions[0][test] - runs[test]) ** 2).mean())
+
 # -- instance-based learning ---------------------------------------------------------------
 
 def test_heom_distance_on_mixed_features():

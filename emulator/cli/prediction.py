@@ -27,8 +27,9 @@ def register(sub):
                  handler=cmd_runtime)
     trace_options(rt)
     rt.add_argument("--predictor", default="all",
-                    help="requested, last2, smith, ibl, li-temp-est, li-lsterr, li-aver; "
-                         "several comma-separated, or all (default)")
+                    help="requested, last2, smith, ibl, smith-sq, ibl-sq (fitted to the "
+                         "least squared error: means, not medians), li-temp-est, li-lsterr, "
+                         "li-aver; several comma-separated, or all (default)")
     _common(rt)
 
     wt = command(predict, "wait", help="predict every job's wait at its submission by "
@@ -40,7 +41,9 @@ def register(sub):
                            "nodesel predict wait W.swf --policy conservative --runtimes "
                            "actual,requested,li-aver",
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
-                           "smith,ibl,smith+ibl --mean-of smith,ibl --select"],
+                           "smith,ibl,smith+ibl --mean-of smith,ibl --select",
+                           f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
+                           "smith-sq+ibl-sq"],
                  handler=cmd_wait)
     trace_options(wt)
     _scheduler_options(wt)
