@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from emulator.errors import UserError
 from emulator.kernel import command, iproute
 from emulator.kernel.tcplayer import ScenarioPlayer, plan_scripts
 from emulator.kernel.testbed import Layout, Testbed, launch_in_namespace
@@ -24,6 +25,7 @@ class FakeRunner:
     def __init__(self, fail_on=None, fail_at=1):
         self.argvs, self.fail_on, self.fail_at, self.seen = [], fail_on, fail_at, 0
         self.links, self.namespaces = set(), set()
+        self.addresses = []  # (interface, address/prefix) the host has
 
     def __call__(self, argv):
         assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
@@ -43,6 +45,10 @@ class FakeRunner:
             self.links.add(argv[4])
         elif argv[:3] == ["ip", "link", "delete"]:
             self.links.discard(argv[4])
+        elif argv[:3] == ["ip", "-j", "-4"]:
+            return json.dumps([{"ifname": i, "addr_info": [
+                {"local": a.split("/")[0], "prefixlen": int(a.split("/")[1])}]}
+                for i, a in self.addresses])
         elif argv[:4] == ["ip", "link", "show", "dev"]:
             if argv[4] not in self.links:
                 raise command.CommandError(argv, 1, f'Device "{argv[4]}" does not exist.')
@@ -158,6 +164,23 @@ def test_up_refuses_a_testbed_that_is_already_up(tmp_path):
     with pytest.raises(Exception, match="already up"):
         Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=FakeRunner()).up(
             100, lambda a, b: 100.0)
+
+
+def test_up_refuses_a_subnet_another_testbed_or_the_host_uses(tmp_path):
+    Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=FakeRunner()).up(
+        100, lambda a, b: 100.0)
+    run = FakeRunner()
+    with pytest.raises(UserError, match=r"overlaps 10\.77\.0\.0/24 of testbed 'tb'"):
+        Testbed(Layout("tq", 2), state_dir=str(tmp_path), run=run).up(100, lambda a, b: 100.0)
+    assert not run.namespaces and not run.links  # refused before anything was made
+    Testbed(Layout("tq", 2, "10.78.0.0/24"), state_dir=str(tmp_path), run=FakeRunner()).up(
+        100, lambda a, b: 100.0)
+    run = FakeRunner()
+    run.addresses = [("lo", "127.0.0.1/8"), ("eth0", "10.79.0.17/16")]
+    with pytest.raises(UserError, match=r"overlaps 10\.79\.0\.17/16 on this host's eth0"):
+        Testbed(Layout("tr", 2, "10.79.3.0/24"), state_dir=str(tmp_path / "other"),
+                run=run).up(100, lambda a, b: 100.0)
+    assert not run.namespaces and not run.links
 
 
 def _timeline():

@@ -114,6 +114,11 @@ def add_bridge(bridge, address):
             ["ip", "link", "set", "dev", bridge, "up"]]
 
 
+def show_addresses():
+    """The host's IPv4 addresses, as JSON (read-only)."""
+    return ["ip", "-j", "-4", "addr", "show"]
+
+
 def delete_link(name):
     return [["ip", "link", "delete", "dev", check_name(name, "interface")]]
 

@@ -156,6 +156,7 @@ class Testbed:
         if os.path.exists(self.path):
             raise UserError(f"testbed {L.name!r} is already up ({self.path}); run "
                             f"'nodesel testbed down --name {L.name}' first")
+        self.check_subnet_free()
         os.makedirs(self.state_dir, exist_ok=True)
         self.created = []
         self.capacity_mbps = float(capacity_mbps)
@@ -184,6 +185,40 @@ class Testbed:
             self.down()
             raise
         return files
+
+    def check_subnet_free(self):
+        """Refuse a subnet that another testbed's state records or that an address of this
+        host lies in: traffic for it would be routed through one or the other."""
+        net = ipaddress.IPv4Network(self.layout.subnet)
+        if os.path.isdir(self.state_dir):
+            for entry in sorted(os.listdir(self.state_dir)):
+                path = os.path.join(self.state_dir, entry)
+                if not entry.endswith(".json") or path == self.path:
+                    continue
+                try:
+                    with open(path) as f:
+                        other = json.load(f)
+                    theirs = ipaddress.IPv4Network(other["subnet"], strict=False)
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue  # not a testbed's state
+                if net.overlaps(theirs):
+                    raise UserError(f"subnet {net} overlaps {theirs} of testbed "
+                                    f"{other.get('name', entry[:-5])!r} ({path}): give "
+                                    "another with --subnet, or take that testbed down")
+        try:
+            links = json.loads(self.run(iproute.show_addresses()) or "[]")
+        except ValueError:
+            links = []
+        for link in links:
+            for info in link.get("addr_info", []):
+                try:
+                    address = ipaddress.IPv4Interface(f"{info['local']}/{info['prefixlen']}")
+                except (KeyError, ValueError):
+                    continue
+                if net.overlaps(address.network):
+                    raise UserError(f"subnet {net} overlaps {address} on this host's "
+                                    f"{link.get('ifname', 'interface')}: give another with "
+                                    "--subnet")
 
     def destinations(self, node, pair_mbps):
         """HTB destination classes of ``node``: minor 2+j for node j's address."""
