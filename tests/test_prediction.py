@@ -107,7 +107,6 @@ def test_template_search_finds_the_attribute_that_matters():
     assert any("E" in t.attrs for t in templates)
 
 
-
 def test_squared_error_fits_predict_means_where_absolute_error_fits_predict_medians():
     """Run times drawn alike for every job, 80% of 100 s and 20% of 2000 s: their median is
     100 s and their mean 480 s. Smith's categories predict a history's mean, but the fit
@@ -135,6 +134,7 @@ def test_squared_error_fits_predict_means_where_absolute_error_fits_predict_medi
         <= np.abs(predictions[1][test] - runs[test]).mean()
     assert np.sqrt(((predictions[1][test] - runs[test]) ** 2).mean()) \
         <= np.sqrt(((predictions[0][test] - runs[test]) ** 2).mean())
+
 
 # -- instance-based learning ---------------------------------------------------------------
 

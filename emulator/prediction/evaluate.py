@@ -21,7 +21,6 @@ PREDICTORS = ("requested", "last2", "smith", "ibl", "smith-sq", "ibl-sq", "li-te
 # run times minimises; "-sq" fits minimise the squared error, which their mean minimises.
 # Run times are skewed (medians fall short of means), and a forecast that adds run times up
 # (a start time) wants means.
-LOSSES = {"smith": "mae", "ibl": "mae", "smith-sq": "mse", "ibl-sq": "mse"}
 
 
 def is_predictor(name):
@@ -67,8 +66,8 @@ def build(names, training, *, seed=1, log=None):
     def search(name):
         if name not in searched:
             started = time.perf_counter()
-            loss = LOSSES.get(name)
-            error = "training_mae_seconds" if loss == "mae" else "training_rmse_seconds"
+            loss = "rmse" if name.endswith("-sq") else "mae"
+            error = f"training_{loss}_seconds"
             if name.startswith("smith"):
                 log(f"searching Smith's template sets for {name} (differential evolution)")
                 templates, err = search_templates(training, attrs, requested, seed=seed,

@@ -62,9 +62,9 @@ class Training:
 
 
 def _loss(errors, loss):
-    """``mae``: mean absolute error (Smith's); ``mse``: root mean square error (reported as
-    such; its minimum is the mean's)."""
-    if loss == "mse":
+    """``mae``: mean absolute error (Smith's); ``rmse``: root mean square error (its
+    minimum is the mean's)."""
+    if loss == "rmse":
         return float(np.sqrt(np.mean(errors ** 2)))
     if loss != "mae":
         raise ValueError(f"unknown loss {loss!r}")
