@@ -12,7 +12,7 @@ from emulator.prediction.attributes import available, category_key, node_bucket
 from emulator.prediction.estimators import (interval_from_sums, linear_regression,
                                             mean_interval, windowed_mean)
 from emulator.prediction.evaluate import evaluate_runtimes, predictor_names
-from emulator.prediction.forward import predict_start, probe_starts
+from emulator.prediction.forward import predict_start, probe_starts, replayed_arrivals
 from emulator.prediction.online import blind, completion_times, events, run_online
 from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
@@ -309,22 +309,86 @@ def _schedule_until(jobs, processors, policy, until, site=None):
     return sched
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "lwf", "easy", "conservative"])
-def test_technique1_is_exact_with_exact_run_times_and_no_later_arrivals(policy):
-    rng = np.random.default_rng(7)
+def _snapshot_with_truth(seed, n, policy, now):
+    """n random jobs on 8 processors: (jobs, their real schedule, the scheduler at now)."""
+    rng = np.random.default_rng(seed)
     jobs = [job(i, float(i * 5), int(rng.integers(1, 9)), float(rng.integers(10, 300)))
-            for i in range(40)]
+            for i in range(n)]
     truth = [j.fresh() for j in jobs]
     simulate(truth, Scheduler(8, policy), estimator=Actual())
+    return jobs, truth, _schedule_until([j.fresh() for j in jobs], 8, policy, now)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "lwf", "easy", "conservative"])
+def test_technique1_is_exact_with_exact_run_times_and_no_later_arrivals(policy):
     # at the last arrival, predict every queued job's start from a snapshot
-    copies = [j.fresh() for j in jobs]
-    sched = _schedule_until(copies, 8, policy, copies[-1].submit)
+    now = 39 * 5.0
+    jobs, truth, sched = _snapshot_with_truth(7, 40, policy, now)
     waiting = sched.waiting()
     assert len(waiting) > 5
     for q in waiting:
-        start = predict_start(sched, copies[-1].submit, q, lambda j, e: j.run,
-                              knows_estimates=False)
+        start = predict_start(sched, now, q, lambda j, e: j.run, knows_estimates=False)
         assert start == truth[q.index].start
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "lwf", "easy"])
+def test_technique1_is_exact_with_exact_run_times_and_the_real_later_arrivals(policy):
+    now = 40 * 5.0
+    jobs, truth, sched = _snapshot_with_truth(11, 80, policy, now)
+    waiting = sched.waiting()
+    assert len(waiting) > 5
+    later = [j for j in jobs if j.submit > now]
+    missed = 0
+    for q in waiting:
+        arrivals = [j.fresh() for j in later]
+        for a in arrivals:
+            a.estimate = a.run
+        start = predict_start(sched, now, q, lambda j, e: j.run, knows_estimates=False,
+                              arrivals=arrivals)
+        assert start == truth[q.index].start
+        missed += predict_start(sched, now, q, lambda j, e: j.run,
+                                knows_estimates=False) != truth[q.index].start
+    if policy != "fcfs":  # later jobs backfill (easy) or jump the queue (lwf)
+        assert missed > 0
+
+
+def test_replayed_arrivals_are_the_last_horizons_jobs_one_horizon_later():
+    jobs = [job(i, float(t), 2, 100.0 * (i + 1), estimate=500.0)
+            for i, t in enumerate((0, 400, 950, 1000, 1000))]
+    believed = {0: 11.0, 1: 22.0, 2: 33.0, 3: 44.0, 4: 55.0}
+    out = replayed_arrivals(jobs, 1000, 600, lambda j, e: believed[j.index],
+                            exclude=jobs[4])
+    # (400, 1000]: jobs 2 and 3 (job 1 at 400 is out, job 4 is the one forecast)
+    assert [(c.submit, c.run, c.estimate) for c in out] == [(1550, 33.0, 500.0),
+                                                            (1600, 44.0, 500.0)]
+    assert all(c.index < 0 for c in out) and jobs[2].submit == 950  # copies
+    blind_est = replayed_arrivals(jobs, 1000, 600, lambda j, e: believed[j.index],
+                                  knows_estimates=False)
+    assert [c.estimate for c in blind_est] == [33.0, 44.0, 55.0]
+
+
+def test_replayed_arrivals_make_forecasts_exact_on_a_periodic_workload():
+    # the same ten jobs every 2,000 s (88% load): the last period's arrivals are the next's
+    period = 2000.0
+    rng = np.random.default_rng(39)
+    pattern = [(float(rng.integers(0, 1500)), int(rng.integers(1, 9)),
+                float(rng.integers(50, 600))) for _ in range(10)]
+    jobs = []
+    for k in range(6):
+        for offset, procs, run in sorted(pattern):
+            jobs.append(job(len(jobs), k * period + offset, procs, run))
+    evaluate = [j.index for j in jobs if j.submit >= period]
+    plain, _ = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
+                                  Actual(), evaluate=evaluate, technique2=False)
+    replay, rows = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
+                                  Actual(), evaluate=evaluate, technique2=False,
+                                  future_seconds=period)
+    assert replay["future_arrivals_seconds"] == period
+    assert plain["mean_wait_seconds"] > 0 and plain["runtimes"]["actual"]["mae_seconds"] > 0
+    short = rows["wait"] < period  # starts before any job the replay does not hold arrives
+    assert short.sum() == len(evaluate)
+    assert np.array_equal(rows["actual"], rows["wait"])
+    assert replay["runtimes"]["actual"]["mae_seconds"] == 0
 
 
 def test_technique1_respects_limits_and_running_jobs_overrunning_predictions():
@@ -446,6 +510,15 @@ def test_predict_wait_command(tmp_path):
     assert "mean(requested;last2)_seconds" in (out / "jobs.csv").read_text().split("\n")[0]
     for s in summary["runtimes"].values():
         assert {"mae_seconds", "mae_pct_of_mean_wait"} <= set(s)
+    assert summary["future_arrivals_seconds"] == 0
+    out2 = tmp_path / "w2"
+    assert main(["predict", "wait", str(_trace(tmp_path)), "--compress-arrivals", "4",
+                 "--runtimes", "actual", "--future-arrivals", "0.5", "--no-technique2",
+                 "--out", str(out2)]) == 0
+    replay = json.loads((out2 / "summary.json").read_text())
+    assert replay["future_arrivals_seconds"] == 1800
+    assert replay["mean_wait_seconds"] == summary["mean_wait_seconds"]  # the same schedule
+    assert "arrivals of the last 0.5 h" in (out2 / "table.md").read_text()
 
 
 def test_predict_starts_command(tmp_path, capsys):

@@ -43,7 +43,9 @@ def register(sub):
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
                            "smith,ibl,smith+ibl --mean-of smith,ibl --select",
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
-                           "smith-sq+ibl-sq"],
+                           "smith-sq+ibl-sq",
+                           f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
+                           "actual,smith-sq --future-arrivals 24"],
                  handler=cmd_wait)
     trace_options(wt)
     _scheduler_options(wt)
@@ -58,6 +60,10 @@ def register(sub):
                     help="also forecast the training prefix, choose there the forecast with "
                          "predicted run times (a predictor of --runtimes or a --mean-of) that "
                          "errs least, and score it on the rest as 'selected'")
+    wt.add_argument("--future-arrivals", type=positive_float, metavar="HOURS",
+                    help="each forward simulation also takes in the jobs of the last HOURS, "
+                         "submitted again HOURS later, as the arrivals to come (default: "
+                         "no later arrivals)")
     wt.add_argument("--no-technique2", action="store_true",
                     help="skip the prediction from similar scheduler states")
     _common(wt)
@@ -267,6 +273,7 @@ def cmd_wait(args):
             [j.fresh() for j in jobs], trace.max_procs, args.policy, sources, est, site=site,
             evaluate=evaluate, kill_at_requested=args.kill_at_requested,
             technique2=not args.no_technique2, means=means, progress=update,
+            future_seconds=3600 * args.future_arrivals if args.future_arrivals else 0.0,
             train=[j.index for j in jobs[:split]] if args.select else ())
     finally:
         if bar is not None:

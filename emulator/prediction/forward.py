@@ -9,6 +9,12 @@ A run time source ``run_of(job, elapsed)`` gives the total run time a job is bel
 have; a running job that has outlived it is believed to run on as EASY++ extends it. Probe
 jobs (seed 003 §4.1) answer for every group and user at once: one probe each is added at
 the end of the queue, and the time a probe starts is that group's or user's start time.
+
+Later arrivals matter to a job that is not at the head of an EASY queue: a job that arrives
+after it may backfill into processors it would have had. With ``arrivals`` the copy also
+takes in jobs at their own submit times; :func:`replayed_arrivals` makes them from the
+site's recent past (the jobs of the last ``horizon`` seconds, again ``horizon`` later), the
+simplest forecast of the workload to come.
 """
 
 import heapq
@@ -46,12 +52,36 @@ def forward_snapshot(scheduler, now, run_of, *, knows_estimates=True):
     return scheduler.snapshot(now, job_copy=copy)
 
 
-def run_forward(sim, now, targets, *, kill_at_requested=False):
+def replayed_arrivals(recent, now, horizon_seconds, run_of, *, knows_estimates=True,
+                      exclude=None):
+    """Copies of the jobs of ``recent`` submitted in (now - horizon, now], each submitted
+    again ``horizon_seconds`` later (so in (now, now + horizon]) with the run time
+    ``run_of(job, 0)`` believed for it at its submission; ``exclude``: a job left out (the
+    one whose start is forecast). Index -1, -2, ... (no real job's)."""
+    out = []
+    for job in recent:
+        if job is exclude or not now - horizon_seconds < job.submit <= now:
+            continue
+        c = job.fresh()
+        c.submit = job.submit + horizon_seconds
+        c.run = max(run_of(job, 0.0), RESOLUTION_SECONDS)
+        if not knows_estimates or c.estimate is None:
+            c.estimate = c.run
+        c.index = -1 - len(out)
+        out.append(c)
+    out.sort(key=lambda c: (c.submit, -c.index))
+    return out
+
+
+def run_forward(sim, now, targets, *, kill_at_requested=False, arrivals=()):
     """Run the copy ``sim`` from ``now`` until every job of ``targets`` has started (or
-    nothing is left to happen). Returns {target: start time or None}."""
+    nothing is left to happen), taking in ``arrivals`` (jobs in submit order, after
+    ``now``) at their submit times. Returns {target: start time or None}."""
     ends = [(c.start + c.run, c.index, c) for c in sim.running]
     heapq.heapify(ends)
     left = set(targets)
+    arrivals = list(arrivals)
+    a = 0
 
     def started(jobs, t):
         for c in jobs:
@@ -67,6 +97,8 @@ def run_forward(sim, now, targets, *, kill_at_requested=False):
     inf = float("inf")
     while left:
         t = ends[0][0] if ends else inf
+        if a < len(arrivals) and arrivals[a].submit < t:
+            t = arrivals[a].submit
         wake = sim.next_wakeup()
         if wake is not None and wake < t:
             t = wake
@@ -76,6 +108,9 @@ def run_forward(sim, now, targets, *, kill_at_requested=False):
             _, _, c = heapq.heappop(ends)
             if c in sim.running:
                 sim.finish(c, t)
+        while a < len(arrivals) and arrivals[a].submit <= t:
+            sim.submit(arrivals[a], t)
+            a += 1
         if sim.granted:
             jobs, _ = sim.start_reservations(t)
             started(jobs, t)
@@ -84,11 +119,13 @@ def run_forward(sim, now, targets, *, kill_at_requested=False):
 
 
 def predict_start(scheduler, now, job, run_of, *, knows_estimates=True,
-                  kill_at_requested=False):
-    """Technique 1 for one queued ``job``: its predicted start time."""
+                  kill_at_requested=False, arrivals=()):
+    """Technique 1 for one queued ``job``: its predicted start time (``arrivals``: later
+    jobs the copy takes in, as :func:`run_forward`)."""
     sim, mapping = forward_snapshot(scheduler, now, run_of, knows_estimates=knows_estimates)
     target = mapping[job]
-    return run_forward(sim, now, [target], kill_at_requested=kill_at_requested)[target]
+    return run_forward(sim, now, [target], kill_at_requested=kill_at_requested,
+                       arrivals=arrivals)[target]
 
 
 def probe_starts(scheduler, now, probes, run_of, *, knows_estimates=True,

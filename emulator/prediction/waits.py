@@ -10,12 +10,13 @@ is predicted to wait 0, exactly. Errors are over the evaluated jobs (the test su
 """
 
 import time
+from collections import deque
 
 import numpy as np
 
 from ..scheduling.scheduler import Scheduler
 from ..scheduling.simulate import simulate
-from .forward import predict_start
+from .forward import predict_start, replayed_arrivals
 from .online import Online
 from .waitstate import StatePredictor, scheduler_state
 
@@ -68,7 +69,7 @@ def mean_label(names):
 
 def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
                    evaluate=None, train=(), kill_at_requested=False, technique2=True,
-                   means=(), progress=None):
+                   means=(), future_seconds=0.0, progress=None):
     """Predict the wait of every job in ``evaluate`` (job indices; default all) at its
     submission, inside the real schedule of ``policy`` with ``estimator``.
 
@@ -97,8 +98,13 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
     state_predictor = StatePredictor() if technique2 else None
     states, t2 = {}, {}
     done = [0]
+    recent = deque()  # the arrivals of the last future_seconds, oldest first
 
     def on_instant(now, sched, arrived, started):
+        if future_seconds > 0:
+            recent.extend(arrived)
+            while recent and recent[0].submit <= now - future_seconds:
+                recent.popleft()
         if state_predictor is not None:
             for job in arrived:
                 states[job] = scheduler_state(sched, job, now)
@@ -118,9 +124,12 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
             queue_sizes.append(len(sched.queue) - sched._stale)
             for s in sources:
                 t0 = time.perf_counter()
+                future = replayed_arrivals(recent, now, future_seconds, s.run_of,
+                                           knows_estimates=knows, exclude=job) \
+                    if future_seconds > 0 else ()
                 predicted[s.name][job.index] = predict_start(
                     sched, now, job, s.run_of, knows_estimates=knows,
-                    kill_at_requested=kill_at_requested)
+                    kill_at_requested=kill_at_requested, arrivals=future)
                 seconds[s.name] += time.perf_counter() - t0
             if state_predictor is not None:
                 wait = state_predictor.predict(states[job])
@@ -139,6 +148,7 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
     mean_wait = float(waits.mean()) if len(waits) else 0.0
     forecasts = len(queue_sizes)
     summary = {"policy": policy, "scheduler_estimates": estimator.name, "jobs": len(chosen),
+               "future_arrivals_seconds": future_seconds,
                "mean_wait_seconds": mean_wait, "jobs_waiting_at_submission": forecasts,
                "mean_queue_at_prediction": float(np.mean(queue_sizes)) if forecasts else 0.0,
                "utilization": None, "runtimes": {}}
@@ -200,8 +210,11 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
 def wait_table(summary):
     """Seed 002 Table 1.3/1.4 and seed 003 Table 4's form, as Markdown."""
     mean = summary["mean_wait_seconds"]
+    future = summary.get("future_arrivals_seconds") or 0
+    replay = (f"; forecasts take in the arrivals of the last {future / 3600:g} h again as "
+              "those to come" if future else "")
     rows = [f"{summary['policy']} (scheduling with {summary['scheduler_estimates']} run "
-            f"times); mean wait {mean / 60:.1f} min over {summary['jobs']} jobs", "",
+            f"times); mean wait {mean / 60:.1f} min over {summary['jobs']} jobs{replay}", "",
             "| run times in the simulation | mean error [min] | mean error [% of mean wait] | "
             "seconds per prediction |", "|---|---|---|---|"]
     for name, s in summary["runtimes"].items():
