@@ -379,7 +379,7 @@ def test_replayed_arrivals_make_forecasts_exact_on_a_periodic_workload():
             jobs.append(job(len(jobs), k * period + offset, procs, run))
     evaluate = [j.index for j in jobs if j.submit >= period]
     plain, _ = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
-                                  Actual(), evaluate=evaluate, technique2=False)
+                              Actual(), evaluate=evaluate, technique2=False)
     replay, rows = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
                                   Actual(), evaluate=evaluate, technique2=False,
                                   future_seconds=period)
