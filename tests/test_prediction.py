@@ -17,7 +17,7 @@ from emulator.prediction.online import blind, completion_times, events, run_onli
 from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
 from emulator.prediction.search import Training, search_templates
-from emulator.prediction.waits import Source, evaluate_waits
+from emulator.prediction.waits import Source, evaluate_waits, work_error
 from emulator.scheduling.estimates import Actual
 from emulator.scheduling.job import Job
 from emulator.scheduling.policyfile import Credential, SitePolicy
@@ -449,6 +449,61 @@ def test_a_mean_of_forecasts_is_the_mean_of_each_jobs_two_forecasts():
                        means=[["actual", "last2"]])
 
 
+def test_work_error_by_hand():
+    jobs = [job(0, 0.0, 2, 10.0), job(1, 1.0, 1, 20.0), job(2, 2.0, 4, 5.0)]
+    predicted = {0: 15.0, 1: 10.0, 2: 5.0}  # errors in processor-seconds: +10, -10, 0
+    assert work_error(predicted, jobs, window=1) == pytest.approx(20 / 3)
+    assert work_error(predicted, jobs, window=2) == pytest.approx(5.0)  # |0| and |-10|
+    assert work_error(predicted, jobs, window=9) == 0.0  # one window of all three
+    assert work_error(predicted, [], window=2) == math.inf
+
+
+class _Known:
+    """A test predictor whose prediction for each job is given up front by job index."""
+
+    def __init__(self, name, values):
+        self.name, self.values = name, values
+
+    def predict(self, job, elapsed=0.0):
+        return self.values[job.index]
+
+    def observe(self, job):
+        pass
+
+
+def test_the_work_rule_trusts_errors_that_cancel_over_a_burst():
+    # 'alternating' errs by half of each run time, up and down in turn: each job's error is
+    # large but two neighbours' work is exact; 'short' predicts 80% of each run time, a
+    # smaller error per job that adds up over a burst
+    rng = np.random.default_rng(4)
+    jobs = [job(i, float(i * 90), int(rng.integers(1, 5)), float(rng.integers(100, 300)))
+            for i in range(200)]
+    alternating = {j.index: j.run * (1.5 if j.index % 2 == 0 else 0.5) for j in jobs}
+    # pairs whose two processor counts differ cancel only in part: make them equal
+    for j in jobs[1::2]:
+        j.procs = jobs[j.index - 1].procs
+    short = {j.index: 0.8 * j.run for j in jobs}
+    sources = [Source("actual"), Source("alternating", _Known("alternating", alternating)),
+               Source("short", _Known("short", short))]
+    summary, _ = evaluate_waits(jobs, 8, "easy", sources, Actual(), technique2=False,
+                                evaluate=range(100, 200), train=range(100),
+                                select=("work", "wait"))
+    work = summary["selected"]["work"]
+    known = [j for j in jobs[:100] if j.end <= jobs[100].submit]
+    assert work["train_jobs"] == len(known) > 50
+    for name, values in (("alternating", alternating), ("short", short)):
+        assert work["train_work_error_cpu_hours"][name] * 3600 == pytest.approx(
+            work_error(values, known))
+    assert work["name"] == "alternating"
+    per_job = {n: np.mean([abs(v[j.index] - j.run) for j in known])
+               for n, v in (("alternating", alternating), ("short", short))}
+    assert per_job["alternating"] > per_job["short"]  # each job's error says the opposite
+    assert summary["selected"]["wait"]["name"] in ("alternating", "short")
+    with pytest.raises(ValueError, match="unknown selection rule 'best'"):
+        evaluate_waits([j.fresh() for j in jobs], 8, "easy", sources, Actual(),
+                       train=range(100), select=("best",))
+
+
 # -- evaluation and commands -------------------------------------------------------------
 
 def _trace(tmp_path, n=300, requested=True):
@@ -541,6 +596,8 @@ def test_predict_starts_command(tmp_path, capsys):
     (["predict", "wait", "T", "--runtimes", "actual,last2", "--mean-of", "actual,ibl"],
      "--mean-of actual,ibl: name two or more different sources"),
     (["predict", "wait", "T", "--runtimes", "last2+last2"], "names a predictor twice"),
+    (["predict", "wait", "T", "--runtimes", "last2", "--select", "best"],
+     "--select best: name one or both of the rules work, wait"),
 ])
 def test_bad_requests_get_one_line_and_exit_2(tmp_path, capsys, argv, message):
     argv = [str(_trace(tmp_path, requested=False)) if a == "T" else a for a in argv]
@@ -559,13 +616,21 @@ def test_wait_forecast_selected_on_the_training_prefix(tmp_path):
     out = tmp_path / "w"
     assert main(["predict", "wait", str(_trace(tmp_path)), "--compress-arrivals", "4",
                  "--runtimes", "actual,last2,li-aver,last2+li-aver", "--mean-of",
-                 "last2,li-aver", "--select", "--no-technique2", "--out", str(out)]) == 0
+                 "last2,li-aver", "--select", "work,wait", "--no-technique2", "--out",
+                 str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    selected = summary["selected"]
+    work = summary["selected"]["work"]
+    errors = work["train_work_error_cpu_hours"]
+    # the work rule: among the run-time sources, not the mean of two forecasts
+    assert set(errors) == {"last2", "li-aver", "last2+li-aver"}
+    assert work["name"] == min(errors, key=errors.get)
+    selected = summary["selected"]["wait"]
     train = selected["train_mae_pct_of_mean_wait"]
     # chosen among the learning sources and the mean, never 'actual', by training error alone
     assert set(train) == {"last2", "li-aver", "last2+li-aver", "mean(last2;li-aver)"}
     assert selected["name"] == min(train, key=train.get)
     assert selected["mae_seconds"] == summary["runtimes"][selected["name"]]["mae_seconds"]
     assert selected["train_jobs"] > 0
-    assert "selected on the training prefix" in (out / "table.md").read_text()
+    table = (out / "table.md").read_text()
+    assert "chosen on the training prefix by work error" in table
+    assert "chosen on the training prefix by wait error" in table

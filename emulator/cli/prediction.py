@@ -41,7 +41,7 @@ def register(sub):
                            "nodesel predict wait W.swf --policy conservative --runtimes "
                            "actual,requested,li-aver",
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
-                           "smith,ibl,smith+ibl --mean-of smith,ibl --select",
+                           "smith,ibl,smith+ibl --mean-of smith,ibl --select work,wait",
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
                            "smith-sq+ibl-sq",
                            f"nodesel predict wait {NASA} --compress-arrivals 1.93 --runtimes "
@@ -56,10 +56,12 @@ def register(sub):
     wt.add_argument("--mean-of", action="append", default=[], metavar="NAMES",
                     help="also score the mean of the forecasts made with these --runtimes "
                          "sources (comma-separated, two or more); may be repeated")
-    wt.add_argument("--select", action="store_true",
-                    help="also forecast the training prefix, choose there the forecast with "
-                         "predicted run times (a predictor of --runtimes or a --mean-of) that "
-                         "errs least, and score it on the rest as 'selected'")
+    wt.add_argument("--select", metavar="RULES",
+                    help="choose on the training prefix the forecast with predicted run times "
+                         "to trust, and score it on the rest as 'selected': work (the "
+                         "predictor of --runtimes that errs least on the processor-seconds of "
+                         "32 consecutive completed jobs), wait (forecast the prefix too; the "
+                         "predictor or --mean-of that errs least there) or work,wait")
     wt.add_argument("--future-arrivals", type=positive_float, metavar="HOURS",
                     help="each forward simulation also takes in the jobs of the last HOURS, "
                          "submitted again HOURS later, as the arrivals to come (default: "
@@ -265,6 +267,7 @@ def cmd_wait(args):
         if len(group) < 2 or any(n not in known for n in group) or len(set(group)) < len(group):
             raise UserError(f"--mean-of {','.join(group)}: name two or more different sources "
                             f"of --runtimes ({', '.join(known)})")
+    select = _selection_rules(args.select)
     split = max(1, min(len(jobs) - 1, int(round(args.train_fraction * len(jobs)))))
     evaluate = [j.index for j in jobs[split:]]
     bar, update = _bar(args, len(jobs), f"{args.policy}, predicting waits")
@@ -274,7 +277,7 @@ def cmd_wait(args):
             evaluate=evaluate, kill_at_requested=args.kill_at_requested,
             technique2=not args.no_technique2, means=means, progress=update,
             future_seconds=3600 * args.future_arrivals if args.future_arrivals else 0.0,
-            train=[j.index for j in jobs[:split]] if args.select else ())
+            train=[j.index for j in jobs[:split]] if select else (), select=select)
     finally:
         if bar is not None:
             bar.close()
@@ -291,6 +294,19 @@ def cmd_wait(args):
     print(table, end="")
     print(f"results in {out}")
     return 0
+
+
+def _selection_rules(text):
+    from ..prediction.waits import SELECTION_RULES
+
+    if text is None:
+        return ()
+    rules = tuple(r.strip() for r in text.split(",") if r.strip())
+    bad = [r for r in rules if r not in SELECTION_RULES]
+    if bad or not rules or len(set(rules)) < len(rules):
+        raise UserError(f"--select {text}: name one or both of the rules "
+                        f"{', '.join(SELECTION_RULES)}, comma-separated")
+    return rules
 
 
 def cmd_starts(args):
