@@ -213,39 +213,42 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
         summary["runtimes"][label] = {**score(pred), "seconds_per_prediction": sum(seconds_each)}
     trained = sorted(j.index for j in jobs if j.index in train and j.start is not None)
     learning = [s for s in sources if s.online is not None]
+
+    def choice(errors, **details):
+        """The candidate with the least training error, scored on the evaluated jobs."""
+        best = min(errors, key=errors.__getitem__)
+        return {"name": best, **details,
+                **{k: v for k, v in summary["runtimes"][best].items()
+                   if k != "seconds_per_prediction"}}
+
     if trained and learning and select:
         summary["selected"] = {}
-    if trained and learning and "work" in select:
-        # the prefix jobs whose run times were known when the first evaluated job came
-        end_of_prefix = min(by_index[i].submit for i in evaluate) if evaluate else np.inf
-        known = sorted((by_index[i] for i in trained if by_index[i].end <= end_of_prefix),
-                       key=lambda j: (j.submit, j.index))
-        errors = {s.name: work_error(s.online.predicted, known) for s in learning}
-        best = min(errors, key=errors.__getitem__)
-        summary["selected"]["work"] = {
-            "name": best, "train_jobs": len(known), "window_jobs": WORK_WINDOW_JOBS,
-            "train_work_error_cpu_hours": {k: v / 3600 for k, v in errors.items()},
-            **{k: v for k, v in summary["runtimes"][best].items()
-               if k != "seconds_per_prediction"}}
-    if trained and learning and "wait" in select:
-        # the forecasts with predicted run times, each as the sources it averages
-        candidates = {s.name: [s.name] for s in learning}
-        candidates.update((mean_label(g), list(g)) for g in means)
-        train_starts = np.array([by_index[i].start for i in trained])
-        train_wait = float(np.mean([by_index[i].start - by_index[i].submit for i in trained]))
+        if "work" in select:
+            # the prefix jobs whose run times were known when the first evaluated job came
+            end_of_prefix = min(by_index[i].submit for i in evaluate) if evaluate else np.inf
+            known = sorted((by_index[i] for i in trained if by_index[i].end <= end_of_prefix),
+                           key=lambda j: (j.submit, j.index))
+            errors = {s.name: work_error(s.online.predicted, known) for s in learning}
+            summary["selected"]["work"] = choice(
+                errors, train_jobs=len(known), window_jobs=WORK_WINDOW_JOBS,
+                train_work_error_cpu_hours={k: v / 3600 for k, v in errors.items()})
+        if "wait" in select:
+            # the forecasts with predicted run times, each as the sources it averages
+            candidates = {s.name: [s.name] for s in learning}
+            candidates.update((mean_label(g), list(g)) for g in means)
+            train_starts = np.array([by_index[i].start for i in trained])
+            train_wait = float(np.mean([by_index[i].start - by_index[i].submit
+                                        for i in trained]))
 
-        def train_error(parts):
-            pred = np.mean([[predicted[n][i] for i in trained] for n in parts], axis=0)
-            return float(np.abs(pred - train_starts).mean())
+            def train_error(parts):
+                pred = np.mean([[predicted[n][i] for i in trained] for n in parts], axis=0)
+                return float(np.abs(pred - train_starts).mean())
 
-        errors = {label: train_error(parts) for label, parts in candidates.items()}
-        best = min(errors, key=errors.__getitem__)
-        summary["selected"]["wait"] = {
-            "name": best, "train_jobs": len(trained),
-            "train_mae_pct_of_mean_wait": {k: 100 * v / train_wait if train_wait > 0 else None
-                                           for k, v in errors.items()},
-            **{k: v for k, v in summary["runtimes"][best].items()
-               if k != "seconds_per_prediction"}}
+            errors = {label: train_error(parts) for label, parts in candidates.items()}
+            summary["selected"]["wait"] = choice(
+                errors, train_jobs=len(trained),
+                train_mae_pct_of_mean_wait={k: 100 * v / train_wait if train_wait > 0 else None
+                                            for k, v in errors.items()})
     if state_predictor is not None:
         pred = np.array([t2[i] for i in chosen])
         rows["technique2"] = pred - np.array([by_index[i].submit for i in chosen])
