@@ -144,7 +144,7 @@ def test_pattern_policy_picks_the_widest_links():
     assert sorted(p.place(_job(1, 2))) == ["b", "d"]
 
 
-# -- the equations (seed 000 Eq. 1-9) ------------------------------------------------------
+# -- the equations (Hanzich et al. Eq. 1-9) ------------------------------------------------------
 
 
 def test_equations_on_hand_worked_numbers():

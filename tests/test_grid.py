@@ -1,4 +1,4 @@
-"""Load sharing across grid sites (seed 001): migration rules on hand-made queues, the
+"""Load sharing across grid sites (England and Weissman): migration rules on hand-made queues, the
 migration time in a remote job's slowdown, paired-t intervals against scipy, the command,
 bad grid files, and the same numbers from one process and from two MPI ranks."""
 

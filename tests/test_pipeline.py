@@ -171,6 +171,21 @@ def test_table_and_plot(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
 
 
+def test_two_runs_show_their_values_not_an_interval(tmp_path):
+    rows = [r for r in _rows() if r["slot"] not in (2, 5)]  # two repeats per benchmark
+    summary = summarize(rows, dict(CONFIG, repeats=2), complete=True)
+    lo, hi = summary["slowdown_ci90_pct"]["cg"]["pattern"]
+    assert hi - lo > 6  # t(1) at 90%: 6.31 standard errors either side of 21.5
+    assert summary["slowdown_runs_pct"]["cg"]["pattern"] == [20.0, 21.0]
+    table = markdown_table(summary)
+    assert "| cg | 20.5 (20.0, 21.0) | 30.5 (30.0, 31.0) |" in table
+    assert "±" not in table.split("\n\n")[0]
+    assert "fewer than 3 runs" in table
+    path = tmp_path / "fig.png"
+    plot_figure3(summary, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_select_rejects_an_unknown_method():
     with pytest.raises(UserError, match="unknown method"):
         select("fastest", nx.complete_graph(4), JobSpec("cg", 4))

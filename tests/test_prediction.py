@@ -405,7 +405,7 @@ def test_technique1_respects_limits_and_running_jobs_overrunning_predictions():
 
 
 def test_probe_jobs_publish_start_times_per_policy():
-    # seed 003's example: user svens may use 2 processors and already does; others not
+    # Li et al.'s example: user svens may use 2 processors and already does; others not
     site = SitePolicy(groups={"atlas": Credential(priority=300, maxproc=4)},
                       users={"svens": Credential(priority=100, maxproc=2)})
     jobs = [job(0, 0, 1, 5000, user="svens", group="dteam"),
@@ -427,7 +427,7 @@ def test_wait_evaluation_is_exact_for_fcfs_with_actual_run_times():
             for i in range(150)]
     summary, rows = evaluate_waits(jobs, 8, "fcfs", [Source("actual")], Actual())
     assert summary["mean_wait_seconds"] > 0
-    assert summary["runtimes"]["actual"]["mae_seconds"] == 0  # seed 002: no error for FCFS
+    assert summary["runtimes"]["actual"]["mae_seconds"] == 0  # Smith: no error for FCFS
     assert "technique2" in summary and summary["technique2"]["mae_seconds"] >= 0
     assert len(rows["index"]) == 150
 

@@ -1,4 +1,4 @@
-"""Application characterization (seed 000 §2): each benchmark, class and task count run once
+"""Application characterization (Hanzich et al. §2): each benchmark, class and task count run once
 in isolation, for ExeTime_tot, CPUtime_tot and CPU(J).
 
 A run is the skeleton on the first ``tasks`` nodes with nothing else running (no other

@@ -1,6 +1,6 @@
-"""Turnaround estimation by on-the-fly simulation (seed 000 §3, Algorithm 1, Eq. 1-9).
+"""Turnaround estimation by on-the-fly simulation (Hanzich et al. §3, Algorithm 1, Eq. 1-9).
 
-A job's characterization (seed 000 §2), from one run in isolation: ``exe_seconds``
+A job's characterization (Hanzich et al. §2), from one run in isolation: ``exe_seconds``
 (ExeTime_tot), ``cpu_seconds`` (CPUtime_tot, per task) and their ratio CPU(J). While it
 runs the coordinator knows ExeTime_cur and CPUtime_cur. The node state is a
 :class:`~.placement.Placement`'s: per node the CPU share of its local user (CPU_local) and
@@ -14,9 +14,9 @@ RemainTime estimators (Alg. 1:4):
 ``cpu``   Eq. 5: RemainTime_isol x CPU(J) / CPU_feas (Eq. 6, with CPU_max of Eq. 7).
 
 CPUtime estimators (Alg. 1:7): ``mpl`` Eq. 8 and ``cpu`` Eq. 9. A combination is named
-``REMAIN-CPUTIME`` (``mpl-mpl`` and ``cpu-cpu`` are seed 000 Table 1's MPL and CPU).
+``REMAIN-CPUTIME`` (``mpl-mpl`` and ``cpu-cpu`` are Hanzich et al. Table 1's MPL and CPU).
 
-``net-net`` (beyond seed 000) splits the isolated run into CPU time and the rest
+``net-net`` (beyond Hanzich et al.) splits the isolated run into CPU time and the rest
 (communication), stretches the CPU part by the node's processor sharing (a node whose
 demand, local plus parallel, exceeds one CPU gives its parallel tasks (1 - CPU_local) in
 proportion to their shares; the job goes at the pace of its slowest node) and the
@@ -99,7 +99,7 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 
 
 def _node_load(s):
-    """(MPL, CPU demand, CPU factor) of one node: seed 000 Eq. 3 and 7's terms and the
+    """(MPL, CPU demand, CPU factor) of one node: Hanzich et al. Eq. 3 and 7's terms and the
     processor-sharing pace ``net-net`` uses."""
     paral = sum(s.tasks.values())
     local = s.local_cpu
@@ -206,7 +206,7 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
 
 
 def deviation_pct(predicted_turnaround, actual_turnaround):
-    """Seed 000 Fig. 3's turnaround deviation: (predicted - actual) / actual, in %; positive
+    """Hanzich et al. Fig. 3's turnaround deviation: (predicted - actual) / actual, in %; positive
     is pessimistic."""
     if actual_turnaround <= 0:
         return math.nan

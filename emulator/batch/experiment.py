@@ -1,5 +1,5 @@
 """Batch runs on the emulated cluster, one after another in one ``mpiexec`` job: every
-policy at every local load, repeated (seed 000 Fig. 3 and Table 1).
+policy at every local load, repeated (Hanzich et al. Fig. 3 and Table 1).
 
 Before the runs: every pair of nodes is measured for the status graph and the applications
 are characterized in isolation (cached); before the runs of each local load, every pair is

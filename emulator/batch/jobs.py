@@ -1,4 +1,4 @@
-"""The parallel jobs of a batch run: read from a jobs file or generated as in seed 000 §4.
+"""The parallel jobs of a batch run: read from a jobs file or generated as in Hanzich et al. §4.
 
 A jobs file is CSV, TOML or SWF. CSV has a header and one job per line::
 
@@ -11,7 +11,7 @@ trace gives arrival (field 2) and tasks (requested processors, field 8, else all
 field 5); its executable number (field 14) picks the benchmark, 1..8 standing for bt, cg,
 ep, ft, is, lu, mg, sp. Every problem names the file, the line (or table) and the field.
 
-The generator follows seed 000: ``count`` jobs of 2, 4 or 8 tasks (a square, 4, for BT and
+The generator follows Hanzich et al.: ``count`` jobs of 2, 4 or 8 tasks (a square, 4, for BT and
 SP), Poisson arrivals with a mean gap of 15 s, half of them from computation-bound
 benchmarks and half from communication-bound ones, shuffled, seeded.
 """
@@ -33,7 +33,7 @@ from ..files import read_input_text
 from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
 
 FIELDS = ("arrival_seconds", "benchmark", "class", "tasks")
-# Seed 000's jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
+# Hanzich et al.'s jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
 # switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
 COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
 COMMUNICATION_BOUND = ("cg", "ft", "is", "mg")
@@ -205,7 +205,7 @@ def check_fits(jobs, nodes, *, path="jobs"):
 
 def generate_jobs(count=30, *, seed=1, mean_gap_seconds=15.0, benchmarks=SEED000_BENCHMARKS,
                   tasks=SEED000_TASKS, npb_class="A", max_tasks=None):
-    """Seed 000's workload: ``count`` jobs, Poisson arrivals, sizes from ``tasks`` (squares
+    """Hanzich et al.'s workload: ``count`` jobs, Poisson arrivals, sizes from ``tasks`` (squares
     only for BT and SP), computation and communication balanced. The first job arrives at
     0."""
     if count < 1:

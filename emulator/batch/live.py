@@ -1,4 +1,4 @@
-"""The coordinator as the batch scheduler of a non-dedicated emulated cluster (seed 000).
+"""The coordinator as the batch scheduler of a non-dedicated emulated cluster (Hanzich et al.).
 
 Rank 0 runs the scheduler engine (:class:`~emulator.scheduling.Scheduler`, the same policy
 code as in trace simulation) on the wall clock. Jobs arrive at their arrival times, queue,
@@ -208,7 +208,7 @@ class BatchRun:
             start + job.info["exe_seconds"]
 
     def _forward_start(self, job, now):
-        """The predictions' technique 1 (seed 002 §3.2): the scheduler copied and run
+        """The predictions' technique 1 (Smith §3.2): the scheduler copied and run
         forward with every job at its characterized (isolated) time, no time sharing
         slowdown; the job's predicted start."""
         sim, mapping = forward_snapshot(self.scheduler, now,

@@ -1,20 +1,20 @@
-"""Node selection policies of a non-dedicated cluster (seed 000 §4), and the node state
+"""Node selection policies of a non-dedicated cluster (Hanzich et al. §4), and the node state
 they read.
 
 A node holds up to ``mpl`` parallel tasks (one per job) beside its local user, if it has
 one. Its CPU demand is its local user's CPU share plus the isolated CPU share CPU(J) of each
-parallel task on it (seed 000 Eq. 7 without the max). A job's tasks go on distinct nodes.
+parallel task on it (Hanzich et al. Eq. 7 without the max). A job's tasks go on distinct nodes.
 
 ``normal``   the ``tasks`` least-used eligible nodes (by CPU demand, then parallel tasks,
              then name). A node with a local user takes a parallel task only while the
              parallel demand there stays within one CPU, so the local user is not starved.
-``uniform``  as seed 000: a job of the same size running alone on its nodes, which can
+``uniform``  as Hanzich et al.: a job of the same size running alone on its nodes, which can
              take one more task each, is joined there (a pair of jobs on the same nodes),
              one of the other kind (communication- vs computation-bound) first; else
              nodes with no parallel task; else as ``normal``.
 ``basic``    ``normal`` (the run sets an MPL of 1 and FCFS).
 ``random``   any eligible nodes, seeded.
-``pattern``  seed 004: max-min bandwidth pruning for the job's communication pattern on
+``pattern``  Goteti and Subhlok: max-min bandwidth pruning for the job's communication pattern on
              the status graph, among the eligible nodes.
 
 :class:`Placement` gives the scheduler engine (:class:`~emulator.scheduling.Scheduler`) its
@@ -50,7 +50,7 @@ class NodeState:
 
     @property
     def mpl(self):
-        """MPL_paral + MPL_local (seed 000 Eq. 3's terms)."""
+        """MPL_paral + MPL_local (Hanzich et al. Eq. 3's terms)."""
         return len(self.tasks) + (1 if self.loaded else 0)
 
 

@@ -1,4 +1,4 @@
-"""Outputs of batch runs: the per-job CSV, turnaround deviations per estimator (seed 000
+"""Outputs of batch runs: the per-job CSV, turnaround deviations per estimator (Hanzich et al.
 Fig. 3 and Table 1), Markdown tables, the deviation plot and a Gantt chart of the nodes."""
 
 import math
@@ -118,7 +118,7 @@ def deviation_plot(summary, path, estimators=None):
     ax.set_xticklabels([f"{p}\n{float(f) * 100:.0f}% loaded" for p, f in cells], fontsize=8)
     ax.set_ylabel("turnaround deviation [%]\n(> 0: pessimistic)")
     ax.legend(fontsize=7, ncol=4)
-    ax.set_title("Turnaround estimates against actual turnaround (seed 000 Fig. 3)")
+    ax.set_title("Turnaround estimates against actual turnaround (Hanzich et al. Fig. 3)")
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)

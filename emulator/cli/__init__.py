@@ -36,8 +36,9 @@ examples:
   nodesel predict runtime nasa --predictor all --out results/runtime
   nodesel predict wait nasa --compress-arrivals 1.93 --runtimes actual,smith --out results/wait
   nodesel predict starts nasa --at 864000 --policy-file site.toml
-  nodesel grid --grid hostfiles/grid-homogeneous.toml --replications 20   load sharing (seed 001)
-  nodesel batch --nsp uniform --jsp fcfs --loaded-fraction 0.25   a batch run (seed 000)
+  nodesel grid --grid hostfiles/grid-homogeneous.toml --replications 20
+                                                load sharing (England and Weissman)
+  nodesel batch --nsp uniform --jsp fcfs --loaded-fraction 0.25   a batch run (Hanzich et al.)
   nodesel batch-experiment --quick              turnaround estimators against each other
 """
 

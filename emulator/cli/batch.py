@@ -1,5 +1,5 @@
 """The ``batch`` and ``batch-experiment`` commands: the coordinator as the batch scheduler of
-a non-dedicated emulated cluster, with CISNE turnaround estimation (seed 000)."""
+a non-dedicated emulated cluster, with CISNE turnaround estimation (Hanzich et al.)."""
 
 import os
 
@@ -7,7 +7,7 @@ from ..errors import UserError
 from .common import cluster_options, command, echo, fraction, on_cluster, output_folder, \
     positive_float, positive_int
 
-DEFAULT_NODES = 16  # seed 000's cluster: 16 nodes, 512 MB, a 100 Mbit/s switch
+DEFAULT_NODES = 16  # Hanzich et al.'s cluster: 16 nodes, 512 MB, a 100 Mbit/s switch
 # Iteration caps that keep every class-A job within about 3 to 12 s on the emulator's
 # shared network (the others run their full class count: MG 4, FT 6, EP 1).
 DEFAULT_ITERATIONS = {"bt": 6, "cg": 6, "is": 4, "lu": 20, "sp": 30}
@@ -15,13 +15,13 @@ DEFAULT_GAP_SECONDS = 1.0
 
 
 def _common(p):
-    p.add_argument("--jobs", help="jobs file (CSV, TOML or SWF); default: seed 000's "
+    p.add_argument("--jobs", help="jobs file (CSV, TOML or SWF); default: Hanzich et al.'s "
                                   "workload, generated")
     p.add_argument("--job-count", type=positive_int, default=30,
                    help="generated jobs per run (default 30)")
     p.add_argument("--mean-gap-seconds", type=positive_float, default=DEFAULT_GAP_SECONDS,
                    help="mean Poisson inter-arrival time of generated jobs (default "
-                        f"{DEFAULT_GAP_SECONDS:g}; seed 000 used 15 s with jobs of minutes)")
+                        f"{DEFAULT_GAP_SECONDS:g}; Hanzich et al. used 15 s with jobs of minutes)")
     p.add_argument("--class", dest="npb_class", default="A", choices=("S", "W", "A", "B"),
                    help="NPB class the jobs run (default A)")
     p.add_argument("--iterations", default=",".join(f"{k}={v}" for k, v in
@@ -29,7 +29,7 @@ def _common(p):
                    help="iteration caps per benchmark, e.g. bt=12,lu=20 ('none': every "
                         "class's full count; default %(default)s)")
     p.add_argument("--mpl", type=positive_int, default=4,
-                   help="parallel jobs a node runs at once (default 4, seed 000's)")
+                   help="parallel jobs a node runs at once (default 4, Hanzich et al.'s)")
     p.add_argument("--fail-jobs", action="store_true",
                    help="a job whose node dies is marked failed (default: requeued)")
     p.add_argument("--cache", help="characterization cache (JSON; default "
@@ -66,7 +66,7 @@ def register(sub):
                         "all (default all, to compare them; a scheduler needs one)")
     _common(b)
     e = command(sub, "batch-experiment",
-                help="seed 000's Fig. 3 and Table 1: turnaround deviation of every estimator "
+                help="Hanzich et al.'s Fig. 3 and Table 1: turnaround deviation of every estimator "
                      "for every policy and local load",
                 examples=["nodesel batch-experiment --loaded-fractions 0.25,0.5,1 --policies "
                           "normal+fcfs,uniform+fcfs,normal+easy,uniform+easy,basic --repeats 1 "
@@ -77,7 +77,7 @@ def register(sub):
                    help="shares of nodes with a local user (default 0.25,0.5,1)")
     e.add_argument("--policies", default="normal+fcfs,uniform+fcfs,normal+easy,uniform+easy,"
                                          "basic",
-                   help="NSP+JSP pairs (default: seed 000's five)")
+                   help="NSP+JSP pairs (default: Hanzich et al.'s five)")
     e.add_argument("--repeats", type=positive_int, default=1,
                    help="runs of each cell, each with its own generated jobs (default 1)")
     e.add_argument("--quick", action="store_true",

@@ -1,5 +1,6 @@
-"""The ``grid`` command: load sharing across the sites of a grid file (seed 001), replicated,
-with paired-t intervals; replications spread over the ranks of ``mpiexec -n K``."""
+"""The ``grid`` command: load sharing across the sites of a grid file (England and
+Weissman), replicated, with paired-t intervals; replications spread over the ranks of
+``mpiexec -n K``."""
 
 import os
 import sys

@@ -11,7 +11,7 @@ from .workload import NASA, read_trace, trace_options
 
 def register(sub):
     predict = actions(sub, "predict",
-                      help="predict run times, waits and start times (seeds 002, 003)",
+                      help="predict run times, waits and start times (Smith; Li et al.)",
                       examples=[f"nodesel predict runtime {NASA} --predictor all "
                                 "--out results/runtime",
                                 f"nodesel predict wait {NASA} --policy easy --compress-arrivals "

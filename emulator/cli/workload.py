@@ -44,7 +44,8 @@ def check_out(path):
 
 
 def register(sub):
-    wsub = actions(sub, "workload", help="job traces (SWF) and the workload model of seed 001",
+    wsub = actions(sub, "workload", help="job traces (SWF) and the workload model of England and "
+                                           "Weissman",
                    examples=[f"nodesel workload show {NASA} --plot nasa.png",
                              f"nodesel workload fit {NASA} --out model.json",
                              "nodesel workload generate --model model.json --jobs 100000 "
@@ -57,12 +58,12 @@ def register(sub):
     trace_options(fit)
     fit.add_argument("--out", required=True, help="the model's JSON file")
     fit.add_argument("--components", type=positive_int, default=4,
-                     help="Weibulls in the run-time mixture; 1 is seed 001's single Weibull "
-                          "(default 4)")
+                     help="Weibulls in the run-time mixture; 1 is England and Weissman's "
+                          "single Weibull (default 4)")
     fit.add_argument("--size-runtime", choices=("independent", "correlated"),
                      default="independent",
-                     help="independent: run time does not depend on size, as seed 001 found "
-                          "(default); correlated: keep the trace's correlation")
+                     help="independent: run time does not depend on size, as England and "
+                          "Weissman found (default); correlated: keep the trace's correlation")
     gen = command(wsub, "generate", help="sample a synthetic trace from a model",
                   examples="nodesel workload generate --model model.json --jobs 100000 --seed 1 "
                            "--out W.swf",

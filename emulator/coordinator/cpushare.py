@@ -11,7 +11,7 @@ where ``k`` phases compute beside a local user of share ``L`` progresses at
 ends. A task that waits on the network uses no CPU.
 
 Every task's CPU time (its finished and current work, in CPU-seconds) is kept by job, so
-the node can report CPUtime_cur (seed 000 §2).
+the node can report CPUtime_cur (Hanzich et al. §2).
 
 >>> cpu = NodeCPU(local_fraction=0.15)
 >>> cpu.rate_for(1), round(cpu.rate_for(2), 3)

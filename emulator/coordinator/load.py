@@ -105,7 +105,7 @@ class LocalLoad:
 def modeled_compute_seconds(work_seconds, local_cpu_fraction):
     """Wall time of ``work_seconds`` of dedicated CPU work next to a local load.
 
-    Seed 000 Eq. 5-7 with one parallel task wanting a whole CPU (CPU(J) = 1):
+    Hanzich et al. Eq. 5-7 with one parallel task wanting a whole CPU (CPU(J) = 1):
     CPU_max = 1 + CPU_local, CPU_feas = min(1, 1 / CPU_max), time = work / CPU_feas.
 
     >>> round(modeled_compute_seconds(10.0, 0.15), 6)

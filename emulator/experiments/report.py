@@ -3,7 +3,10 @@
 Slowdown of a job is ``100 * (seconds / dedicated seconds - 1)``, against the same
 application on the same slot's dedicated network (every link at full capacity). Means carry
 90% Student-t confidence intervals; method differences use paired-t intervals over the slots
-both methods ran (England and Weissman §4 compares policies the same way).
+both methods ran (England and Weissman §4 compares policies the same way). Tables and plots
+show an interval only from ``MIN_RUNS_FOR_INTERVAL`` runs on: from two runs a 90% interval
+spans 6.3 standard errors either side (Student's t with one degree of freedom), so a cell of
+fewer runs shows its runs' values instead.
 """
 
 import math
@@ -14,6 +17,7 @@ from ..files import save_figure
 
 CONFIDENCE = 0.90
 REFERENCES = ("oracle",)
+MIN_RUNS_FOR_INTERVAL = 3
 
 
 def t_interval(values, confidence=CONFIDENCE):
@@ -57,13 +61,14 @@ def summarize(rows, config, *, complete, events=()):
     benchmarks = [b for b in config["benchmarks"] if any(r["benchmark"] == b for r in rows)]
     methods = list(config["methods"])
     shown = methods + [m for m in REFERENCES if any(r["method"] == m for r in rows)]
-    slowdown, ci, counts = {}, {}, {}
+    slowdown, ci, counts, runs = {}, {}, {}, {}
     for b in benchmarks:
-        slowdown[b], ci[b], counts[b] = {}, {}, {}
+        slowdown[b], ci[b], counts[b], runs[b] = {}, {}, {}, {}
         for m in shown:
             values = _values(rows, b, m, "slowdown_pct")
             mean, lo, hi = t_interval(values)
             slowdown[b][m], ci[b][m], counts[b][m] = mean, [lo, hi], len(values)
+            runs[b][m] = values
     average = {m: _mean([slowdown[b][m] for b in benchmarks]) for m in shown}
     summary = {
         "complete": complete,
@@ -72,6 +77,7 @@ def summarize(rows, config, *, complete, events=()):
         "slowdown_pct": {b: {m: slowdown[b][m] for m in methods} for b in benchmarks},
         "slowdown_ci90_pct": {b: {m: ci[b][m] for m in methods} for b in benchmarks},
         "jobs_per_method": counts,
+        "slowdown_runs_pct": runs,
         "oracle_slowdown_pct": {b: slowdown[b].get("oracle") for b in benchmarks},
         "oracle_slowdown_ci90_pct": {b: ci[b].get("oracle") for b in benchmarks},
         "average_slowdown_pct": average,
@@ -109,17 +115,34 @@ def _diff(a, b):
     return None if a is None or b is None else a - b
 
 
-def _fmt(value, ci=None):
+def _fmt(value, ci=None, runs=None):
+    """A mean, ± half its interval from ``MIN_RUNS_FOR_INTERVAL`` runs on, or with the
+    values of fewer runs in brackets."""
     if value is None:
         return "-"
+    if runs is not None and 1 < len(runs) < MIN_RUNS_FOR_INTERVAL:
+        return f"{value:.1f} ({', '.join(f'{v:.1f}' for v in runs)})"
     if ci and ci[0] is not None:
         return f"{value:.1f} ± {(ci[1] - ci[0]) / 2:.1f}"
     return f"{value:.1f}"
 
 
+def _cell(summary, benchmark, method):
+    """The formatted slowdown of one benchmark and method (or the oracle)."""
+    if method == "oracle":
+        value, ci = summary["oracle_slowdown_pct"][benchmark], \
+            summary["oracle_slowdown_ci90_pct"][benchmark]
+    else:
+        value, ci = summary["slowdown_pct"][benchmark][method], \
+            summary["slowdown_ci90_pct"][benchmark][method]
+    runs = summary.get("slowdown_runs_pct", {}).get(benchmark, {}).get(method)
+    return _fmt(value, ci, runs)
+
+
 def markdown_table(summary):
-    """Mean slowdown % per benchmark and method (± half the 90% interval), the oracle,
-    and the pattern framework's decision overhead."""
+    """Mean slowdown % per benchmark and method (± half the 90% interval, or the values of
+    fewer than ``MIN_RUNS_FOR_INTERVAL`` runs), the oracle, and the pattern framework's
+    decision overhead."""
     methods = list(summary["config"]["methods"])
     oracle = any(v is not None for v in summary["oracle_slowdown_pct"].values())
     head = ["benchmark"] + [f"{m} [%]" for m in methods] + (["oracle [%]"] if oracle else [])
@@ -127,10 +150,9 @@ def markdown_table(summary):
         head.append("overhead [% of app]")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b, by_method in summary["slowdown_pct"].items():
-        cells = [b] + [_fmt(by_method[m], summary["slowdown_ci90_pct"][b][m]) for m in methods]
+        cells = [b] + [_cell(summary, b, m) for m in methods]
         if oracle:
-            cells.append(_fmt(summary["oracle_slowdown_pct"][b],
-                              summary["oracle_slowdown_ci90_pct"][b]))
+            cells.append(_cell(summary, b, "oracle"))
         if "pattern" in methods:
             cells.append(_fmt(summary["overhead_pct"][b]))
         lines.append("| " + " | ".join(cells) + " |")
@@ -141,7 +163,14 @@ def markdown_table(summary):
     if "pattern" in methods:
         cells.append(_fmt(_mean(list(summary["overhead_pct"].values()))))
     lines.append("| " + " | ".join(cells) + " |")
+    counts = [n for by in summary["jobs_per_method"].values() for n in by.values()]
     notes = []
+    if counts and min(counts) < MIN_RUNS_FOR_INTERVAL:
+        lines += ["", f"A cell of fewer than {MIN_RUNS_FOR_INTERVAL} runs shows their values in "
+                  "brackets: from 2 runs a 90% interval is 6.3 standard errors wide either side. "
+                  "Runs differ because each faces the network of its own slot."]
+    elif counts:
+        lines += ["", "± half the 90% Student-t interval over the runs (slots)."]
     if "pattern_to_random" in summary:
         notes.append(f"pattern/random mean slowdown: {summary['pattern_to_random']:.3f}")
     if "pattern_to_all_all" in summary:
@@ -169,7 +198,7 @@ def plot_figure3(summary, path):
     width = 0.8 / max(1, len(methods))
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(groups), 4.2))
     for k, m in enumerate(methods):
-        heights, errors, with_ci = [], [[], []], []
+        heights, errors, with_ci, few_runs = [], [[], []], [], []
         for b in groups:
             if b == "average":
                 value, ci = summary["average_slowdown_pct"].get(m), None
@@ -178,8 +207,12 @@ def plot_figure3(summary, path):
             else:
                 value, ci = summary["slowdown_pct"][b][m], summary["slowdown_ci90_pct"][b][m]
             heights.append(value or 0.0)
-            have = value is not None and ci and ci[0] is not None
+            runs = [] if b == "average" else \
+                summary.get("slowdown_runs_pct", {}).get(b, {}).get(m, [])
+            have = value is not None and ci and ci[0] is not None \
+                and len(runs) >= MIN_RUNS_FOR_INTERVAL
             with_ci.append(bool(have))
+            few_runs.append(runs if 1 < len(runs) < MIN_RUNS_FOR_INTERVAL else [])
             if have:
                 errors[0].append(value - ci[0])
                 errors[1].append(ci[1] - value)
@@ -190,13 +223,20 @@ def plot_figure3(summary, path):
         ax.errorbar([x for x, w in zip(xs, with_ci) if w],
                     [h for h, w in zip(heights, with_ci) if w], yerr=errors, fmt="none",
                     ecolor="black", capsize=2, linewidth=1)
+        # fewer runs than an interval needs: the runs themselves
+        dots = [(x, v) for x, vs in zip(xs, few_runs) for v in vs]
+        if dots:
+            ax.plot([x for x, _ in dots], [v for _, v in dots], "o", color="black",
+                    markersize=2.5)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g.upper() if g != "average" else "average" for g in groups])
     ax.set_ylabel("slowdown against a dedicated network [%]")
     ax.axhline(0, color="black", linewidth=0.6)
     config = summary["config"]
-    ax.set_title(f"{config['nprocs']}-node jobs, {config['repeats']} repeat(s); "
-                 "bars: 90% confidence intervals", fontsize=9)
+    what = "bars: 90% confidence intervals" if config["repeats"] >= MIN_RUNS_FOR_INTERVAL \
+        else "dots: the runs (too few for an interval)"
+    ax.set_title(f"{config['nprocs']}-node jobs, {config['repeats']} repeat(s); {what}",
+                 fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     try:

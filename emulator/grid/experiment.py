@@ -1,11 +1,11 @@
-"""Replicated load-sharing experiments (seed 001 §IV.B-C).
+"""Replicated load-sharing experiments (England and Weissman §IV.B-C).
 
 One replication draws, per site, a workload (a model sampled with the replication's seed,
 or the site's trace), then per job a uniform number that flags it migratable below the
 sharing level (so the migratable jobs at 25% are among those at 50%: the levels are
-compared on common random numbers, as seed 001 compared them on the same workloads) and a
-data size from the triangular distribution. Every (sharing level, target policy) pair is
-simulated on that draw; level 0 once, as no job moves.
+compared on common random numbers, as England and Weissman compared them on the same
+workloads) and a data size from the triangular distribution. Every (sharing level, target
+policy) pair is simulated on that draw; level 0 once, as no job moves.
 
 Slowdown is (migration + queue + run) / run, with run times under one second counted as one
 second; jobs are "local" at the site they arrived at and "remote" at the site they moved to.
@@ -143,7 +143,7 @@ def metrics(grid, jobs, seconds):
 
 
 def paired_t(x, y, confidence=0.90):
-    """Seed 001 §IV.C.2: the mean of Z_j = x_j - y_j with its ``confidence`` interval,
+    """England and Weissman §IV.C.2: the mean of Z_j = x_j - y_j with its ``confidence`` interval,
     mean ± t(n-1, (1+confidence)/2) sqrt(var(Z) / n). Returns (mean, low, high)."""
     from scipy import stats
 

@@ -5,9 +5,9 @@ network between them.
 
     [grid]
     jobs_per_site = 10000
-    data_mb = [1, 100, 1000]        # triangular: least, mode, most (seed 001: 1 MB..1 GB)
-    bandwidth_mbps = 40             # between any two sites (seed 001: 5 MB/s)
-    wan = "constant"                # or "varying": seed 004's stream model on each site's
+    data_mb = [1, 100, 1000]        # triangular: least, mode, most (the paper: 1 MB..1 GB)
+    bandwidth_mbps = 40             # between any two sites (the paper: 5 MB/s)
+    wan = "constant"                # or "varying": Goteti and Subhlok's stream model on each site's
     wan_floor_mbps = 12             #   wide-area link, between this floor and bandwidth_mbps
     wan_interval_seconds = 600
 

@@ -1,4 +1,4 @@
-"""Where an arriving migratable job goes (seed 001 §IV.A, §IV.C.5).
+"""Where an arriving migratable job goes (England and Weissman §IV.A, §IV.C.5).
 
 A job moves only if its home queue is non-empty (before it joins) and some remote site's
 queue is more favourable than home's:

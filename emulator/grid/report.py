@@ -1,6 +1,6 @@
 """The grid experiment's outputs: a CSV row per replication and configuration, Markdown
-tables of mean slowdown with the paired-t intervals, and the slowdown plot (seed 001 Fig.
-5-7, 9)."""
+tables of mean slowdown with the paired-t intervals, and the slowdown plot (England and
+Weissman Fig. 5-7, 9)."""
 
 import numpy as np
 

@@ -1,5 +1,5 @@
 """The co-simulation of a grid: every site's scheduler on one simulated clock, with
-migratable jobs moved at arrival (seed 001 §IV.A).
+migratable jobs moved at arrival (England and Weissman §IV.A).
 
 Each job carries ``info``: ``home`` (site index), ``migratable`` and ``data_bytes``. At
 each instant, completions come first, then jobs whose transfer ends, then arrivals (each

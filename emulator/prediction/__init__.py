@@ -1,4 +1,4 @@
-"""Predictions: job run times (seeds 002, 003), and waits and start times by simulating the
+"""Predictions: job run times (Smith; Li et al.), and waits and start times by simulating the
 scheduler forward.
 
 Open ``runtime`` first (the predictors), then ``online`` (running them without seeing the

@@ -1,6 +1,6 @@
 """The job attributes that predictors categorise by, as a trace records them.
 
-Letters follow seed 003: ``G`` group, ``U`` user, ``Q`` queue, ``E`` executable, ``N`` the
+Letters follow Li et al.: ``G`` group, ``U`` user, ``Q`` queue, ``E`` executable, ``N`` the
 processors requested. A trace field that is -1 for every job is not available.
 """
 

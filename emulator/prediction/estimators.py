@@ -1,10 +1,10 @@
 """Estimators over a category's history of run times (pure functions of a sequence).
 
-``windowed_mean(values, n)``   WM(n): the mean of the last n values (seed 003 §2.2).
+``windowed_mean(values, n)``   WM(n): the mean of the last n values (Li et al. §2.2).
 ``linear_regression(values, n)``  LR(n): a least-squares line through the last n values
-                               against their position, extended one step (seed 003 §2.2).
+                               against their position, extended one step (Li et al. §2.2).
 ``mean_interval(values)``      the mean and the half-width of its 90% confidence interval
-                               (Student's t), Smith's estimator (seed 002 §2.1).
+                               (Student's t), Smith's estimator (Smith §2.1).
 """
 
 import math

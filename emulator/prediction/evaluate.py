@@ -1,4 +1,4 @@
-"""Evaluating run-time predictors as seeds 002 (Table 1.1) and 003 (Table 2) did.
+"""Evaluating run-time predictors as Smith (Table 1.1) and Li et al. (Table 2) did.
 
 Predictors are fitted on a training prefix (:mod:`.search`), then run online over the whole
 trace; errors are measured over the test suffix: mean absolute error in seconds and as % of
@@ -167,7 +167,7 @@ def evaluate_runtimes(jobs, ends, names, *, train_fraction=0.3, seed=1, log=None
 
 
 def runtime_table(summary):
-    """The evaluation as a Markdown table (seed 003 Table 2's columns)."""
+    """The evaluation as a Markdown table (Li et al. Table 2's columns)."""
     rows = ["| predictor | mean error [s] | mean error [% of mean run time] | predicted | "
             "fell back | online [s] |", "|---|---|---|---|---|---|"]
     for name, s in sorted(summary["predictors"].items(), key=lambda kv: kv[1]["mae_seconds"]):

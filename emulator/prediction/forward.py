@@ -1,4 +1,4 @@
-"""Start-time prediction by simulating the scheduler forward (seed 002 §3.2, seed 003 §3).
+"""Start-time prediction by simulating the scheduler forward (Smith §3.2, Li et al. §3).
 
 At a job's submission the scheduler is copied (running jobs with their start times, the
 queue in order, priorities, limits and granted reservations) and the copy is run forward,
@@ -7,7 +7,7 @@ copy's policy code is the scheduler's own.
 
 A run time source ``run_of(job, elapsed)`` gives the total run time a job is believed to
 have; a running job that has outlived it is believed to run on as EASY++ extends it. Probe
-jobs (seed 003 §4.1) answer for every group and user at once: one probe each is added at
+jobs (Li et al. §4.1) answer for every group and user at once: one probe each is added at
 the end of the queue, and the time a probe starts is that group's or user's start time.
 
 Later arrivals matter to a job that is not at the head of an EASY queue: a job that arrives
@@ -130,7 +130,7 @@ def predict_start(scheduler, now, job, run_of, *, knows_estimates=True,
 
 def probe_starts(scheduler, now, probes, run_of, *, knows_estimates=True,
                  probe_seconds=1.0):
-    """Seed 003's policy-based publishing: ``probes`` is a list of (label, user, group,
+    """Li et al.'s policy-based publishing: ``probes`` is a list of (label, user, group,
     procs); one probe job each joins the end of the queue (with the priority the site
     policy gives its user and group) and the copy runs until all have started. Returns
     {label: start time or None}."""

@@ -1,4 +1,4 @@
-"""Online run-time predictors (seeds 002 §2 and 003 §2).
+"""Online run-time predictors (Smith §2; Li et al. §2).
 
 Every predictor has ``name``, ``predict(job, elapsed=0) -> seconds or None`` (None: it has
 nothing to go on) and ``observe(job)``, called only when ``job`` has completed, so that its
@@ -60,7 +60,7 @@ class LastTwo:
 
 @dataclass(frozen=True)
 class Template:
-    """A categorisation template (seed 002 §2.1): nominal attributes (letters of
+    """A categorisation template (Smith §2.1): nominal attributes (letters of
     :data:`~.attributes.NOMINAL`), a node range size (None: processors not used), a maximum
     history per category, and the data kept: ``actual`` run times or run times ``relative``
     to the requested time."""
@@ -158,7 +158,7 @@ class Categories:
 # -- Smith's instance-based learning ----------------------------------------------------------
 
 class InstanceBased:
-    """k nearest neighbours under the Heterogeneous Euclidean Overlap Metric (seed 002 §2.2).
+    """k nearest neighbours under the Heterogeneous Euclidean Overlap Metric (Smith §2.2).
 
     Nominal features (``nominal``: letters of G, U, Q, E) differ by 0 or 1; linear ones
     (log2 of processors, and log of the requested time if ``use_requested``) by their

@@ -1,4 +1,4 @@
-"""Published start times per group and user (seed 003 §4.1): the trace is scheduled up to
+"""Published start times per group and user (Li et al. §4.1): the trace is scheduled up to
 a moment, and one forward simulation with a probe job per group and user answers for all.
 
 The probes are the groups and users the site policy names, and ``default`` (a job that

@@ -1,4 +1,4 @@
-"""Evaluating wait (start-time) predictions as seed 002 (Tables 1.3, 1.4) and seed 003
+"""Evaluating wait (start-time) predictions as Smith (Tables 1.3, 1.4) and Li et al.
 (Table 4) did.
 
 The ground truth is the schedule that actually happens: the whole trace simulated with the
@@ -258,7 +258,7 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
 
 
 def wait_table(summary):
-    """Seed 002 Table 1.3/1.4 and seed 003 Table 4's form, as Markdown."""
+    """Smith Table 1.3/1.4 and Li et al. Table 4's form, as Markdown."""
     mean = summary["mean_wait_seconds"]
     future = summary.get("future_arrivals_seconds") or 0
     replay = (f"; forecasts take in the arrivals of the last {future / 3600:g} h again as "

@@ -1,4 +1,4 @@
-"""Wait prediction from similar scheduler states (seed 002 §3.3, technique 2).
+"""Wait prediction from similar scheduler states (Smith §3.3, technique 2).
 
 The state a job meets is described by the jobs queued ahead of it, their requested work,
 the running jobs and the work they have left, the job's own size and estimate, and the hour

@@ -1,4 +1,4 @@
-"""What a schedule achieved: utilisation, waits, slowdowns (seed 001's slowdown, bounded
+"""What a schedule achieved: utilisation, waits, slowdowns (England and Weissman's slowdown, bounded
 slowdown with a 10 s threshold), advance reservation offsets; and the files a schedule is
 written as (per-job CSV, the input SWF with waits filled in)."""
 

@@ -1,6 +1,6 @@
-"""Site policy, as a Maui configuration states it (seed 003 §4.1): per group and per user a
+"""Site policy, as a Maui configuration states it (Li et al. §4.1): per group and per user a
 priority and a maximum of processors in use (MAXPROC), with ``default`` entries for everyone
-else; and advance reservation requests (seed 002 §5).
+else; and advance reservation requests (Smith §5).
 
 A job's priority is its group's plus its user's (Maui's credential priority with unit weights);
 the queue is ordered by priority, then by the policy's own order. A job whose user or group

@@ -1,4 +1,4 @@
-"""Advance reservations (seed 002 §5): a request for N processors at a time T for at most M
+"""Advance reservations (Smith §5): a request for N processors at a time T for at most M
 seconds, granted at T or at the feasible time nearest to it (the scheduler decides, see
 :meth:`~.scheduler.Scheduler.request_reservation`), and Smith's experiment that turns a share
 of a trace's jobs into reservation requests."""

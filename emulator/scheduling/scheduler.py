@@ -7,7 +7,7 @@ live coordinator call the same four methods with their own notion of *now*:
 :meth:`~Scheduler.next_wakeup` for the next instant the scheduler wants to act on its own
 (an advance reservation's start).
 
-Job selection policies (seed 002 §3.1, seed 001 §IV.A):
+Job selection policies (Smith §3.1, England and Weissman §IV.A):
 
 ``fcfs``          the queue in arrival order; the head runs when enough processors are free.
 ``lwf``           least work first: ordered by processors x estimate, otherwise as FCFS.
@@ -417,7 +417,7 @@ class Scheduler:
                 blocked += 1
         return started
 
-    # -- advance reservations (seed 002 §5) -----------------------------------------------
+    # -- advance reservations (Smith §5) -----------------------------------------------
 
     def _pending_reservations(self, now):
         return any(r.granted_seconds <= now for r in self.granted)

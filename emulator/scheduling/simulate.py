@@ -1,5 +1,5 @@
 """Trace simulation: drive a :class:`~.scheduler.Scheduler` through a list of jobs on a
-simulated clock that jumps from event to event (seed 003 §3.2).
+simulated clock that jumps from event to event (Li et al. §3.2).
 
 Events are arrivals, completions and the scheduler's own wake-ups (advance reservations). At
 each instant, completions are handled first, then advance reservations, then arrivals, and

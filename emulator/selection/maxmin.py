@@ -772,7 +772,7 @@ def _next_groups(matcher, values, groups, k, max_groups, deadline, tie_seconds):
     """Embeddings of the best distinct node groups, best first, after ``groups`` (the best
     ones, already proven).
 
-    Seed 004 backtracks the last few edge deletions to find more groups. Here, each next
+    Goteti and Subhlok backtrack the last few edge deletions to find more groups. Here, each next
     group is the best embedding in a node group different from every group found so far,
     searched (:func:`_ascend`) up to the previous group's threshold, so deleted edges are
     re-added only as far as needed. Groups tied with the k-th are collected too (up to

@@ -1,4 +1,4 @@
-"""The workload model of England and Weissman (seed 001 §III), fitted to a trace and sampled.
+"""The workload model of England and Weissman (§III), fitted to a trace and sampled.
 
 - Arrivals: a nonstationary Poisson process whose rate is constant within each hour of the
   day, or of the week when the trace spans at least four weeks (local time, from the trace's
@@ -101,7 +101,7 @@ class WorkloadModel:
     run_lengths: list
     run_length_probabilities: list
     run_correlation: float
-    size_runtime_correlation: float  # 0: independent of size, as seed 001 found
+    size_runtime_correlation: float  # 0: independent of size, as England and Weissman found
     users: list  # [user id, share of jobs, group id, [executable ids], [their weights]]
     requested_log_ratio_quantiles: list  # log(requested/actual) at 0, 1, ..., 100 %; [] if none
 

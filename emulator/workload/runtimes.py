@@ -1,4 +1,4 @@
-"""Run-time distributions: a Weibull, as England and Weissman fit (seed 001 §III), or a mixture
+"""Run-time distributions: a Weibull, as England and Weissman fit (§III), or a mixture
 of Weibulls (a hyper-Weibull) where one Weibull cannot follow a trace's quantiles.
 
 A mixture is fitted by least squares on the log quantiles from 0.5% to 99.5% (scipy), so it
@@ -74,7 +74,7 @@ def _unpack(theta, k):
 def fit_runtimes(seconds, *, components=4):
     """Fit a run-time distribution to observed run times (seconds, >= 0).
 
-    ``components=1`` is seed 001's single Weibull, fitted by maximum likelihood. More
+    ``components=1`` is England and Weissman's single Weibull, fitted by maximum likelihood. More
     components fit a mixture by least squares on the log quantiles (0.5% to 99.5%), started
     from three shapes, the best kept.
 

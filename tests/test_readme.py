@@ -1,0 +1,113 @@
+"""The manual cannot drift from the program: every ``nodesel ...`` command in the README
+parses with the real argument parser, and the cheap ones run."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from emulator.cli import build_parser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+# Commands cheap enough to run here (no MPI, a second or two each), in README order.
+CHEAP = (("patterns",), ("cluster", "show"), ("scenario", "generate"), ("scenario", "show"),
+         ("select",), ("flows",))
+SHELL = (">", "|", ">>", "2>", "&&", ";")
+
+
+def _code_lines(text):
+    """Lines of the fenced code blocks, continuation lines joined."""
+    lines, block, pending = [], False, ""
+    for raw in text.splitlines():
+        if raw.startswith("```"):
+            block = not block
+            continue
+        if not block:
+            continue
+        line = pending + raw.strip()
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        lines.append(line)
+    return lines
+
+
+def readme_commands(text=None):
+    """Each ``nodesel`` command of the README as an argv after ``nodesel``: from its code
+    blocks (behind ``sudo`` or ``mpiexec -n K`` too, up to a shell redirection) and from the
+    command table."""
+    text = open(README).read() if text is None else text
+    found = []
+    for line in _code_lines(text):
+        words = shlex.split(line)
+        if "nodesel" in words:
+            argv = words[words.index("nodesel") + 1:]
+            cut = [i for i, w in enumerate(argv) if w in SHELL]
+            found.append(argv[:cut[0]] if cut else argv)
+    for row in text.splitlines():
+        if row.startswith("| `nodesel "):
+            span = re.match(r"\| `(nodesel [^`]+)`", row).group(1)
+            found.append(shlex.split(span.replace("\\|", "|"))[1:])
+    return found
+
+
+def test_the_readme_has_commands_of_every_group():
+    groups = {argv[0] for argv in readme_commands()}
+    for group in ("demo", "experiment", "measure", "cluster", "scenario", "select", "patterns",
+                  "trace", "testbed", "run", "tc", "workload", "schedule", "predict", "grid",
+                  "batch", "batch-experiment"):
+        assert group in groups, f"the README shows no 'nodesel {group}' command"
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=lambda a: " ".join(a)[:60])
+def test_every_readme_command_parses(argv, capsys):
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        if e.code == 0 and ("-h" in argv or "--help" in argv):
+            return
+        pytest.fail(f"'nodesel {' '.join(argv)}' does not parse: {capsys.readouterr().err}")
+    assert callable(args.handler)
+
+
+def test_the_cheap_readme_commands_run(tmp_path):
+    ran = []
+    for name in ("hostfiles",):
+        os.symlink(os.path.join(ROOT, name), tmp_path / name)
+    # the status graph the README's select example reads, from a static matrix
+    (tmp_path / "status.json").write_text(_status_graph())
+    for argv in readme_commands():
+        if not any(tuple(argv[:len(c)]) == c for c in CHEAP):
+            continue
+        proc = subprocess.run([sys.executable, "-m", "emulator", *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"nodesel {' '.join(argv)}: {proc.stderr}"
+        ran.append(argv[0])
+    assert {"patterns", "cluster", "scenario", "select"} <= set(ran)
+
+
+def _status_graph():
+    import json
+
+    import networkx as nx
+
+    g = nx.complete_graph([f"n{i}" for i in range(1, 11)])
+    for a, b in g.edges:
+        g[a][b]["bandwidth_mbps"] = 10.0 + (int(a[1:]) * int(b[1:])) % 90
+    return json.dumps(nx.node_link_data(g, edges="links"))
+
+
+def test_the_parser_of_this_test_finds_continued_and_inline_commands():
+    text = ("intro `nodesel run` in prose\n\n```\n"
+            "sudo nodesel testbed up \\\n    --nodes 4\nmpiexec -n 2 nodesel grid --grid g.toml\n"
+            "nodesel measure --json > status.json\necho nothing\n```\n\n"
+            "| command | does |\n|---|---|\n| `nodesel patterns list` | the library |\n")
+    assert readme_commands(text) == [["testbed", "up", "--nodes", "4"],
+                                     ["grid", "--grid", "g.toml"], ["measure", "--json"],
+                                     ["patterns", "list"]]
