@@ -111,3 +111,21 @@ def test_the_parser_of_this_test_finds_continued_and_inline_commands():
     assert readme_commands(text) == [["testbed", "up", "--nodes", "4"],
                                      ["grid", "--grid", "g.toml"], ["measure", "--json"],
                                      ["patterns", "list"]]
+
+
+def _help_screens(parser, prefix=("nodesel",)):
+    """(command words, help text) of the parser and of every subcommand below it."""
+    import argparse
+
+    yield prefix, parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _help_screens(sub, prefix + (name,))
+
+
+def test_no_help_screen_calls_a_paper_by_a_file_name():
+    screens = list(_help_screens(build_parser()))
+    assert len(screens) > 25
+    for words, text in screens:
+        assert not re.search(r"seeds? 00[0-4]", text, re.I), " ".join(words)

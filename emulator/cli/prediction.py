@@ -72,8 +72,8 @@ def register(sub):
 
     st = command(predict, "starts", help="publish start times per group and user: simulate "
                                          "the trace up to --at, add one probe job per group "
-                                         "and user with a policy, and simulate forward (seed "
-                                         "003 4.1)",
+                                         "and user with a policy, and simulate forward (Li "
+                                         "et al. §4.1)",
                  examples=[f"nodesel predict starts {NASA} --at 864000 --policy-file site.toml",
                            f"nodesel predict starts {NASA} --at 864000 --runtimes smith "
                            "--out results/starts"],

@@ -134,8 +134,8 @@ def size_runtime_correlation(trace):
 def fit_model(trace, *, components=4, size_runtime="independent"):
     """Fit the workload model to a trace (a :class:`~emulator.workload.swf.Trace`).
 
-    ``size_runtime="correlated"`` keeps the trace's correlation of size and run time (seed
-    001 found none; NASA's iPSC log has one), through the same copula, so the marginals stay
+    ``size_runtime="correlated"`` keeps the trace's correlation of size and run time (England
+    and Weissman found none; NASA's iPSC log has one), through the same copula, so the marginals stay
     as fitted.
     """
     if size_runtime not in ("independent", "correlated"):
