@@ -9,6 +9,7 @@ kernel's shaping instead of 1.23 ms. Compute phases are sleeps paced like the sh
 communicator's (:mod:`emulator.shaping.timing`).
 """
 
+import math
 import time
 
 import numpy as np
@@ -38,6 +39,8 @@ def wait_all(requests):
 class MPIComm(Collectives):
     """Wraps an mpi4py communicator: buffer point-to-point calls, no spinning, counting."""
 
+    dilation = 1.0  # real traffic: emulated time is wall time
+
     def __init__(self, comm):
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -64,6 +67,20 @@ class MPIComm(Collectives):
         source = dest if source is None else source
         recvtag = sendtag if recvtag is None else recvtag
         wait_all([self.Irecv(recvbuf, source, recvtag), self.Isend(sendbuf, dest, sendtag)])
+
+    def wait_any(self, requests, *, until=math.inf, timeout=None):
+        """Wait until one of ``requests`` is done, or wall time ``until`` (no spinning); the
+        indices of those done. A timeout raises :class:`TimeoutError`."""
+        done, pause = set(), POLL_MIN_SECONDS
+        start = time.monotonic()
+        while True:
+            done.update(i for i, r in enumerate(requests) if i in done or r.Test())
+            if done or time.time() >= until:
+                return sorted(done)
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise TimeoutError("no message in time")
+            time.sleep(max(0.0, min(pause, until - time.time())))
+            pause = min(pause * 1.5, POLL_MAX_SECONDS)
 
     def compute(self, seconds):
         if self.shared_cpu is not None:

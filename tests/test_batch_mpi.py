@@ -133,6 +133,50 @@ def test_two_jobs_sharing_a_node_both_run_longer_by_the_shared_cpu():
     assert got["loaded_seconds"] == pytest.approx(alone / 0.85, rel=0.1), got
 
 
+def test_two_communicating_jobs_on_the_same_nodes_share_the_network(tmp_path):
+    """Two IS class-A jobs start together on the same 4 nodes of a network with no competing
+    streams (a static matrix at the ports' 100 Mbit/s). The model shares every pair and port
+    between both jobs' flows, so (i) each job runs far slower than alone; (ii) the network
+    carries both jobs' bytes, so the two end no sooner than twice one job's communication
+    time alone (M, from its characterization: its run less its CPU time), and no later than
+    if the two ran in lockstep, every phase shared two ways (2M + 2C, C its CPU time). Each
+    job's own span is measured. (Identical jobs drift apart: the one ahead computes while
+    the other communicates, so the second bound is reached only in lockstep.)"""
+    import networkx as nx
+
+    from emulator.network.sharing import pattern_seconds
+    from emulator.selection.patterns import builtin_pattern
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,is,A,4\n0,is,A,4\n")
+    matrix = nx.complete_graph(["n1", "n2", "n3", "n4"])
+    nx.set_edge_attributes(matrix, 100.0, "bandwidth_mbps")
+    scenario = tmp_path / "matrix.json"
+    scenario.write_text(json.dumps(nx.node_link_data(matrix, edges="links")))
+    out = tmp_path / "out"
+    proc = nodesel("batch", "--nodes", "4", "--jobs", str(jobs), "--loaded-fraction", "0",
+                   "--scenario", str(scenario), "--no-progress", "--out", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = rows_of(out)
+    assert [r["nodes"] for r in rows] == ["n1 n2 n3 n4"] * 2
+    # the model: both jobs' patterns at once take twice one's
+    pattern = builtin_pattern("is", 4, npb_class="A")
+    one = pattern_seconds(pattern, {k: f"n{k + 1}" for k in range(4)}, lambda u, v: 100.0,
+                          port_mbps=lambda u: 100.0)
+    both = pattern_seconds(nx.disjoint_union(pattern, pattern),
+                           {k: f"n{k % 4 + 1}" for k in range(8)}, lambda u, v: 100.0,
+                           port_mbps=lambda u: 100.0)
+    assert both / one == pytest.approx(2.0)
+    char = next(iter(json.loads((out / "characterization.json").read_text())["entries"]
+                     .values()))
+    isolated, cpu = char["exe_seconds"], char["cpu_seconds"]
+    spans = [float(r["end"]) - float(r["start"]) for r in rows]
+    assert min(spans) > 1.5 * isolated, (spans, isolated)
+    comm = isolated - cpu
+    assert 0.9 * (both / one) * comm <= max(spans) <= 1.1 * (both / one) * isolated, \
+        (spans, isolated, cpu)
+
+
 def test_killed_node_job_is_requeued_and_completes(tmp_path):
     out = tmp_path / "killed"
     # 6 class-W jobs on 5 nodes; rank 2 (node n2) is killed once a job runs on it

@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["emulator.network.flowmodel", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
+MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
            "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing"]
 
 

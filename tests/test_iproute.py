@@ -13,7 +13,7 @@ from emulator.kernel import command, iproute
 from emulator.kernel.tcplayer import ScenarioPlayer, plan_scripts
 from emulator.kernel.testbed import Layout, Testbed, launch_in_namespace
 from emulator.network import cluster as clusters
-from emulator.network import flowmodel
+from emulator.network import sharing
 from emulator.network.scenario import Timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,8 +58,8 @@ class FakeRunner:
 def test_rates_and_bursts_follow_the_tc_vocabulary():
     assert iproute.rate_arg(100) == "100000kbit"
     assert iproute.rate_arg(33.333) == "33333kbit"
-    assert flowmodel.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
-    assert flowmodel.burst_bytes(10) == 3028  # never below two frames
+    assert sharing.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
+    assert sharing.burst_bytes(10) == 3028  # never below two frames
 
 
 def test_shaping_builds_a_port_class_and_one_class_and_filter_per_destination():

@@ -141,6 +141,7 @@ def test_twenty_rounds_of_mixed_traffic_in_threads_lose_no_byte(engine):
     per_round = 2 * 3 * sum((0, 100, 16384, 16385, 100_000, SEND_BUFFER_BYTES + 4096))
     assert out["rounds"] == 20
     assert [r["checked_bytes"] for r in out["ranks"]] == [20 * per_round] * 4
+    assert [r["flows_left"] for r in out["ranks"]] == [0] * 4  # every flow ended in the model
     engines = {r["engine"] for r in out["ranks"]}
     if engine == "c" and engines != {"CompiledShapedComm"}:
         pytest.skip("the compiled engine did not bind to this MPI")
@@ -217,12 +218,13 @@ def test_measure_gives_a_status_graph_with_forecasts():
 
 
 def test_a_rank_sends_to_itself_over_a_link_beyond_any_tc_rate():
-    # 1 MiB (release and final notices to itself) at 10^6 Mbit/s, which tc could not take
+    # 1 MiB (larger than the send buffer) at 10^6 Mbit/s, which tc could not take
     code = """
 import numpy as np
 from mpi4py import MPI
+from emulator.network.cluster import crossbar
 from emulator.shaping.comm import Network, ShapedComm
-net = Network(lambda a, b, t: 1e6, {"a": 1e6})
+net = Network.private(crossbar(["a"], capacity_mbps=1e6))
 comm = ShapedComm(MPI.COMM_SELF.Dup(), [0], ["a"], net)
 out, back = np.arange(1 << 17, dtype=np.float64), np.zeros(1 << 17)
 reqs = [comm.Irecv(back, 0, 1), comm.Isend(out, 0, 1)]

@@ -21,7 +21,7 @@ from emulator.experiments.report import (
     summarize,
     t_interval,
 )
-from emulator.network.flowmodel import predict_comm_seconds
+from emulator.network.sharing import pattern_seconds
 
 
 @given(st.lists(st.sets(st.integers(0, 9), min_size=1, max_size=4), min_size=1, max_size=8))
@@ -102,7 +102,7 @@ def test_oracle_refuses_too_many_placements_and_too_few_nodes():
 def test_flow_model_prediction_scales_with_iterations():
     pattern = JobSpec("cg", 4).pattern()
     mapping = dict(enumerate("abcd"))
-    one = predict_comm_seconds(pattern, mapping, lambda u, v: 50.0, port_mbps=lambda u: 100.0)
+    one = pattern_seconds(pattern, mapping, lambda u, v: 50.0, port_mbps=lambda u: 100.0)
     assert predicted_seconds(pattern, mapping, lambda u, v: 50.0, lambda u: 100.0, 15) \
         == pytest.approx(15 * one)
 

@@ -300,11 +300,12 @@ def test_skeleton_on_shaped_communicator_feels_the_bandwidth():
 PACING = """
 import json, time
 from mpi4py import MPI
+from emulator.network.cluster import crossbar
 from emulator.shaping.comm import Network, ShapedComm
 from skeletons.comm import MPIComm
 comms = {"mpi": MPIComm(MPI.COMM_SELF),
          "shaped": ShapedComm(MPI.COMM_SELF.Dup(), [0], ["a"],
-                              Network(lambda a, b, t: 100.0, {"a": 100.0}))}
+                              Network.private(crossbar(["a"])))}
 took = {}
 for name, comm in comms.items():
     comm.compute(0.01)

@@ -56,9 +56,10 @@ def measure_one(coordinator, nodes, benchmark, npb_class, tasks, iterations, com
     start = time.time()
     replies = coordinator.run(group, "skeleton", name=benchmark, npb_class=npb_class,
                               iterations=iterations, threaded=True)
-    wall = time.time() - start
+    wall = coordinator.emulated_seconds(time.time() - start)
     results = [r["result"] for r in replies.values()]
-    cpu = sum(r["cpu_seconds"] for r in replies.values()) / len(replies)
+    cpu = coordinator.emulated_seconds(
+        sum(r["cpu_seconds"] for r in replies.values()) / len(replies))
     return {"exe_seconds": wall, "cpu_seconds": max(cpu, 1e-6), "cpu_fraction": cpu / wall,
             "skeleton_seconds": max(r["seconds"] for r in results),
             "iterations": results[0]["iterations"], "nodes": group,

@@ -137,6 +137,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
             estimation_cpu_ms=estimation_cpu_ms + (
                 current[3].estimation_cpu_ms if current else []), columns=columns)
         write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows, columns))
+        summary["scenario"] = coordinator.scenario_report()
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
         return summary
 

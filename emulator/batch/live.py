@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import NodeFailure
-from ..network.flowmodel import predict_comm_seconds
+from ..network.sharing import pattern_seconds
 from ..prediction.forward import forward_snapshot, run_forward
 from ..scheduling.job import Job
 from ..scheduling.scheduler import Scheduler
@@ -67,7 +67,7 @@ def comm_model_function(graph, capacity_of):
 
     def model(benchmark, npb_class, nodes):
         pattern = builtin_pattern(benchmark, len(nodes), npb_class=npb_class)
-        return predict_comm_seconds(pattern, dict(enumerate(nodes)), pair,
+        return pattern_seconds(pattern, dict(enumerate(nodes)), pair,
                                     port_mbps=capacity_of)
 
     return model
@@ -128,7 +128,8 @@ class BatchRun:
     # -- bookkeeping ----------------------------------------------------------------------
 
     def now(self):
-        return time.time() - self.t0
+        """Emulated seconds since the run began."""
+        return self.c.emulated_seconds(time.time() - self.t0)
 
     def _info(self, bj):
         ch = self.chars[(bj.benchmark, bj.npb_class, bj.tasks)]
@@ -183,8 +184,8 @@ class BatchRun:
         now = self.now()
         progress = {}
         for job in running:
-            used = [replies[n]["jobs"].get(job.info["handle"], 0.0) for n in job.nodes
-                    if n in replies]
+            used = [self.c.emulated_seconds(replies[n]["jobs"].get(job.info["handle"], 0.0))
+                    for n in job.nodes if n in replies]
             progress[job.id] = (now - job.start, sum(used) / len(used) if used else 0.0)
         return progress
 
@@ -225,7 +226,7 @@ class BatchRun:
                                iterations=self.s.iterations.get(bj.benchmark), threaded=True)
         job.info["handle"] = handle["job"]
         handle["deadline"] = time.monotonic() + JOB_TIMEOUT_FACTOR * job.info["exe_seconds"] \
-            + self.c.timeout_seconds
+            * self.c.settings.dilation + self.c.timeout_seconds
         self.handles[job] = handle
         rec = self.records[job.id]
         rec.update(start=job.start, nodes=" ".join(job.nodes), status="running")
@@ -271,7 +272,8 @@ class BatchRun:
                 now = self.now()
             self.scheduler.finish(job, now)
             seconds = max(r["result"]["seconds"] for r in replies.values())
-            cpu = sum(r.get("cpu_seconds", 0.0) for r in replies.values()) / len(replies)
+            cpu = self.c.emulated_seconds(
+                sum(r.get("cpu_seconds", 0.0) for r in replies.values()) / len(replies))
             self.records[job.id].update(end=now, status="done", run_seconds=seconds,
                                         cpu_seconds=cpu)
             changed = True

@@ -88,6 +88,12 @@ def cluster_options(p, probe_kib=256):
                    help="scenario seconds per wall second (default 10)")
     p.add_argument("--timeout-seconds", type=positive_float, default=30.0,
                    help="how long the coordinator waits for a node (default 30)")
+    p.add_argument("--dilation", type=positive_float, default=1.0,
+                   help="time dilation K: one emulated second lasts K wall seconds "
+                        "(bandwidths divided by K, latencies and compute phases multiplied "
+                        "by K, the scenario clock slowed by K); every figure is in emulated "
+                        "seconds. More ranks than cores want K of about ranks/cores "
+                        "(default 1; in-process shaping only)")
     p.add_argument("--probe-bytes", type=positive_int, default=probe_kib * 1024,
                    help=f"bytes per bandwidth probe (default {probe_kib} KiB)")
     p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
@@ -117,23 +123,37 @@ def load_cluster(path, nodes=None):
     return graph
 
 
-def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None):
+DEFAULT_SCENARIO_SECONDS = 86400.0
+
+
+def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=True):
     """Run ``program(coordinator)`` on the emulated cluster of ``args``.
 
     Outside mpiexec this launches ``mpiexec -n N+1`` on the same command line; under
     mpiexec every rank checks the rank count, then rank 0 coordinates and the rest serve.
+    Without ``--scenario`` the network plays the stream model (``--seed``), or with
+    ``streams=False`` every link at its capacity.
     """
     from ..network import cluster as clusters
-    from ..network.scenario import default_timeline, load_scenario
+    from ..network.scenario import default_timeline, full_capacity_timeline, load_scenario
 
     cluster = load_cluster(args.cluster, args.nodes) if cluster is None else cluster
-    timeline = (load_scenario(args.scenario, cluster) if args.scenario
-                else default_timeline(cluster, seed=args.seed, duration_seconds=scenario_seconds))
+    if args.scenario:
+        timeline = load_scenario(args.scenario, cluster)
+    elif streams:
+        # a day of scenario at least, so that runs of any usual length play within it (the
+        # coordinator says so if one plays past its end)
+        timeline = default_timeline(cluster, seed=args.seed,
+                                    duration_seconds=max(scenario_seconds, DEFAULT_SCENARIO_SECONDS))
+    else:
+        timeline = full_capacity_timeline(cluster)
     n = len(clusters.node_names(cluster))
     if args.shaping == "tc" and args.testbed != "netns":
         raise UserError("--shaping tc needs --testbed netns (node ranks in network namespaces)")
     if args.testbed and args.shaping != "tc":
         raise UserError("--testbed netns goes with --shaping tc")
+    if args.dilation != 1.0 and args.shaping != "inproc":
+        raise UserError("--dilation needs in-process shaping (--shaping inproc)")
     if not under_mpiexec():
         mpiexec = require_mpiexec()
         if args.shaping == "tc":
@@ -156,7 +176,8 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None):
                   f"(mpiexec -n {n + 1}), not {world.Get_size()}", file=sys.stderr)
         return 2
     settings = Settings(cluster, timeline, time_scale=args.time_scale,
-                        timeout_seconds=args.timeout_seconds)
+                        timeout_seconds=args.timeout_seconds * args.dilation,
+                        dilation=args.dilation)
     if args.shaping == "external":
         settings.shaping = "external"
     if args.shaping == "tc":

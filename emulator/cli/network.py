@@ -1,9 +1,11 @@
-"""Network commands: ``cluster`` (describe a cluster), ``scenario`` (bandwidth over time) and
-``measure`` (measure every pair on the emulated cluster)."""
+"""Network commands: ``cluster`` (describe a cluster), ``scenario`` (bandwidth over time),
+``measure`` (measure every pair on the emulated cluster) and ``flows`` (send flows through
+the emulated network and set them beside the fluid model)."""
 
 import json
 import os
 import sys
+import time
 
 from ..errors import UserError
 from .common import (
@@ -28,6 +30,27 @@ def register(sub):
     meas.add_argument("--repetitions", type=positive_int, default=1,
                       help="probes per pair per round (default 1)")
     meas.add_argument("--json", action="store_true", help="print the status graph as node-link JSON")
+
+    flows = command(sub, "flows",
+                    help="send a flows file through the emulated cluster and beside each flow "
+                         "the fluid model's end (launches mpiexec; --model-only does not)",
+                    examples=["nodesel flows --cluster hostfiles/racks12.toml --flows "
+                              "hostfiles/flows-racks12.csv --model-only",
+                              "nodesel flows --cluster hostfiles/racks12.toml --flows "
+                              "hostfiles/flows-racks12.csv --json --plot flows.png",
+                              "nodesel flows --flows f.csv --scenario matrix.json --dilation 4"],
+                    handler=cmd_flows)
+    cluster_options(flows)
+    flows.set_defaults(time_scale=1.0)
+    flows.add_argument("--flows", required=True,
+                       help="CSV with the header start_seconds,src,dst,size_bytes; a flow's id "
+                            "is its row's index from 0")
+    flows.add_argument("--model-only", action="store_true",
+                       help="the fluid model's ends alone, in this process (no MPI)")
+    flows.add_argument("--json", action="store_true",
+                       help='print {"flows": [{"id", "src", "dst", "size_bytes", '
+                            '"start_seconds", "end_seconds", "model_end_seconds"}]}')
+    flows.add_argument("--plot", help="write a PNG: each flow's span, emulated and modelled")
 
     csub = actions(sub, "cluster", help="cluster descriptions",
                    examples="nodesel cluster show hostfiles/tree16.toml --json")
@@ -89,6 +112,94 @@ def cmd_measure(args):
              f"({len(errors)} pairs, {monitor.seconds:.1f} s per measurement)")
 
     return on_cluster(args, program)
+
+
+def cmd_flows(args):
+    """Each flow of the file sent as one message at its start (emulated seconds from the
+    run's start), its delivery (last byte plus latency) beside the model's."""
+    from ..network import cluster as clusters
+    from ..network.flowfile import read_flows
+    from ..network.scenario import full_capacity_timeline, load_scenario
+    from ..network.sharing import simulate
+
+    cluster = load_cluster(args.cluster, args.nodes)
+    names = clusters.node_names(cluster)
+    flows = read_flows(args.flows, names)
+    timeline = load_scenario(args.scenario, cluster) if args.scenario \
+        else full_capacity_timeline(cluster)
+    model_ends = simulate(cluster, flows, timeline=timeline, time_scale=args.time_scale)
+    rows = [{"id": i, "src": f.src, "dst": f.dst, "size_bytes": int(f.size_bytes),
+             "start_seconds": f.start_seconds, "end_seconds": None,
+             "model_end_seconds": end} for i, (f, end) in enumerate(zip(flows, model_ends))]
+    if args.model_only:
+        return _report_flows(args, rows)
+
+    def program(coordinator):
+        index = {n: i for i, n in enumerate(coordinator.names)}
+        work = [(i, f.start_seconds, index[f.src], index[f.dst], int(f.size_bytes))
+                for i, f in enumerate(flows)]
+        dilation = coordinator.settings.dilation
+        last = max(model_ends) * dilation
+        # every rank gets the work and posts its receives before the first flow starts
+        epoch = time.time() + 0.5 + 0.01 * len(names)
+        handle = coordinator.submit(coordinator.names, "flows", epoch=epoch, flows=work,
+                                    start_wall=epoch,
+                                    timeout_seconds=2 * last + coordinator.timeout_seconds)
+        results = coordinator.wait(handle, timeout=3 * last + 2 * coordinator.timeout_seconds)
+        for ends in results.values():
+            for fid, wall in ends["result"].items():
+                rows[int(fid)]["end_seconds"] = (wall - epoch) / dilation
+        _report_flows(args, rows)
+
+    return on_cluster(args, program, cluster=cluster, streams=False)
+
+
+def _report_flows(args, rows):
+    if args.plot:
+        _plot_flows(rows, args.plot)
+    if args.json:
+        echo(json.dumps({"flows": rows}, indent=1))
+        return 0
+    echo(f"{'id':>4} {'src':>8} {'dst':>8} {'size [B]':>12} {'start [s]':>10} {'end [s]':>10} "
+         f"{'model end [s]':>14} {'off [%]':>8}")
+    for r in rows:
+        end, model = r["end_seconds"], r["model_end_seconds"]
+        span = model - r["start_seconds"]
+        off = "" if end is None or span <= 0 else f"{100 * (end - model) / span:+.1f}"
+        echo(f"{r['id']:>4} {r['src']:>8} {r['dst']:>8} {r['size_bytes']:>12} "
+             f"{r['start_seconds']:>10.4f} {'-' if end is None else f'{end:.4f}':>10} "
+             f"{model:>14.4f} {off:>8}")
+    if args.plot:
+        echo(f"wrote {args.plot}")
+    return 0
+
+
+def _plot_flows(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..files import save_figure
+
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.28 * len(rows)))
+    for k, r in enumerate(rows):
+        ax.plot([r["start_seconds"], r["model_end_seconds"]], [k + 0.15] * 2, color="#6a9fd4",
+                linewidth=4, solid_capstyle="butt", label="model" if k == 0 else None)
+        if r["end_seconds"] is not None:
+            ax.plot([r["start_seconds"], r["end_seconds"]], [k - 0.15] * 2, color="#d4793a",
+                    linewidth=4, solid_capstyle="butt", label="emulated" if k == 0 else None)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"{r['id']}: {r['src']}→{r['dst']}" for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("emulated time [s]")
+    ax.set_title("each flow from its start to its delivery", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def cmd_cluster(args):

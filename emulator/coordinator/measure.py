@@ -132,7 +132,7 @@ class Monitor:
                 finished += 1
                 if progress:
                     progress(finished, total)
-        self.seconds = time.time() - start
+        self.seconds = self.coordinator.emulated_seconds(time.time() - start)
         self.graph = self.status_graph()
         return self.graph
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from ..errors import NodeFailure, UserError
-from ..network.flowmodel import predict_comm_seconds
+from ..network.sharing import pattern_seconds
 from ..selection import METHODS
 from ..selection.maxmin import all_all_select, max_min_select, random_select
 from ..selection.patterns import CLASS_PARAMS, builtin_pattern
@@ -88,7 +88,7 @@ def trial_rounds(groups):
 
 def predicted_seconds(pattern, mapping, pair_mbps, port_mbps, iterations):
     """Flow-model communication seconds of ``iterations`` iterations of ``pattern``."""
-    return iterations * predict_comm_seconds(pattern, mapping, pair_mbps, port_mbps=port_mbps)
+    return iterations * pattern_seconds(pattern, mapping, pair_mbps, port_mbps=port_mbps)
 
 
 def oracle(pattern, nodes, pair_mbps, port_mbps, iterations):
@@ -189,5 +189,6 @@ def decide(coordinator, method, graph, spec, *, epoch, seed=None, timeout=None):
         chosen = selection.candidates[min(range(len(trials)), key=trials.__getitem__)]
     return {"mapping": dict(chosen.mapping), "nodes": list(chosen.nodes),
             "bottleneck_mbps": chosen.bottleneck_mbps, "selection": selection.to_json(),
-            "trial_seconds": trials, "selection_seconds": selected - start,
-            "trials_total_seconds": time.monotonic() - selected}
+            "trial_seconds": trials,
+            "selection_seconds": coordinator.emulated_seconds(selected - start),
+            "trials_total_seconds": coordinator.emulated_seconds(time.monotonic() - selected)}

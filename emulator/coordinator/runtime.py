@@ -18,6 +18,7 @@ hangs the job: the coordinator gives every wait a timeout, checks that node proc
 its own host are still alive, and on a failure names the node and aborts the job.
 """
 
+import math
 import os
 import socket
 import sys
@@ -31,7 +32,7 @@ from skeletons.comm import MPIComm, wait_all  # noqa: E402  (plain communicators
 
 from ..errors import NodeFailure, UserError
 from ..network import cluster as clusters
-from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
+from ..network.scenario import pair_bandwidth_function
 from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
 from . import supervise
@@ -60,11 +61,14 @@ class Settings:
     timeline: object
     time_scale: float = 1.0
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
-    # "inproc": the emulator paces messages; "none": no pacing at all; "tc": real traffic,
-    # shaped by the kernel on the testbed (the coordinator plays the scenario into tc);
-    # "external": real traffic, shaped by someone else or not at all (a real cluster)
+    # "inproc": the emulator paces messages on the cluster's shared model; "tc": real
+    # traffic, shaped by the kernel on the testbed (the coordinator plays the scenario into
+    # tc); "external": real traffic, shaped by someone else or not at all (a real cluster)
     shaping: str = "inproc"
     epoch: float = 0.0
+    # wall seconds per emulated second (in-process shaping): bandwidths divided by it,
+    # latencies and compute phases multiplied by it, the scenario clock slowed by it
+    dilation: float = 1.0
     extra: dict = field(default_factory=dict)
 
 
@@ -83,7 +87,7 @@ def probe(comm, *, size_bytes=1 << 20, repetitions=1):
     that woke late on a busy host is not timed), then rank 0 sends ``size_bytes`` with its
     send time in the first 8 bytes; rank 1 takes the time of receipt and returns the
     achieved Mbit/s of each repetition (timed at the receiver; clocks of one host, or
-    synchronised clocks on a real cluster)."""
+    synchronised clocks on a real cluster), per emulated second."""
     buf = np.ones(max(size_bytes, 8), dtype=np.uint8)  # touched: no page faults mid-copy
     stamp = buf[:8].view(np.float64)
     ready = np.zeros(1, dtype=np.uint8)
@@ -96,7 +100,8 @@ def probe(comm, *, size_bytes=1 << 20, repetitions=1):
         else:
             comm.Send(ready, 0, tag=1)
             comm.Recv(buf, 0, tag=2 + rep)
-            rates.append(buf.nbytes * 8 / (time.time() - float(stamp[0])) / 1e6)
+            seconds = (time.time() - float(stamp[0])) / comm.dilation
+            rates.append(buf.nbytes * 8 / seconds / 1e6)
     return rates if comm.rank == 1 else None
 
 
@@ -112,14 +117,14 @@ def transfer(comm, *, size_bytes, flows=1):
         wait_all([comm.Isend(b, 1, tag=10 + i) for i, b in enumerate(bufs)])
         return None
     wait_all([comm.Irecv(b, 0, tag=10 + i) for i, b in enumerate(bufs)])
-    return time.time() - float(stamp[0])
+    return (time.time() - float(stamp[0])) / comm.dilation
 
 
 @work
 def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_seconds=0.0,
              local_cpu_fraction=0.0):
     """A pattern exchange: per iteration, modeled compute then every edge swaps
-    ``bytes_per_edge`` both ways at once. Returns this rank's wall seconds."""
+    ``bytes_per_edge`` both ways at once. Returns this rank's emulated seconds."""
     start = time.time()
     mine = [b if a == comm.rank else a for a, b in pattern_edges if comm.rank in (a, b)]
     out = np.zeros(bytes_per_edge // 2, dtype=np.uint8)
@@ -131,7 +136,37 @@ def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_secon
         reqs += [comm.Isend(out, peer, tag=3) for peer in mine]
         wait_all(reqs)
     comm.Barrier()
-    return time.time() - start
+    return (time.time() - start) / comm.dilation
+
+
+@work
+def flows(comm, *, flows, start_wall, timeout_seconds):
+    """The flows of ``nodesel flows``: ``flows`` is a list of ``(id, start_seconds, src,
+    dst, size_bytes)`` with group ranks. Each rank sends its flows as one message each at
+    wall time ``start_wall`` + start_seconds (dilated), and takes the time each of its incoming
+    flows is delivered. Returns ``{id: delivery wall time}`` of the flows it received."""
+    me, dilation = comm.rank, comm.dilation
+    out = sorted((f for f in flows if f[2] == me), key=lambda f: (f[1], f[0]))
+    # a source's messages come in the order it sends them (MPI's order on one tag)
+    incoming = sorted((f for f in flows if f[3] == me), key=lambda f: (f[2], f[1], f[0]))
+    payload = np.ones(max((f[4] for f in out), default=1), dtype=np.uint8)  # pre-faulted
+    ids = [f[0] for f in incoming]
+    pending = [comm.Irecv(np.empty(f[4], dtype=np.uint8), f[2], tag=0) for f in incoming]
+    sends, ends = [], {}
+    deadline = time.monotonic() + timeout_seconds
+    while pending or out:
+        due = start_wall + out[0][1] * dilation if out else math.inf
+        left = max(deadline - time.monotonic(), 0.0)
+        done = comm.wait_any(pending, until=due, timeout=left)
+        now = time.time()
+        ends.update((ids[i], now) for i in done)
+        ids = [fid for i, fid in enumerate(ids) if i not in done]
+        pending = [r for i, r in enumerate(pending) if i not in done]
+        while out and time.time() >= start_wall + out[0][1] * dilation:
+            _, _, _, dst, size = out.pop(0)
+            sends.append(comm.Isend(payload[:size], dst, tag=0))
+    wait_all(sends)
+    return ends
 
 
 @work
@@ -152,26 +187,17 @@ def _machine():
     return doorbell.boot_id() or socket.gethostname()
 
 
-def _network(settings, *, dedicated=False):
-    """The node's view of the network: the scenario, or with ``dedicated`` every link at
-    its full capacity (the baseline of slowdowns)."""
-    cluster = settings.cluster
-    names = clusters.node_names(cluster)
-    ports = {n: cluster.nodes[n]["capacity_mbps"] for n in names}
-    if settings.shaping == "none":
-        pair = (lambda a, b, t: 1e6)
-        ports = {n: 1e6 for n in names}
-    else:
-        timeline = full_capacity_timeline(cluster) if dedicated else settings.timeline
-        pair = pair_bandwidth_function(cluster, timeline)
-    latency = cluster.graph.get("latency_ms", 0.0) / 1000.0
-    return Network(pair, ports, latency_seconds=latency, epoch=settings.epoch,
-                   time_scale=settings.time_scale)
+def _network(settings, model):
+    """A node's view of the network: the cluster's one model (the coordinator sets its clock:
+    the scenario, or every link at its capacity for a dedicated run)."""
+    latency = settings.cluster.graph.get("latency_ms", 0.0) / 1000.0
+    return Network(model, latency_seconds=latency, dilation=settings.dilation)
 
 
-def _group_comm(data, settings, networks, names, msg, *, own=False):
+def _group_comm(data, settings, network, names, msg, *, own=False):
     """The communicator a work message runs on; with ``own``, one made for this job alone
-    (its ranks numbered from 0), so jobs that share nodes never see each other's traffic.
+    (its ranks numbered from 0): a job time-sharing its nodes with others. All of them send
+    their flows into the cluster's one model, so jobs that share nodes or links compete.
     Returns (comm, raw MPI communicator to free or None, the job's own bell to close or
     None)."""
     members, raw = msg["members"], None
@@ -181,10 +207,6 @@ def _group_comm(data, settings, networks, names, msg, *, own=False):
         group.Free()
     if settings.shaping in ("tc", "external"):
         return MPIComm(raw), raw, None  # real traffic: a plain communicator over the group
-    network = networks[bool(msg.get("dedicated"))]
-    # a job may run on its own scenario clock (the experiment replays the same scenario
-    # time for every method)
-    network.epoch = msg.get("epoch") or settings.epoch
     nodes = [names[r - 1] for r in members]
     if own:
         bell = bells = None
@@ -199,22 +221,24 @@ def _group_comm(data, settings, networks, names, msg, *, own=False):
                       doorbells=msg.get("doorbells")), raw, None
 
 
-def _run_work(data, settings, networks, names, msg, cpu=None):
+def _run_work(data, settings, network, names, msg, cpu=None):
     """Run one work message; returns the reply."""
     try:
-        comm, raw, bell = _group_comm(data, settings, networks, names, msg,
+        comm, raw, bell = _group_comm(data, settings, network, names, msg,
                                       own=cpu is not None)
         try:
             if cpu is not None:
                 comm.shared_cpu = (cpu, msg["job"])
             result = WORK[msg["fn"]](comm, **msg["kwargs"])
         finally:
+            sent = (comm.bytes_sent, comm.messages_sent)
+            del comm  # its references to the model go back now, not at a later collection
             if raw is not None:
                 raw.Free()
             if bell is not None:
                 bell.close()
         reply = {"ok": True, "job": msg["job"], "result": result,
-                 "bytes_sent": comm.bytes_sent, "messages_sent": comm.messages_sent}
+                 "bytes_sent": sent[0], "messages_sent": sent[1]}
         if cpu is not None:
             reply["cpu_seconds"] = cpu.cpu_seconds(msg["job"])
         return reply
@@ -227,21 +251,22 @@ def _run_work(data, settings, networks, names, msg, cpu=None):
             cpu.forget(msg["job"])
 
 
-def serve_node(world, control, data, settings):
-    """Serve the coordinator until it says stop."""
+def serve_node(world, control, data, settings, model=None):
+    """Serve the coordinator until it says stop. ``model``: the cluster's shared network
+    model (in-process shaping)."""
     import threading
 
     names = clusters.node_names(settings.cluster)
     me = world.Get_rank()
-    networks = {False: _network(settings), True: _network(settings, dedicated=True)}
+    network = None if model is None else _network(settings, model)
     load = None
     cpu = NodeCPU()
     threads = {}  # job -> thread of a threaded work
     hello = {"pid": os.getpid(), "machine": _machine()}
-    bell = doorbell.local() if settings.shaping in ("inproc", "none") else None
+    bell = doorbell.local() if settings.shaping == "inproc" else None
     if bell is not None:
         hello.update(bell=bell.address, place=doorbell.place())
-    if settings.shaping in ("inproc", "none"):
+    if settings.shaping == "inproc":
         from ..shaping import engine
 
         engine.use_compiled()  # binds the compiled message path now, not in a timed job
@@ -262,7 +287,7 @@ def serve_node(world, control, data, settings):
                                (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
 
     def threaded(msg):
-        reply = _run_work(data, settings, networks, names, msg, cpu)
+        reply = _run_work(data, settings, network, names, msg, cpu)
         reply_to_coordinator(reply, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
 
     try:
@@ -288,7 +313,7 @@ def serve_node(world, control, data, settings):
                 continue
             try:
                 if op == "work":
-                    reply = _run_work(data, settings, networks, names, msg)
+                    reply = _run_work(data, settings, network, names, msg)
                 elif op == "load":
                     spec = LoadSpec(**msg["spec"])
                     cpu.set_local(spec.cpu_fraction)
@@ -329,8 +354,9 @@ class Coordinator:
     are drained before the peers get new work, so a failure costs one job, not the run.
     """
 
-    def __init__(self, world, control, settings):
+    def __init__(self, world, control, settings, model=None):
         self.world, self.control, self.settings = world, control, settings
+        self.model = model  # the cluster's shared network model (in-process shaping)
         self.names = clusters.node_names(settings.cluster)
         self.nranks = world.Get_size() - 1
         self.timeout_seconds = settings.timeout_seconds
@@ -460,8 +486,12 @@ class Coordinator:
         whatever else its nodes run (time sharing, see :func:`serve_node`).
         """
         members = [self.rank_of(n) for n in nodes]
+        epoch = self.settings.epoch if epoch is None else epoch
         if self.shaper is not None:  # kernel shaping: bring tc to this job's network
-            self.shaper.use(self.settings.epoch if epoch is None else epoch, dedicated)
+            self.shaper.use(epoch, dedicated)
+        if self.model is not None:  # in-process: the model's clock and network for this job
+            self.model.set_clock(epoch=epoch, time_scale=self.settings.time_scale,
+                                 dilation=self.settings.dilation, dedicated=dedicated)
         self._settle(members)
         gone = [n for n in nodes if n in self.down]
         if gone:
@@ -569,11 +599,25 @@ class Coordinator:
 
     def clock(self, scenario_seconds):
         """An epoch that puts scenario time ``scenario_seconds`` at this instant."""
-        return time.time() - scenario_seconds / self.settings.time_scale
+        return time.time() - scenario_seconds * self.settings.dilation / self.settings.time_scale
 
     def scenario_time(self, epoch=None):
         return (time.time() - (self.settings.epoch if epoch is None else epoch)) \
-            * self.settings.time_scale
+            * self.settings.time_scale / self.settings.dilation
+
+    def emulated_seconds(self, wall_seconds):
+        """Emulated seconds of a span of wall time (the dilation undone)."""
+        return wall_seconds / self.settings.dilation
+
+    def scenario_report(self):
+        """How much of the scenario the run played: ``{"scenario_seconds_played",
+        "scenario_seconds", "past_end"}`` (in-process shaping; None otherwise)."""
+        if self.model is None:
+            return None
+        clock = self.model.clock()
+        played, duration = clock["scenario_seconds_played"], clock["scenario_seconds"]
+        return {"scenario_seconds_played": played, "scenario_seconds": duration,
+                "past_end": played > duration}
 
     def true_pair_mbps(self, a, b, scenario_seconds=None):
         t = self.scenario_time() if scenario_seconds is None else scenario_seconds
@@ -618,30 +662,50 @@ def launch(program, settings, *, world=None):
     coordinator is printed, naming the node, and aborts the whole job (exit status 3).
     """
     world = world or MPI.COMM_WORLD
-    if world.Get_rank() == 0 and settings.shaping in ("inproc", "none") and \
+    if world.Get_rank() == 0 and settings.shaping == "inproc" and \
             doorbell.local() is not None:
         settings.extra["coordinator_bell"] = (doorbell.local().address, doorbell.place())
     settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
     control = world.Dup()
     data = world.Dup()
+    model = None
+    if settings.shaping == "inproc":
+        from ..shaping.window import SpansMachines, shared_model
+
+        try:
+            model = shared_model(world, settings.cluster, settings.timeline)
+        except SpansMachines as e:
+            if world.Get_rank() == 0:
+                print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
     supervise.joined()  # past the collectives: from here a failure is timed out, not hung
     if world.Get_rank() != 0:
-        serve_node(world, control, data, settings)
+        serve_node(world, control, data, settings, model)
+        if model is not None:
+            model.close()
         return None
     report_started()  # every rank is past the Dup collectives
     coordinator = None
     try:
-        coordinator = Coordinator(world, control, settings)
+        coordinator = Coordinator(world, control, settings, model)
         if settings.shaping == "tc":
             from ..kernel.kernelshaper import KernelShaper
 
             coordinator.shaper = KernelShaper.from_settings(settings)
         result = program(coordinator)
+        report = coordinator.scenario_report()
+        if report and report["past_end"]:
+            print(f"nodesel: warning: the run played {report['scenario_seconds_played']:.0f} "
+                  f"scenario seconds, past the end of its scenario "
+                  f"({report['scenario_seconds']:.0f} s); the last bandwidths held after it",
+                  file=sys.stderr, flush=True)
         coordinator.stop()
         if coordinator.down:  # dead ranks cannot take part in MPI's finalize
             print(f"nodesel: nodes down at the end: {', '.join(sorted(coordinator.down))}",
                   file=sys.stderr, flush=True)
             _abort(world, 0)
+        if model is not None:
+            model.close()
         return result
     except NodeFailure as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)

@@ -317,6 +317,7 @@ class Experiment:
         summary = summarize(self.rows, self.config.to_json(), complete=complete,
                             events=self.events)
         summary["files"] = {k: os.path.basename(v) for k, v in self.paths.items()}
+        summary["scenario"] = self.coordinator.scenario_report()
         if wall_seconds is not None:
             summary["wall_seconds"] = wall_seconds
         write_json_atomic(self.paths["summary"], summary)

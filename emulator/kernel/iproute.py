@@ -18,7 +18,7 @@ import ipaddress
 import re
 
 from ..errors import UserError
-from ..network.flowmodel import burst_bytes
+from ..network.sharing import burst_bytes
 
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")  # Linux interface names: at most 15 characters
 MAX_RATE_MBPS = 100_000.0

@@ -2,5 +2,7 @@
 
 Open ``cluster`` first (nodes, switches, hostfiles as a networkx graph), then ``scenario``
 (bandwidth timelines: the stream model, static matrices, CSV traces). ``netgraph`` reads and
-writes network status graphs as node-link JSON; ``flowmodel`` predicts how flows share links.
+writes network status graphs as node-link JSON; ``sharing`` is how every flow shares the
+network: one fluid model, max-min fair, for the emulator and every prediction (in C,
+``_fluid``).
 """

@@ -6,9 +6,11 @@ a time-ordered list of changes. Three kinds of input give a timeline:
 ``streams`` (the default; Goteti and Subhlok §3.3)
     Every link is shared by S other streams and gets ``capacity / (S + 1)``. Every
     ``interval_seconds`` one stream enters or leaves a random link. Bandwidth stays within
-    ``[floor_mbps, capacity]``: a link has at most ``ceil(capacity/floor) - 1`` streams (a
+    ``[floor_mbps, capacity]``: a link has at most ``floor(capacity/floor) - 1`` streams (a
     stream cannot enter a full link; it leaves instead), and an idle link gains one. The
     initial S of every link is uniform in ``0..initial_max_streams``. The model is seeded.
+    The timeline keeps each link's S beside its bandwidth (``streams``): the shared network
+    model (:mod:`emulator.network.sharing`) makes them background flows on the link.
 ``static``
     A node-link JSON graph whose edges carry ``bandwidth_mbps`` (the network status graph
     format): one bandwidth per pair, for ever.
@@ -42,12 +44,16 @@ FORMAT_VERSION = 1
 
 @dataclass
 class Timeline:
-    """Links ``(a, b, capacity_mbps)``, their bandwidth at time 0, and the changes after."""
+    """Links ``(a, b, capacity_mbps)``, their bandwidth at time 0, and the changes after.
+
+    ``streams``, for a stream-model timeline: the competing streams of each link at time 0
+    and after each event (``(initial, per event)``); None where only bandwidths are known."""
 
     links: list
     initial_mbps: list
     events: list = field(default_factory=list)  # (time_seconds, link index, bandwidth_mbps)
     meta: dict = field(default_factory=dict)
+    streams: tuple = None
 
     def __post_init__(self):
         self._index = {frozenset((a, b)): i for i, (a, b, _) in enumerate(self.links)}
@@ -75,10 +81,15 @@ class Timeline:
         return self.meta.get("duration_seconds", self.events[-1][0] if self.events else 0.0)
 
     def to_json(self):
-        return {"format": "nodesel-timeline", "version": FORMAT_VERSION, **self.meta,
-                "links": [{"a": a, "b": b, "capacity_mbps": c} for a, b, c in self.links],
-                "initial_mbps": self.initial_mbps,
-                "events": [{"t": t, "link": i, "bandwidth_mbps": bw} for t, i, bw in self.events]}
+        events = [{"t": t, "link": i, "bandwidth_mbps": bw} for t, i, bw in self.events]
+        out = {"format": "nodesel-timeline", "version": FORMAT_VERSION, **self.meta,
+               "links": [{"a": a, "b": b, "capacity_mbps": c} for a, b, c in self.links],
+               "initial_mbps": self.initial_mbps, "events": events}
+        if self.streams is not None:
+            out["initial_streams"] = list(self.streams[0])
+            for e, s in zip(events, self.streams[1]):
+                e["streams"] = s
+        return out
 
     def write(self, path):
         write_json_atomic(path, self.to_json())
@@ -91,8 +102,8 @@ class Timeline:
                 raise InputFileError(path, f"link {a}-{b}", "not a link of the cluster")
 
 
-def _stream_bandwidth(capacity, streams, floor):
-    return min(capacity, max(floor, capacity / (streams + 1)))
+def _stream_bandwidth(capacity, streams):
+    return capacity / (streams + 1)
 
 
 def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAULT_INTERVAL_SECONDS,
@@ -110,9 +121,11 @@ def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAUL
         raise ValueError("duration must be >= 0, interval and floor positive, initial streams >= 0")
     rng = random.Random(seed)
     link_list = clusters.links(cluster)
-    max_streams = [max(0, math.ceil(cap / floor_mbps) - 1) for _, _, cap in link_list]
+    # S streams leave capacity / (S + 1), never below the floor
+    max_streams = [max(0, math.floor(cap / floor_mbps + 1e-9) - 1) for _, _, cap in link_list]
     streams = [min(rng.randint(0, initial_max_streams), mx) for mx in max_streams]
-    initial = [_stream_bandwidth(cap, s, floor_mbps) for (_, _, cap), s in zip(link_list, streams)]
+    initial = [_stream_bandwidth(cap, s) for (_, _, cap), s in zip(link_list, streams)]
+    initial_streams, event_streams = list(streams), []
     events = []
     steps = int(duration_seconds // interval_seconds)
     for step in range(1, steps + 1):
@@ -125,12 +138,13 @@ def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAUL
         if max_streams[i] == 0:
             continue
         streams[i] += 1 if enter else -1
-        events.append((step * interval_seconds, i,
-                       _stream_bandwidth(link_list[i][2], streams[i], floor_mbps)))
+        events.append((step * interval_seconds, i, _stream_bandwidth(link_list[i][2], streams[i])))
+        event_streams.append(streams[i])
     meta = {"kind": "streams", "seed": seed, "duration_seconds": float(duration_seconds),
             "interval_seconds": float(interval_seconds), "floor_mbps": float(floor_mbps),
             "initial_max_streams": initial_max_streams}
-    return Timeline([tuple(l) for l in link_list], initial, events, meta)
+    return Timeline([tuple(l) for l in link_list], initial, events, meta,
+                    (initial_streams, event_streams))
 
 
 def static_timeline(network, cluster=None, path="<static>"):
@@ -225,8 +239,19 @@ def timeline_from_json(data, path="<timeline>"):
         if not bw > 0:
             raise InputFileError(path, f"initial_mbps[{i}]", f"bandwidth must be positive, got {bw}")
     meta = {k: v for k, v in data.items()
-            if k not in ("format", "version", "links", "initial_mbps", "events")}
-    return Timeline(link_list, initial, events, meta)
+            if k not in ("format", "version", "links", "initial_mbps", "events",
+                         "initial_streams")}
+    streams = None
+    if "initial_streams" in data:
+        try:
+            streams = ([int(s) for s in data["initial_streams"]],
+                       [int(e["streams"]) for e in data["events"]])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputFileError(path, "initial_streams/events", f"malformed streams: {e!r}") \
+                from None
+        if len(streams[0]) != len(link_list) or min(streams[0] + streams[1], default=0) < 0:
+            raise InputFileError(path, "initial_streams", "needs one count >= 0 per link")
+    return Timeline(link_list, initial, events, meta, streams)
 
 
 def load_scenario(path, cluster):

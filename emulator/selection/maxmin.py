@@ -34,7 +34,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import PatternDoesNotFitError, TooManyProcessesError
-from ..network.flowmodel import predict_comm_seconds
+from ..network.sharing import pattern_seconds
 from ..network.netgraph import COMPUTE, compute_nodes
 from .patterns import generic_pattern
 
@@ -654,7 +654,7 @@ def _port_lookup(network, nodes):
 def _candidate(pattern, nodes, matrix, idx_by_rank, ports):
     index = {nodes[i]: i for i in idx_by_rank}
     mapping = {r: nodes[i] for r, i in enumerate(idx_by_rank)}
-    seconds = predict_comm_seconds(
+    seconds = pattern_seconds(
         pattern, mapping, lambda u, v: matrix[index[u], index[v]], port_mbps=ports.__getitem__)
     group = sorted((nodes[i] for i in idx_by_rank), key=lambda n: nodes.index(n))
     return Candidate(group, mapping, _bottleneck(pattern, idx_by_rank, matrix), seconds)
@@ -697,7 +697,7 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     as far as needed, and the groups come out best first (a complete pattern's branch and
     bound finds the k best in one pass). Groups tied with the k-th are collected briefly and
     ranked by the predicted communication time of a flow model
-    (:func:`emulator.flowmodel.predict_comm_seconds`). Searches break the pattern's
+    (:func:`emulator.network.sharing.pattern_seconds`). Searches break the pattern's
     symmetries (conditions from its automorphism group, or twin ranks and interchangeable
     clique components when those remove more), so each node group is searched once.
 

@@ -1,6 +1,13 @@
-/* The shaped communicator's message path in C: the same model, wire format and waits as
- * emulator/shaping/comm.py (read its module docstring for the model), one Engine per
- * communicator.
+/* The shaped communicator's message path in C: the wire format and waits of
+ * emulator/shaping/comm.py (read its module docstring), one Engine per communicator, over
+ * the cluster's one fluid model (emulator/network/_fluid.c, reached through its capsule).
+ *
+ * A send registers its flow in the model (the sender's node to the receiver's, its size,
+ * both parties' doorbells) and sends a header naming the flow's slot, then the payload.
+ * The receiver delivers a message once the model has moved its last byte, a latency later,
+ * and MPI has moved its payload; a sender of more than the socket buffer is released when
+ * what its flow has left fits the buffer. Both read their flows' state under the model's
+ * lock; a re-solve that brings a flow's end or release earlier rings its party.
  *
  * MPI is called through function pointers that emulator/shaping/engine.py takes from the
  * MPI library mpi4py loaded, after checking that its ABI is MPICH's (int handles; the
@@ -9,7 +16,7 @@
  *
  * The GIL is held except while sleeping or blocked in MPI_Wait: every structure here,
  * including the list of sends in flight shared by the engines of one process, is touched
- * only with it held.
+ * only with it held. The model has its own lock (between processes too).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,6 +32,8 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "fluid.h"
+
 /* the constants of comm.py (EARLY_*: doorbell.py's; the module exports them for a check) */
 #define POLL_MIN_SECONDS 0.00005
 #define POLL_MAX_SECONDS 0.0002
@@ -33,17 +42,11 @@
 #define EARLY_POLL_MAX_SECONDS 0.002
 #define LEAD_MAX_SECONDS 0.0001
 #define LEAD_WEIGHT 0.1
-#define MIN_STEP_SECONDS 1e-6
 #define EAGER_BYTES (16 * 1024)
 #define SEND_BUFFER_BYTES (512 * 1024)
-#define BUFFER_BITS (SEND_BUFFER_BYTES * 8.0)
-enum { SLOT_HEADER = 0, SLOT_PAYLOAD = 1, SLOT_ACK = 2, SLOT_EGRESS = 3, TAG_SLOTS = 4 };
-#define HEADER_BYTES 32 /* struct "dddq": send wall time, bytes, sender's open flows, seq */
-#define NOTE_BYTES 16   /* "dd": wall time, sender's open flows from then (or ENDED) */
-#define ENDED -1        /* a note's count: one of the sender's flows ended then */
-#define NOTICE_BYTES 17 /* "dq?": wall time, the send's seq, final (else release) */
+enum { SLOT_HEADER = 0, SLOT_PAYLOAD = 1, TAG_SLOTS = 2 };
+#define HEADER_BYTES 32 /* struct "ddqq": flow start (wall), bytes, model slot, slot generation */
 #define UNSET (-1.0)    /* a time not yet known (wall times are positive) */
-#define MTU_BYTES 1514
 
 /* -- MPI through the loaded library ------------------------------------------------ */
 
@@ -91,7 +94,11 @@ static double mono_now(void)
 /* how late this process delivers after a timed sleep (comm.py's _lead_seconds) */
 static double lead_seconds = 0.0;
 
-/* sends in flight whose request nobody waits for: eager packets, notices, notes */
+/* Waits whose sleep ran its whole safety-net length (nothing due, no ring) and then found
+ * something to complete: wake-ups a ring or a due time should have given and did not. */
+static long long net_catches = 0, net_wakes = 0;
+
+/* sends in flight whose request nobody waits for: eager packets */
 typedef struct { int request; char *mem; } InFlight;
 static InFlight *in_flight = NULL;
 static Py_ssize_t n_in_flight = 0, cap_in_flight = 0;
@@ -133,16 +140,19 @@ static void test_in_flight(void)
 
 struct Req;
 
+/* An incoming message: its flow in the model and its payload. */
 typedef struct Flow {
     int src, tag;
-    long long nbytes, seq;
-    double start, credit_bits, remaining_bits, done_at, release_at;
-    int released, acked, staged, moving, in_commit;
+    long long nbytes;
+    int32_t slot;
+    uint32_t gen;
+    double start, end, wake; /* wall: the flow's start; its last byte (projected until done);
+                                when to look at it again */
+    int done, moving, staged;
     int request;
     char *mem;  /* what this flow owns: the eager packet or a staging buffer */
     char *data; /* the payload: in mem, or straight in the bound receive's buffer */
     struct Req *bound;
-    double commit_remaining, commit_done, commit_release;
 } Flow;
 
 typedef struct Req {
@@ -155,13 +165,15 @@ typedef struct Req {
     int has_view;
     PyObject *data;      /* receives into None: the bytes */
     double start_at, due_at; /* receives: the flow's start and delivery in the model */
-    long long seq;       /* larger sends */
-    int released, n_mpi;
+    int32_t slot;        /* larger sends: the flow in the model */
+    uint32_t gen;
+    int holds, released, n_mpi; /* larger sends: holds a reference to its flow until released */
+    double wake;         /* larger sends not yet released: when to look again */
     int mpi[2];
     char *header;
 } Req;
 
-typedef struct { double *t; int *count; int n, cap; } Egress;
+typedef struct { int32_t slot; uint32_t gen; int party; } Drop;
 
 typedef struct {
     PyObject_HEAD
@@ -169,10 +181,12 @@ typedef struct {
     int *members;
     int *index_of;   /* world rank -> member index, -1 if not a member */
     int n_world;
-    double *port_bps;
+    int *node;       /* the model's index of each member's node */
     double latency, timeout, bell_max;
-    PyObject *pair_fn;  /* pair_fn(source index, wall) -> (bit/s, next change wall) */
     PyObject *owner;    /* free for the Python side (the communicator's node names) */
+    PyObject *model;    /* the fluid model (its Python object, kept alive) */
+    void *fluid;
+    const FluidAPI *api;
     int bell_fd;
     struct sockaddr_un *bells;
     socklen_t *bell_len;
@@ -182,17 +196,9 @@ typedef struct {
     int n_posted, cap_posted;
     Req **sends;
     int n_sends, cap_sends;
-    long long seq;
-    double clock, commit_t, finish, horizon, next_release;
-    int has_commit, dirty, busy;
-    Egress *egress;
-    double *pair_lo, *pair_hi, *pair_bps;
-    double *tokens, *busy_until;
-    char *has_bucket;
-    int *scratch_count;
-    Flow **active;
-    double *rates;
-    int cap_active, cap_rates;
+    Drop *drops;     /* references to give back at the next look at the model */
+    int n_drops, cap_drops;
+    int busy;
     long long bytes_sent, messages_sent;
     long long arrivals; /* messages taken from MPI so far */
     /* the last ring that has brought nothing yet: when (monotonic), and arrivals then */
@@ -236,330 +242,22 @@ static void ring(Engine *e, int peer)
                e->bell_len[peer]);
 }
 
-/* -- the fluid model ---------------------------------------------------------------- */
-
-/* Available bandwidth from src to this node at wall time t; *next: when it changes. The
- * scenario is asked once per piece of constant bandwidth. -1 with an exception set. */
-static double pair_bps(Engine *e, int src, double t, double *next)
+/* A member's bell address as the model keeps it (NULL, 0 without bells). */
+static const char *bell_name(Engine *e, int peer, int *len)
 {
-    double lo = e->pair_lo[src], hi = e->pair_hi[src];
-    if (lo <= t && t < hi) {
-        *next = hi;
-        return e->pair_bps[src];
+    if (e->bell_fd < 0) {
+        *len = 0;
+        return NULL;
     }
-    PyObject *r = PyObject_CallFunction(e->pair_fn, "id", src, t);
-    if (!r)
+    *len = (int)(e->bell_len[peer] - offsetof(struct sockaddr_un, sun_path));
+    return e->bells[peer].sun_path;
+}
+
+static int defer_drop(Engine *e, int32_t slot, uint32_t gen, int party)
+{
+    if (grow((void **)&e->drops, &e->cap_drops, e->n_drops + 1, sizeof(Drop)))
         return -1;
-    double bps, nxt;
-    if (!PyArg_ParseTuple(r, "dd", &bps, &nxt)) {
-        Py_DECREF(r);
-        return -1;
-    }
-    Py_DECREF(r);
-    if (t < lo && lo < nxt) /* no change from t up to the known piece: it extends back */
-        nxt = hi;
-    e->pair_lo[src] = t;
-    e->pair_hi[src] = nxt;
-    e->pair_bps[src] = bps;
-    *next = nxt;
-    return bps;
-}
-
-static double egress_bps(Engine *e, int src, double t, double *next)
-{
-    Egress *g = &e->egress[src];
-    int lo = 0, hi = g->n; /* bisect_right */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (t < g->t[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    int flows = lo && g->count[lo - 1] > 1 ? g->count[lo - 1] : 1;
-    *next = lo < g->n ? g->t[lo] : INFINITY;
-    return e->port_bps[src] / flows;
-}
-
-static int note_egress(Engine *e, int src, double t, int count)
-{
-    Egress *g = &e->egress[src];
-    int lo = 0, hi = g->n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (t < g->t[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    int before = lo ? g->count[lo - 1] : 1;
-    if (count == ENDED) { /* one flow fewer than src said from t on (comm.py's _note_egress) */
-        for (int i = lo; i < g->n; i++)
-            g->count[i]--;
-        count = before - 1;
-    } else {
-        if (count < 1)
-            count = 1;
-        if (before == count)
-            return 0;
-    }
-    int cap_t = g->cap, cap_c = g->cap;
-    if (grow((void **)&g->t, &cap_t, g->n + 1, sizeof(double)) ||
-        grow((void **)&g->count, &cap_c, g->n + 1, sizeof(int)))
-        return -1;
-    g->cap = cap_t < cap_c ? cap_t : cap_c;
-    memmove(g->t + lo + 1, g->t + lo, (size_t)(g->n - lo) * sizeof(double));
-    memmove(g->count + lo + 1, g->count + lo, (size_t)(g->n - lo) * sizeof(int));
-    g->t[lo] = t;
-    g->count[lo] = count;
-    g->n++;
-    e->dirty = 1;
-    return 0;
-}
-
-static double burst_bits(double rate_bps)
-{
-    double b = floor(rate_bps / 8.0 * 0.0002);
-    return 8.0 * (b > 2 * MTU_BYTES ? b : 2 * MTU_BYTES);
-}
-
-/* What the pair's token bucket saves a new flow of `bits` (comm.py's _burst_credit). */
-static double burst_credit(Engine *e, int src, double start, double bits)
-{
-    double next;
-    double rate = pair_bps(e, src, start, &next);
-    if (rate < 0 && PyErr_Occurred())
-        return -1;
-    if (e->port_bps[src] < rate)
-        rate = e->port_bps[src];
-    if (bits == 0 || rate <= 0)
-        return 0.0;
-    double full = burst_bits(rate);
-    double tokens = full, busy = -INFINITY;
-    if (e->has_bucket[src]) {
-        tokens = e->tokens[src];
-        busy = e->busy_until[src];
-    }
-    double idle = start - busy;
-    tokens = fmin(full, tokens + rate * (idle > 0 ? idle : 0.0));
-    double credit = fmin(tokens, bits);
-    e->tokens[src] = tokens - credit;
-    e->busy_until[src] = (busy > start ? busy : start) + (bits - credit) / rate;
-    e->has_bucket[src] = 1;
-    return credit;
-}
-
-/* Active flows at wall time t into e->active, their rates into e->rates; returns how many
- * (-1 on error) and sets *change to the next change of any rate. */
-static int rates_at(Engine *e, double t, double *change)
-{
-    if (grow((void **)&e->active, &e->cap_active, e->n_flows, sizeof(Flow *)) ||
-        grow((void **)&e->rates, &e->cap_rates, e->n_flows, sizeof(double)))
-        return -1;
-    int n = 0;
-    for (int i = 0; i < e->n_flows; i++) {
-        Flow *f = e->flows[i];
-        if (f->done_at == UNSET && f->start <= t)
-            e->active[n++] = f;
-    }
-    *change = INFINITY;
-    if (!n)
-        return 0;
-    double ingress = e->port_bps[e->rank], pc, ec;
-    if (n == 1) {
-        int src = e->active[0]->src;
-        double pair = pair_bps(e, src, t, &pc);
-        if (pair < 0 && PyErr_Occurred())
-            return -1;
-        double egress = egress_bps(e, src, t, &ec);
-        e->rates[0] = fmin(fmin(pair, ingress), egress);
-        *change = fmin(pc, ec);
-        return 1;
-    }
-    for (int i = 0; i < n; i++)
-        e->scratch_count[e->active[i]->src] = 0;
-    for (int i = 0; i < n; i++)
-        e->scratch_count[e->active[i]->src]++;
-    ingress /= n;
-    for (int i = 0; i < n; i++) {
-        int src = e->active[i]->src;
-        double pair = pair_bps(e, src, t, &pc);
-        if (pair < 0 && PyErr_Occurred())
-            return -1;
-        double egress = egress_bps(e, src, t, &ec);
-        e->rates[i] = fmin(fmin(pair / e->scratch_count[src], ingress), egress);
-        *change = fmin(*change, fmin(pc, ec));
-    }
-    return n;
-}
-
-/* Run the fluid model of incoming flows up to wall time `now` from the last commit (see
- * comm.py's _run_model); returns the next completion at the current rates, NAN on error. */
-static double run_model(Engine *e, double now)
-{
-    if (!e->has_commit) {
-        if (!e->n_flows) {
-            e->clock = now;
-            e->horizon = e->next_release = INFINITY;
-            return INFINITY;
-        }
-        double first = INFINITY;
-        for (int i = 0; i < e->n_flows; i++)
-            first = fmin(first, e->flows[i]->start);
-        e->has_commit = 1;
-        e->commit_t = first;
-        for (int i = 0; i < e->n_flows; i++)
-            e->flows[i]->in_commit = 0;
-    }
-    double t = e->commit_t;
-    for (int i = 0; i < e->n_flows; i++) {
-        Flow *f = e->flows[i];
-        if (f->in_commit) {
-            f->remaining_bits = f->commit_remaining;
-            f->done_at = f->commit_done;
-            f->release_at = f->commit_release;
-        } else {
-            if (f->start < t)
-                f->start = t;
-            f->remaining_bits = f->nbytes * 8.0 - f->credit_bits;
-            f->done_at = f->nbytes ? UNSET : f->start;
-            f->release_at = UNSET;
-        }
-    }
-    for (;;) {
-        double change;
-        int n = rates_at(e, t, &change);
-        if (n < 0)
-            return NAN;
-        double finish = INFINITY, start = INFINITY;
-        for (int i = 0; i < n; i++)
-            if (e->rates[i] > 0)
-                finish = fmin(finish, t + e->active[i]->remaining_bits / e->rates[i]);
-        for (int i = 0; i < e->n_flows; i++) {
-            Flow *f = e->flows[i];
-            if (f->done_at == UNSET && f->start > t)
-                start = fmin(start, f->start);
-        }
-        if (!n && start == INFINITY && t < now)
-            t = now; /* nothing moves until a new flow comes */
-        if (t >= now) {
-            double release = INFINITY;
-            for (int i = 0; i < n; i++) {
-                Flow *f = e->active[i];
-                if (f->release_at == UNSET && e->rates[i] > 0)
-                    release = fmin(release, t + (f->remaining_bits - BUFFER_BITS) / e->rates[i]);
-            }
-            e->clock = t;
-            e->next_release = release;
-            e->horizon = fmin(fmin(finish, change), fmin(release, start));
-            return finish;
-        }
-        /* never step by less than MIN_STEP_SECONDS (a float64 step at 1.7e9 s is 0.24 us) */
-        double horizon = fmin(fmin(now, change), fmin(finish, start));
-        if (horizon < t + MIN_STEP_SECONDS)
-            horizon = t + MIN_STEP_SECONDS;
-        for (int i = 0; i < n; i++) {
-            Flow *f = e->active[i];
-            double r = e->rates[i], before = f->remaining_bits;
-            f->remaining_bits -= r * (horizon - t);
-            if (f->remaining_bits <= r * MIN_STEP_SECONDS) {
-                f->remaining_bits = 0.0;
-                f->done_at = horizon;
-            }
-            if (f->release_at == UNSET && f->remaining_bits <= BUFFER_BITS + r * MIN_STEP_SECONDS)
-                f->release_at = fmin(t + (before - BUFFER_BITS) / r, horizon);
-        }
-        t = horizon;
-    }
-}
-
-static void commit_model(Engine *e)
-{
-    if (e->n_flows) {
-        e->has_commit = 1;
-        e->commit_t = e->clock;
-        for (int i = 0; i < e->n_flows; i++) {
-            Flow *f = e->flows[i];
-            f->in_commit = 1;
-            f->commit_remaining = f->remaining_bits;
-            f->commit_done = f->done_at;
-            f->commit_release = f->release_at;
-        }
-    } else {
-        e->has_commit = 0;
-    }
-    e->dirty = 1;
-}
-
-/* -- notices between the ends of a flow ------------------------------------------- */
-
-static int send_small(Engine *e, const void *bytes, int size, int peer, int tag)
-{
-    char *mem = malloc(size ? size : 1);
-    if (!mem) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(mem, bytes, size);
-    int request;
-    if (M.isend(mem, size, M.byte, e->members[peer], tag, e->comm, &request)) {
-        free(mem);
-        PyErr_SetString(PyExc_RuntimeError, "MPI_Isend failed");
-        return -1;
-    }
-    if (keep(request, mem))
-        return -1;
-    ring(e, peer);
-    return 0;
-}
-
-/* Tell a flow's sender that it finished (final) or was released at `at`. */
-static int notify(Engine *e, Flow *f, double at, int final)
-{
-    char packet[NOTICE_BYTES];
-    memcpy(packet, &at, 8);
-    memcpy(packet + 8, &f->seq, 8);
-    packet[16] = (char)(final != 0);
-    return send_small(e, packet, NOTICE_BYTES, f->src, mpi_tag(e, f->tag, SLOT_ACK));
-}
-
-/* Tell the receivers of this sender's open flows that it has `count` flows from t. */
-static int announce_egress(Engine *e, double t, int count, int skip)
-{
-    char packet[NOTE_BYTES];
-    double c = count;
-    memcpy(packet, &t, 8);
-    memcpy(packet + 8, &c, 8);
-    for (int peer = 0; peer < e->n; peer++) {
-        if (peer == skip)
-            continue;
-        for (int i = 0; i < e->n_sends; i++)
-            if (e->sends[i]->peer == peer) {
-                if (send_small(e, packet, NOTE_BYTES, peer, mpi_tag(e, 0, SLOT_EGRESS)))
-                    return -1;
-                break;
-            }
-    }
-    return 0;
-}
-
-static int notices(Engine *e, double now)
-{
-    for (int i = 0; i < e->n_flows; i++) {
-        Flow *f = e->flows[i];
-        if (f->acked)
-            continue;
-        if (!f->released && f->release_at != UNSET && f->release_at <= now) {
-            f->released = 1;
-            if (f->nbytes > SEND_BUFFER_BYTES && notify(e, f, f->release_at, 0))
-                return -1;
-        }
-        if (f->done_at != UNSET && f->done_at <= now) {
-            f->acked = f->released = 1;
-            if (notify(e, f, f->done_at, 1))
-                return -1;
-        }
-    }
+    e->drops[e->n_drops++] = (Drop){slot, gen, party};
     return 0;
 }
 
@@ -581,30 +279,77 @@ static void release_send(Req *r)
 
 static double lead(Engine *e) { return fmin(lead_seconds, e->latency); }
 
+/* -- the model ------------------------------------------------------------------------ */
+
+/* Look at the model: advance it to now, give back deferred references, and read the state
+ * of every incoming flow not yet done and every send not yet released. */
+static void look(Engine *e, double now)
+{
+    int senders = 0;
+    for (int i = 0; i < e->n_sends; i++)
+        senders |= e->sends[i]->holds;
+    int receivers = 0;
+    for (int i = 0; i < e->n_flows; i++)
+        receivers |= !e->flows[i]->done;
+    if (!senders && !receivers && !e->n_drops)
+        return;
+    const FluidAPI *api = e->api;
+    api->lock(e->fluid);
+    api->advance(e->fluid, now);
+    for (int i = 0; i < e->n_drops; i++)
+        api->drop(e->fluid, e->drops[i].slot, e->drops[i].gen, e->drops[i].party);
+    e->n_drops = 0;
+    FlView v;
+    for (int i = 0; i < e->n_flows; i++) {
+        Flow *f = e->flows[i];
+        if (f->done || api->view(e->fluid, f->slot, f->gen, FL_RECEIVER, &v))
+            continue;
+        f->done = v.done;
+        f->end = v.end;
+        f->wake = v.done ? v.end : fmin(v.end, v.next_change);
+    }
+    for (int i = 0; i < e->n_sends; i++) {
+        Req *r = e->sends[i];
+        if (!r->holds || api->view(e->fluid, r->slot, r->gen, FL_SENDER, &v))
+            continue;
+        if (v.released) {
+            r->released = 1;
+            r->holds = 0;
+            api->drop(e->fluid, r->slot, r->gen, FL_SENDER);
+        } else {
+            r->wake = fmin(v.release, v.next_change);
+        }
+    }
+    api->unlock(e->fluid);
+}
+
 static int check_sends(Engine *e)
 {
-    int progressed = 0;
+    int progressed = 0, k = 0;
     for (int i = 0; i < e->n_sends; i++) {
         Req *r = e->sends[i];
         if (!r->done && r->released && !r->n_mpi)
             r->done = progressed = 1;
+        if (r->done && !r->holds) {
+            Py_DECREF(r);
+            continue;
+        }
+        e->sends[k++] = r;
     }
+    e->n_sends = k;
     return progressed;
 }
 
-/* Complete posted receives delivered by `now`, and sends released or acknowledged.
+/* Complete posted receives delivered by `now`, and sends released.
  * Returns 1 if anything completed, 0 if not, -1 on error. */
 static int deliver(Engine *e, double now)
 {
-    if (notices(e, now))
-        return -1;
     int progressed = 0, k = 0;
     double ahead = lead(e);
     for (int i = 0; i < e->n_posted; i++) {
         Req *r = e->posted[i];
         Flow *f = r->flow;
-        if (f == NULL || f->done_at == UNSET || f->moving ||
-            f->done_at + e->latency - ahead > now) {
+        if (f == NULL || !f->done || f->moving || f->end + e->latency - ahead > now) {
             e->posted[k++] = r;
             continue;
         }
@@ -620,21 +365,15 @@ static int deliver(Engine *e, double now)
             }
             memcpy(r->view.buf, f->data, (size_t)f->nbytes);
         }
+        if (defer_drop(e, f->slot, f->gen, FL_RECEIVER))
+            goto failed;
         r->nbytes = (Py_ssize_t)f->nbytes;
         r->start_at = f->start;
-        r->due_at = f->done_at + e->latency;
+        r->due_at = f->end + e->latency;
         r->done = 1;
         if (r->has_view) {
             PyBuffer_Release(&r->view);
             r->has_view = 0;
-        }
-        if (!f->acked) {
-            f->acked = f->released = 1;
-            if (notify(e, f, f->done_at, 1)) {
-                e->posted[k++] = r;
-                r->done = 0;
-                goto failed;
-            }
         }
         int m = 0;
         for (int j = 0; j < e->n_flows; j++)
@@ -647,64 +386,29 @@ static int deliver(Engine *e, double now)
         progressed = 1;
         continue;
     failed: /* keep the receives not yet delivered, this one included */
-        for (int j = e->posted[k - 1] == r ? i + 1 : i; j < e->n_posted; j++)
+        for (int j = i; j < e->n_posted; j++)
             e->posted[k++] = e->posted[j];
         e->n_posted = k;
         return -1;
     }
     e->n_posted = k;
-    if (progressed)
-        commit_model(e);
     return check_sends(e) || progressed;
 }
 
-/* A receiver released send `seq` or saw its last byte at `at` (final). */
-static int on_notice(Engine *e, int src, double at, long long seq, int final)
+/* When to look again: the next delivery, a flow's end, a release, a scenario change. */
+static double next_due(Engine *e)
 {
-    int i;
-    for (i = 0; i < e->n_sends; i++)
-        if (e->sends[i]->seq == seq)
-            break;
-    if (i == e->n_sends || e->sends[i]->peer != src)
-        return 0;
-    Req *r = e->sends[i];
-    r->released = 1;
-    if (!final)
-        return 0;
-    for (int j = 0; j < r->n_mpi; j++) {
-        Status st;
-        int rc;
-        Py_BEGIN_ALLOW_THREADS
-        rc = M.wait(&r->mpi[j], &st);
-        Py_END_ALLOW_THREADS
-        if (rc) {
-            PyErr_SetString(PyExc_RuntimeError, "MPI_Wait failed");
-            return -1;
-        }
-    }
-    r->n_mpi = 0;
-    release_send(r);
-    r->done = 1;
-    memmove(e->sends + i, e->sends + i + 1, (size_t)(e->n_sends - i - 1) * sizeof(Req *));
-    e->n_sends--;
-    Py_DECREF(r);
-    return announce_egress(e, at, ENDED, -1);
-}
-
-static double next_due(Engine *e, double finish)
-{
-    double due = finish;
+    double due = INFINITY, ahead = lead(e);
     for (int i = 0; i < e->n_flows; i++) {
         Flow *f = e->flows[i];
-        if (f->done_at != UNSET && f->bound != NULL)
-            due = fmin(due, f->done_at);
+        if (!f->done && f->wake != UNSET)
+            due = fmin(due, f->wake);
+        else if (f->done && f->bound) /* a message no receive has taken waits for one */
+            due = fmin(due, f->end + e->latency - ahead);
     }
-    due = fmin(fmin(due + e->latency - lead(e), finish), e->next_release);
-    for (int i = 0; i < e->n_flows; i++) {
-        Flow *f = e->flows[i];
-        if (!f->released && f->release_at != UNSET)
-            due = fmin(due, f->release_at);
-    }
+    for (int i = 0; i < e->n_sends; i++)
+        if (e->sends[i]->holds)
+            due = fmin(due, e->sends[i]->wake);
     return due;
 }
 
@@ -758,33 +462,12 @@ static Req *first_posted(Engine *e, int src, int tag)
     return NULL;
 }
 
-/* Receive the probed message from `world` if it is this group's (or a late notice to an
- * earlier group, dropped). 1 taken, 0 left for a later group, -1 error. */
+/* Receive the probed header from `world` if it is this group's. 1 taken, 0 left for a
+ * later group, -1 error. */
 static int take(Engine *e, int world, Status *st)
 {
-    int full_tag = status_tag(st), src = e->index_of[world], is_ours = ours(e, full_tag);
-    int slot = full_tag % TAG_SLOTS;
-    Status rst;
-    if (slot == SLOT_EGRESS || slot == SLOT_ACK) {
-        char packet[NOTICE_BYTES];
-        e->arrivals++;
-        if (M.recv(packet, NOTICE_BYTES, M.byte, world, full_tag, e->comm, &rst)) {
-            PyErr_SetString(PyExc_RuntimeError, "MPI_Recv failed");
-            return -1;
-        }
-        if (!is_ours)
-            return 1; /* a late notice to an earlier group of this node: dropped */
-        double t, v;
-        long long seq;
-        memcpy(&t, packet, 8);
-        if (slot == SLOT_EGRESS) {
-            memcpy(&v, packet + 8, 8);
-            return note_egress(e, src, t, (int)v) ? -1 : 1;
-        }
-        memcpy(&seq, packet + 8, 8);
-        return on_notice(e, src, t, seq, packet[16]) ? -1 : 1;
-    }
-    if (!is_ours || (full_tag - e->tag_base) % TAG_SLOTS != SLOT_HEADER)
+    int full_tag = status_tag(st), src = e->index_of[world];
+    if (!ours(e, full_tag) || (full_tag - e->tag_base) % TAG_SLOTS != SLOT_HEADER)
         return 0;
     int tag = (full_tag - e->tag_base) / TAG_SLOTS, count = 0;
     M.get_count(st, M.byte, &count);
@@ -797,40 +480,27 @@ static int take(Engine *e, int world, Status *st)
             PyErr_NoMemory();
         return -1;
     }
+    Status rst;
     if (M.recv(packet, count, M.byte, world, full_tag, e->comm, &rst)) {
         free(packet);
         free(f);
         PyErr_SetString(PyExc_RuntimeError, "MPI_Recv failed");
         return -1;
     }
-    double start, size, egress;
-    long long seq;
+    double start, size;
+    long long slot, gen;
     memcpy(&start, packet, 8);
     memcpy(&size, packet + 8, 8);
-    memcpy(&egress, packet + 16, 8);
-    memcpy(&seq, packet + 24, 8);
+    memcpy(&slot, packet + 16, 8);
+    memcpy(&gen, packet + 24, 8);
     long long nbytes = (long long)size;
-    if (nbytes && note_egress(e, src, start, (int)egress)) {
-        free(packet);
-        free(f);
-        return -1;
-    }
-    double credit = burst_credit(e, src, start, nbytes * 8.0);
-    if (credit < 0) {
-        free(packet);
-        free(f);
-        return -1;
-    }
     f->src = src;
     f->tag = tag;
     f->nbytes = nbytes;
-    f->seq = seq;
+    f->slot = (int32_t)slot;
+    f->gen = (uint32_t)gen;
     f->start = start;
-    f->credit_bits = credit;
-    f->remaining_bits = nbytes * 8.0 - credit;
-    f->done_at = nbytes ? UNSET : start;
-    f->release_at = UNSET;
-    f->released = f->acked = nbytes <= EAGER_BYTES;
+    f->end = f->wake = UNSET;
     f->staged = 1;
     f->bound = first_posted(e, src, tag);
     if (f->bound)
@@ -865,39 +535,26 @@ static int take(Engine *e, int world, Status *st)
         f->moving = 1;
     }
     e->flows[e->n_flows++] = f;
-    e->dirty = 1;
     e->arrivals++;
     return 1;
 }
 
-/* Register every header that has arrived (comm.py's _poll_headers). */
+/* Register every header that has arrived (comm.py's _poll_headers). Messages are taken
+ * source by source: a member that has moved on to a later group may already have sent to
+ * this rank, and that message must wait without hiding this group's behind it. */
 static int poll_headers(Engine *e)
 {
     Status st;
-    for (;;) {
-        int flag = 0;
+    int flag = 0;
+    M.iprobe(M.any_source, M.any_tag, e->comm, &flag, &st);
+    if (!flag) /* a probe that finds nothing still drives progress: probe twice */
         M.iprobe(M.any_source, M.any_tag, e->comm, &flag, &st);
-        if (!flag)
-            M.iprobe(M.any_source, M.any_tag, e->comm, &flag, &st);
-        if (!flag)
-            return 0;
-        int world = status_source(&st), full_tag = status_tag(&st);
-        if (world >= 0 && world < e->n_world && e->index_of[world] >= 0 && ours(e, full_tag))
-            break;
-        int slot = full_tag % TAG_SLOTS;
-        if (slot != SLOT_ACK && slot != SLOT_EGRESS)
-            break; /* maybe a later group's: take this group's source by source */
-        char drop[NOTICE_BYTES];
-        Status rst;
-        if (M.recv(drop, NOTICE_BYTES, M.byte, world, full_tag, e->comm, &rst)) {
-            PyErr_SetString(PyExc_RuntimeError, "MPI_Recv failed");
-            return -1;
-        }
-    }
+    if (!flag)
+        return 0;
     for (int i = 0; i < e->n; i++) {
         int world = e->members[i];
         for (;;) {
-            int flag = 0;
+            flag = 0;
             M.iprobe(world, M.any_tag, e->comm, &flag, &st);
             if (!flag)
                 break;
@@ -918,12 +575,7 @@ static int progress(Engine *e)
         return -1;
     e->busy = moving(e);
     double now = wall_now();
-    if (e->dirty || now >= e->horizon) {
-        e->dirty = 0;
-        e->finish = run_model(e, now);
-        if (isnan(e->finish))
-            return -1;
-    }
+    look(e, now);
     return deliver(e, now);
 }
 
@@ -1011,6 +663,7 @@ static int wait_core(Engine *e, PyObject *reqs, double timeout, double until, do
     double start = mono_now();
     double pause = bells ? (nap_max > 0 ? nap_max : e->bell_max) : POLL_MIN_SECONDS;
     double aim = UNSET;
+    int netted = 0; /* the last sleep ended by the safety net */
     for (;;) {
         int c;
         if (aim == UNSET && (c = condition(reqs, until, check)) != 0)
@@ -1018,6 +671,11 @@ static int wait_core(Engine *e, PyObject *reqs, double timeout, double until, do
         int p = progress(e);
         if (p < 0)
             return -1;
+        if (netted) {
+            net_wakes++;
+            net_catches += p;
+            netted = 0;
+        }
         if (p) {
             if (!bells)
                 pause = POLL_MIN_SECONDS;
@@ -1032,14 +690,14 @@ static int wait_core(Engine *e, PyObject *reqs, double timeout, double until, do
         if (mono_now() - start > timeout)
             return 0;
         double now = wall_now();
-        double due = next_due(e, e->finish) - now;
+        double due = next_due(e) - now;
         double nap = e->busy ? POLL_MOVING_SECONDS : fmin(pause, early_ring_cap(e));
         if (0 < due && due <= nap) {
             nap = due;
             aim = now + due;
         }
-        /* never past the model's next event (a rate change moves the deliveries) */
-        nap = fmax(0.0, fmin(fmin(fmin(nap, due), until - now), e->horizon - now));
+        int by_net = bells && !e->busy && nap >= pause && pause < due && pause < until - now;
+        nap = fmax(0.0, fmin(fmin(nap, due), until - now));
         if (!bells) {
             sleep_for(nap);
             pause = fmin(pause * 2, POLL_MAX_SECONDS);
@@ -1048,6 +706,8 @@ static int wait_core(Engine *e, PyObject *reqs, double timeout, double until, do
             e->ring_open = 1;
             e->ring_at = mono_now();
             e->ring_arrivals = e->arrivals;
+        } else {
+            netted = by_net;
         }
     }
 }
@@ -1099,9 +759,11 @@ static Req *new_req(Engine *e, int peer, int tag, int is_send)
     r->flow = NULL;
     r->has_view = 0;
     r->data = NULL;
-    r->seq = 0;
+    r->slot = -1;
+    r->gen = 0;
     r->start_at = r->due_at = NAN;
-    r->released = r->n_mpi = 0;
+    r->holds = r->released = r->n_mpi = 0;
+    r->wake = UNSET;
     r->header = NULL;
     return r;
 }
@@ -1140,21 +802,41 @@ static PyObject *Engine_isend(Engine *e, PyObject *args)
         return NULL;
     }
     int world = e->members[dest];
-    double now = wall_now(), size = (double)nbytes;
-    long long seq = ++e->seq;
+    /* the flow, in the model: the sender holds it until released if it is larger than the
+     * send buffer; the receiver until it is delivered */
+    int holds = nbytes > SEND_BUFFER_BYTES, snd_len, rcv_len;
+    const char *snd = bell_name(e, e->rank, &snd_len), *rcv = bell_name(e, dest, &rcv_len);
+    int32_t slot;
+    uint32_t gen;
+    double start;
+    e->api->lock(e->fluid);
+    int rc = e->api->add(e->fluid, wall_now(), e->node[e->rank], e->node[dest], 8.0 * nbytes,
+                         1 + holds, holds ? snd : NULL, holds ? snd_len : 0, rcv, rcv_len,
+                         &slot, &gen, &start);
+    e->api->unlock(e->fluid);
+    if (rc) {
+        PyErr_SetString(PyExc_RuntimeError, rc == -1 ? "the network model's flow table is full"
+                                             : rc == -2 ? "a member's node is not in the model"
+                                                        : "the network model is closed");
+        Py_DECREF(r);
+        return NULL;
+    }
+    double size = (double)nbytes;
+    long long slot_q = slot, gen_q = gen;
+    char header[HEADER_BYTES];
+    memcpy(header, &start, 8);
+    memcpy(header + 8, &size, 8);
+    memcpy(header + 16, &slot_q, 8);
+    memcpy(header + 24, &gen_q, 8);
     int request;
     if (nbytes <= EAGER_BYTES) {
-        /* header and a copy of the payload in one message, done at once, never acknowledged */
+        /* header and a copy of the payload in one message, done at once */
         char *packet = malloc(HEADER_BYTES + nbytes);
         if (!packet) {
             Py_DECREF(r);
             return PyErr_NoMemory();
         }
-        double egress = e->n_sends > 1 ? e->n_sends : 1;
-        memcpy(packet, &now, 8);
-        memcpy(packet + 8, &size, 8);
-        memcpy(packet + 16, &egress, 8);
-        memcpy(packet + 24, &seq, 8);
+        memcpy(packet, header, HEADER_BYTES);
         memcpy(packet + HEADER_BYTES, r->view.buf, nbytes);
         PyBuffer_Release(&r->view);
         r->has_view = 0;
@@ -1175,17 +857,12 @@ static PyObject *Engine_isend(Engine *e, PyObject *args)
             Py_DECREF(r);
             return NULL;
         }
-        int egress_count = e->n_sends + 1;
-        double egress = egress_count;
         r->header = malloc(HEADER_BYTES);
         if (!r->header) {
             Py_DECREF(r);
             return PyErr_NoMemory();
         }
-        memcpy(r->header, &now, 8);
-        memcpy(r->header + 8, &size, 8);
-        memcpy(r->header + 16, &egress, 8);
-        memcpy(r->header + 24, &seq, 8);
+        memcpy(r->header, header, HEADER_BYTES);
         if (M.isend(r->header, HEADER_BYTES, M.byte, world, mpi_tag(e, tag, SLOT_HEADER),
                     e->comm, &r->mpi[0]) ||
             M.isend(r->view.buf, (int)nbytes, M.byte, world, mpi_tag(e, tag, SLOT_PAYLOAD),
@@ -1195,12 +872,11 @@ static PyObject *Engine_isend(Engine *e, PyObject *args)
             return NULL;
         }
         r->n_mpi = 2;
-        if (announce_egress(e, now, egress_count, dest)) {
-            Py_DECREF(r);
-            return NULL;
-        }
-        r->seq = seq;
-        r->released = nbytes <= SEND_BUFFER_BYTES; /* else: when the receiver says so */
+        r->slot = slot;
+        r->gen = gen;
+        r->holds = holds;
+        r->released = !holds; /* else: when the model says what is left fits the buffer */
+        r->wake = holds ? start : UNSET;
         Py_INCREF(r);
         e->sends[e->n_sends++] = r;
     }
@@ -1274,26 +950,46 @@ static PyObject *Engine_pending(Engine *e, PyObject *noargs)
     return out;
 }
 
-/* -- the Engine type --------------------------------------------------------------- */
-
-static int double_list(PyObject *seq, double *out, int n)
+/* The incoming flows and the sends not yet done, for a failure's report:
+ * ([(source, tag, bytes, slot, done, end, wake, moving, bound)], [(peer, tag, bytes, slot,
+ * holds, released, mpi requests left)]). */
+static PyObject *Engine_state(Engine *e, PyObject *noargs)
 {
-    for (int i = 0; i < n; i++) {
-        out[i] = PyFloat_AsDouble(PyList_GET_ITEM(seq, i));
-        if (out[i] == -1.0 && PyErr_Occurred())
-            return -1;
+    PyObject *flows = PyList_New(0), *sends = PyList_New(0);
+    for (int i = 0; flows && i < e->n_flows; i++) {
+        Flow *f = e->flows[i];
+        PyObject *x = Py_BuildValue("(iiLiiddii)", f->src, f->tag, f->nbytes, f->slot, f->done,
+                                    f->end, f->wake, f->moving, f->bound != NULL);
+        if (!x || PyList_Append(flows, x))
+            Py_CLEAR(flows);
+        Py_XDECREF(x);
     }
-    return 0;
+    for (int i = 0; sends && i < e->n_sends; i++) {
+        Req *r = e->sends[i];
+        PyObject *x = Py_BuildValue("(iinii ii)", r->peer, r->tag, r->nbytes, r->slot, r->holds,
+                                    r->released, r->n_mpi);
+        if (!x || PyList_Append(sends, x))
+            Py_CLEAR(sends);
+        Py_XDECREF(x);
+    }
+    if (!flows || !sends) {
+        Py_XDECREF(flows);
+        Py_XDECREF(sends);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", flows, sends);
 }
+
+/* -- the Engine type --------------------------------------------------------------- */
 
 #define ALLOC(p, n) ((p) = calloc((size_t)((n) ? (n) : 1), sizeof(*(p))))
 
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"comm", "members", "rank", "ports_bps", "latency_seconds",
-                            "tag_base", "pair", "bell_fd", "bells", "bell_max_seconds",
+    static char *names[] = {"comm", "members", "rank", "model", "nodes", "latency_seconds",
+                            "tag_base", "bell_fd", "bells", "bell_max_seconds",
                             "timeout_seconds", NULL};
-    PyObject *members, *ports, *pair, *bells;
+    PyObject *members, *model, *nodes, *bells;
     if (!M.bound) {
         PyErr_SetString(PyExc_RuntimeError, "bind() the MPI library first");
         return -1;
@@ -1302,41 +998,54 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "an engine is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IO!iO!diOiOdd", names, &e->comm,
-                                     &PyList_Type, &members, &e->rank, &PyList_Type, &ports,
-                                     &e->latency, &e->tag_base, &pair, &e->bell_fd, &bells,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IO!iOO!diiOdd", names, &e->comm,
+                                     &PyList_Type, &members, &e->rank, &model, &PyList_Type,
+                                     &nodes, &e->latency, &e->tag_base, &e->bell_fd, &bells,
                                      &e->bell_max, &e->timeout))
         return -1;
     int n = e->n = (int)PyList_GET_SIZE(members);
-    if (n < 1 || PyList_GET_SIZE(ports) != n || e->rank < 0 || e->rank >= n) {
-        PyErr_SetString(PyExc_ValueError, "members, ports and rank disagree");
+    if (n < 1 || PyList_GET_SIZE(nodes) != n || e->rank < 0 || e->rank >= n) {
+        PyErr_SetString(PyExc_ValueError, "members, nodes and rank disagree");
         return -1;
     }
     if (e->bell_fd >= 0 && (!PyList_Check(bells) || PyList_GET_SIZE(bells) != n)) {
         PyErr_SetString(PyExc_ValueError, "one bell address per member");
         return -1;
     }
-    Py_INCREF(pair);
-    e->pair_fn = pair;
-    if (!ALLOC(e->members, n) || !ALLOC(e->port_bps, n) || !ALLOC(e->egress, n) ||
-        !ALLOC(e->pair_lo, n) || !ALLOC(e->pair_hi, n) || !ALLOC(e->pair_bps, n) ||
-        !ALLOC(e->tokens, n) || !ALLOC(e->busy_until, n) || !ALLOC(e->has_bucket, n) ||
-        !ALLOC(e->scratch_count, n)) {
+    /* the model: its C handle and the API of its module */
+    PyObject *capsule = PyObject_CallMethod(model, "capsule", NULL);
+    if (!capsule)
+        return -1;
+    e->fluid = PyCapsule_GetPointer(capsule, "emulator.network._fluid.Fluid");
+    Py_DECREF(capsule);
+    if (!e->fluid)
+        return -1;
+    e->api = PyCapsule_Import(FLUID_API_CAPSULE, 0);
+    if (!e->api)
+        return -1;
+    if (e->api->version != FLUID_API_VERSION) {
+        PyErr_SetString(PyExc_RuntimeError, "the network model and the message path disagree");
+        return -1;
+    }
+    Py_INCREF(model);
+    e->model = model;
+    if (!ALLOC(e->members, n) || !ALLOC(e->node, n)) {
         PyErr_NoMemory();
         return -1;
     }
     int top = 0;
     for (int i = 0; i < n; i++) {
         long w = PyLong_AsLong(PyList_GET_ITEM(members, i));
-        if (w < 0 || w > INT_MAX) {
+        long v = PyLong_AsLong(PyList_GET_ITEM(nodes, i));
+        if (w < 0 || w > INT_MAX || v < 0 || v > INT_MAX) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "member ranks must be non-negative");
+                PyErr_SetString(PyExc_ValueError, "member ranks and nodes must be non-negative");
             return -1;
         }
         e->members[i] = (int)w;
+        e->node[i] = (int)v;
         if (w > top)
             top = (int)w;
-        e->pair_lo[i] = e->pair_hi[i] = INFINITY;
     }
     e->n_world = top + 1;
     if (!ALLOC(e->index_of, e->n_world)) {
@@ -1347,8 +1056,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
         e->index_of[w] = -1;
     for (int i = 0; i < n; i++)
         e->index_of[e->members[i]] = i;
-    if (double_list(ports, e->port_bps, n))
-        return -1;
     if (e->bell_fd >= 0) {
         if (!ALLOC(e->bells, n) || !ALLOC(e->bell_len, n)) {
             PyErr_NoMemory();
@@ -1368,20 +1075,33 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
             e->bell_len[i] = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
         }
     }
-    e->finish = e->horizon = e->next_release = INFINITY;
     return 0;
 }
 
 static void Engine_dealloc(Engine *e)
 {
-    /* payloads still moving keep their memory until MPI is done with it */
+    /* payloads still moving keep their memory until MPI is done with it; the model gets
+     * back every reference this engine held */
     for (int i = 0; i < e->n_flows; i++) {
         Flow *f = e->flows[i];
         if (f->moving && f->mem && keep(f->request, f->mem) == 0)
             f->mem = NULL;
+        defer_drop(e, f->slot, f->gen, FL_RECEIVER);
         free_flow(f);
     }
     free(e->flows);
+    for (int i = 0; i < e->n_sends; i++)
+        if (e->sends[i]->holds) {
+            e->sends[i]->holds = 0;
+            defer_drop(e, e->sends[i]->slot, e->sends[i]->gen, FL_SENDER);
+        }
+    if (e->n_drops && e->api) {
+        e->api->lock(e->fluid);
+        for (int i = 0; i < e->n_drops; i++)
+            e->api->drop(e->fluid, e->drops[i].slot, e->drops[i].gen, e->drops[i].party);
+        e->api->unlock(e->fluid);
+    }
+    free(e->drops);
     for (int i = 0; i < e->n_posted; i++) {
         e->posted[i]->flow = NULL;
         Py_DECREF(e->posted[i]);
@@ -1390,27 +1110,12 @@ static void Engine_dealloc(Engine *e)
     for (int i = 0; i < e->n_sends; i++)
         Py_DECREF(e->sends[i]);
     free(e->sends);
-    if (e->egress)
-        for (int i = 0; i < e->n; i++) {
-            free(e->egress[i].t);
-            free(e->egress[i].count);
-        }
-    free(e->egress);
     free(e->members);
+    free(e->node);
     free(e->index_of);
-    free(e->port_bps);
-    free(e->pair_lo);
-    free(e->pair_hi);
-    free(e->pair_bps);
-    free(e->tokens);
-    free(e->busy_until);
-    free(e->has_bucket);
-    free(e->scratch_count);
-    free(e->active);
-    free(e->rates);
     free(e->bells);
     free(e->bell_len);
-    Py_XDECREF(e->pair_fn);
+    Py_XDECREF(e->model);
     Py_XDECREF(e->owner);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -1423,6 +1128,7 @@ static PyMethodDef Engine_methods[] = {
      "wait(requests or None, timeout, until, nap_max, check=None) -> False on timeout"},
     {"progress", (PyCFunction)Engine_progress, METH_NOARGS, "one pass of progress"},
     {"pending", (PyCFunction)Engine_pending, METH_NOARGS, "peers of unfinished requests"},
+    {"state", (PyCFunction)Engine_state, METH_NOARGS, "incoming flows and sends not yet done"},
     {NULL}};
 
 static PyMemberDef Engine_members[] = {
@@ -1609,6 +1315,11 @@ static PyObject *in_flight_count(PyObject *mod, PyObject *noargs)
     return PyLong_FromSsize_t(n_in_flight);
 }
 
+static PyObject *net_py(PyObject *mod, PyObject *noargs)
+{
+    return Py_BuildValue("(LL)", net_wakes, net_catches);
+}
+
 static PyObject *lead_py(PyObject *mod, PyObject *noargs)
 {
     return PyFloat_FromDouble(lead_seconds);
@@ -1619,6 +1330,8 @@ static PyMethodDef module_methods[] = {
      "bind(functions, byte, request_null, any_source, any_tag, source_at, tag_at, failure_hook)"},
     {"in_flight", in_flight_count, METH_NOARGS, "sends in flight nobody waits for"},
     {"lead_seconds", lead_py, METH_NOARGS, "how early timed deliveries aim"},
+    {"safety_net", net_py, METH_NOARGS,
+     "(waits the safety net ended, of those the ones that then found work: missed wake-ups)"},
     {NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_engine",

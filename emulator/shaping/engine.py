@@ -22,7 +22,7 @@ import struct
 from mpi4py import MPI
 
 from ..errors import NodeFailure
-from .comm import BELL_MAX_SECONDS, COMPILED, ShapedComm, tag_base
+from .comm import BELL_MAX_SECONDS, COMPILED, Network, ShapedComm, tag_base
 from .doorbell import local as local_bell
 
 try:
@@ -103,10 +103,13 @@ def available():
 
 def _self_check():
     """A small and a large message from this rank to itself, through the engine."""
+    from ..network.cluster import crossbar
+
     comm = MPI.COMM_SELF.Dup()
+    network = Network.private(crossbar(1), latency_seconds=0.0)
     try:
-        engine = _engine.Engine(comm.handle, [0], 0, [1e12], 0.0, 0,
-                                lambda s, t: (1e12, math.inf), -1, None, BELL_MAX_SECONDS, 10.0)
+        engine = _engine.Engine(comm.handle, [0], 0, network.model.fluid, [0], 0.0, 0, -1, None,
+                                BELL_MAX_SECONDS, 10.0)
         ok = True
         for size in (8, 100_000):
             out = bytes(range(256)) * (size // 256) + bytes(size % 256)
@@ -130,15 +133,9 @@ class CompiledShapedComm(ShapedComm):
                  doorbells=None, bell=None):
         self._join(comm, members, nodes, network)
         self._bell = (bell or local_bell()) if doorbells else None
-        here, names = self.node, self.nodes
-
-        def pair(src, wall):
-            u = names[src]
-            return network.rate_bps(u, here, wall), network.next_change_wall(u, here, wall)
-
         self._engine = _engine.Engine(
-            comm.handle, self.members, self.rank, [network.port_mbps[n] * 1e6 for n in names],
-            network.latency_seconds, tag_base(comm, context), pair,
+            comm.handle, self.members, self.rank, network.model.fluid, self._model_nodes,
+            self._latency, tag_base(comm, context),
             -1 if self._bell is None else self._bell.sock.fileno(),
             None if self._bell is None else list(doorbells), BELL_MAX_SECONDS,
             float(timeout_seconds))
@@ -179,6 +176,9 @@ class CompiledShapedComm(ShapedComm):
 
     def _progress(self):
         return self._engine.progress()
+
+    def __del__(self):
+        pass  # the engine gives its references back to the model when it goes
 
     def _wait_until(self, condition, timeout=None, until=math.inf, nap_max=None):
         timeout = self.timeout_seconds if timeout is None else timeout

@@ -8,8 +8,10 @@ Run under mpiexec with 5 ranks (rank 0 only reports) and glibc's heap checks on
 - in each job every rank sends every other rank messages of every size class (empty, with
   the header, just above it, staged, larger than the send buffer), several on one tag, with
   receives posted before and after the sends, some into None;
-- then collectives, and a new group on a new context while the last notices of the old one
+- then collectives, and a new group on a new context while the last messages of the old one
   may still be on their way.
+
+All ranks share the cluster's one network model in MPI shared memory.
 
 Every byte received is checked. Rank 0 prints JSON: rounds done and bytes checked.
 """
@@ -24,16 +26,23 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from emulator.network.cluster import crossbar
+from emulator.network.scenario import full_capacity_timeline
 from emulator.shaping import doorbell
 from emulator.shaping.comm import SEND_BUFFER_BYTES, Network, ShapedComm
+from emulator.shaping.window import shared_model
 
 ROUNDS = int(os.environ.get("STRESS_ROUNDS", "20"))
 SIZES = (0, 100, 16 * 1024, 16 * 1024 + 1, 100_000, SEND_BUFFER_BYTES + 4096)
 NODES = ["n1", "n2", "n3", "n4"]
 world = MPI.COMM_WORLD
 rank = world.Get_rank()
-network = Network(lambda a, b, t: 2000.0, {n: 4000.0 for n in NODES},
-                  latency_seconds=0.00002, epoch=world.bcast(time.time()))
+cluster = crossbar(["n0"] + NODES, capacity_mbps=4000.0)  # rank 0 is n0, and sends nothing
+model = shared_model(world, cluster, full_capacity_timeline(cluster))
+if rank == 0:
+    model.set_clock(epoch=time.time())
+world.Barrier()
+network = Network(model, latency_seconds=0.00002)
 nodes_comm = world.Split(0 if rank else MPI.UNDEFINED, rank)
 JOBS = 2
 # one communicator and one bell per job, made collectively before the threads start
@@ -110,6 +119,8 @@ for round_ in range(ROUNDS):
             world.Abort(3)
     world.Barrier()
 report = world.gather({"checked_bytes": sum(checked), "engine": type(ShapedComm(
-    job_comms[0], [0, 1, 2, 3], NODES, network)).__name__ if rank else None})
+    job_comms[0], [0, 1, 2, 3], NODES, network)).__name__ if rank else None,
+    "flows_left": model.fluid.counts()["active"]})
+model.close()
 if rank == 0:
     print(json.dumps({"rounds": ROUNDS, "ranks": report[1:]}), flush=True)

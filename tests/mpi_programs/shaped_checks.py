@@ -1,8 +1,11 @@
 """Shaped-communicator checks, run under mpiexec with 5 ranks; rank 0 prints JSON results.
 
-Ranks 1..4 are nodes n1..n4; rank 0 only collects. Every check is timed at the receiver
-with the sender's timestamp carried in the message. Groups wake each other with doorbells,
-as the runtime's do, except where a check says it polls.
+Ranks 1..4 are nodes n1..n4 of a crossbar (ports of 100, 100, 1000 and 1000 Mbit/s); rank 0
+only collects (and sets the model's clock). Pairs n1-n2 have 10 Mbit/s, n3-n4 100 Mbit/s
+until CHANGE_AT scenario seconds and 25 after, the others 100. All ranks share the cluster's
+one model in MPI shared memory. Every check is timed at the receiver with the sender's
+timestamp carried in the message. Groups wake each other with doorbells, as the runtime's
+do, except where a check says it polls.
 """
 
 import json
@@ -12,31 +15,33 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from emulator.network.cluster import crossbar
+from emulator.network.cluster import links as cluster_links
+from emulator.network.scenario import Timeline
 from emulator.shaping import doorbell
 from emulator.shaping.comm import SEND_BUFFER_BYTES, Network, ShapedComm
+from emulator.shaping.window import shared_model
 
 world = MPI.COMM_WORLD
 rank = world.Get_rank()
-epoch = world.bcast(time.time())
 NODES = ["n1", "n2", "n3", "n4"]
 MEMBERS = [1, 2, 3, 4]
-CHANGE_AT = 1.0e9  # set below, scenario seconds
+CHANGE_AT = 1000.0  # scenario seconds; the clock is moved there for check 5
 
-
-def pair_mbps(a, b, t):
-    if {a, b} == {"n3", "n4"}:
-        return 100.0 if t < CHANGE_AT else 25.0
-    if {a, b} == {"n1", "n2"}:
-        return 10.0
-    return 100.0
-
-
-def next_change(a, b, t):
-    return CHANGE_AT if {a, b} == {"n3", "n4"} and t < CHANGE_AT else float("inf")
-
-
-pair_mbps.next_change = next_change
-ports = {"n1": 100.0, "n2": 100.0, "n3": 1000.0, "n4": 1000.0}
+cluster = crossbar(NODES, capacity_mbps=100.0, latency_ms=0.0)
+for n in ("n3", "n4"):
+    cluster.nodes[n]["capacity_mbps"] = 1000.0
+LINKS = cluster_links(cluster)
+BANDWIDTH = {frozenset(("n1", "n2")): 10.0, frozenset(("n3", "n4")): 100.0}
+timeline = Timeline(LINKS, [BANDWIDTH.get(frozenset((a, b)), 100.0) for a, b, _ in LINKS],
+                    [(CHANGE_AT, [frozenset((a, b)) for a, b, _ in LINKS].index(
+                        frozenset(("n3", "n4"))), 25.0)], {"kind": "trace"})
+model = shared_model(world, cluster, timeline)
+epoch = world.bcast(time.time())
+if rank == 0:
+    model.set_clock(epoch=epoch)
+world.Barrier()
+network = Network(model, latency_seconds=0.0)
 results = {}
 data = world.Dup()
 BELLS = world.allgather(doorbell.local().address)
@@ -45,8 +50,8 @@ BELLS = world.allgather(doorbell.local().address)
 def group(members, context, bells=True):
     if rank not in members:
         return None
-    return ShapedComm(data, members, [NODES[m - 1] for m in members],
-                      Network(pair_mbps, ports, epoch=epoch), context=context, timeout_seconds=60,
+    return ShapedComm(data, members, [NODES[m - 1] for m in members], network,
+                      context=context, timeout_seconds=60,
                       doorbells=[BELLS[m] for m in members] if bells else None)
 
 
@@ -120,9 +125,13 @@ report("port_shared", timed_transfer(c, MiB, dests=(1, 2)) if c else None)
 c = group([1, 2], 4) if rank in (1, 2) else group([3, 4], 5)
 size = MiB // 8 if rank in (1, 2) else (5 * MiB) // 4  # both ~0.105 s alone
 report("concurrent_groups", (NODES[rank - 1], timed_transfer(c, size)) if c else None)
-# 5. bandwidth change 100 -> 25 Mbit/s 0.2 s into a 4 MiB message n3 -> n4
-start_at = world.bcast(time.time() - epoch + 0.3)
-CHANGE_AT = start_at + 0.2
+# 5. bandwidth change 100 -> 25 Mbit/s 0.2 s into a 4 MiB message n3 -> n4: the model's clock
+# is set so that the change comes 0.5 s from now, and the message leaves 0.3 s from now
+epoch = world.bcast(time.time() - (CHANGE_AT - 0.5))
+if rank == 0:
+    model.set_clock(epoch=epoch)
+world.Barrier()
+start_at = CHANGE_AT - 0.2
 c = group([3, 4], 6)
 if c:
     c.compute(max(0.0, epoch + start_at - time.time()))
@@ -196,10 +205,9 @@ if c:
 else:
     report("same_tag", None)
 
-# 10. a send right after an exchange, before the sender has heard that its flow to the
-# partner ended: n1 and n3 exchange 400 KiB (n3 is busy for 60 ms before it waits, so its
-# final notice reaches n1 late), then n1 sends 400 KiB to n4 at once. n1's flow to n3 ended
-# before this one began, so n1's 100 Mbit/s port is the new flow's alone.
+# 10. a send right after an exchange whose partner is busy: n1 and n3 exchange 400 KiB (n3 is
+# busy for 60 ms before it waits), then n1 sends 400 KiB to n4 at once. n1's flow to n3 ended
+# in the model before this one began, so n1's 100 Mbit/s port is the new flow's alone.
 c = group([1, 3, 4], 15)
 if c:
     size = 400 * 1024
@@ -223,6 +231,8 @@ if c:
 else:
     report("ended_before_heard", None)
 
+del c
+model.close()
 if rank == 0:
     print(json.dumps({"results": results}))
     sys.stdout.flush()

@@ -1,0 +1,1443 @@
+/* The cluster's network as one fluid model: every active flow shares every resource it
+ * crosses, max-min fair (progressive filling), re-solved whenever a flow starts or ends or
+ * the scenario changes (emulator/network/sharing.py says what the resources are).
+ *
+ * A resource is a directed link (a port up or down, a switch-to-switch link in one
+ * direction, a crossbar pair's path in one direction) or a node's CPU, with a capacity in
+ * units per second (bit/s, or CPU-seconds per second) and a number of background flows (the
+ * stream model's competing streams: unbounded, crossing that resource alone). A flow has a
+ * source and a destination node (its path is theirs), a size, optionally a bound on its rate
+ * and a path of its own (a compute phase: the node's CPU).
+ *
+ * The state lives in one block of memory: private to a process (the model of `nodesel flows
+ * --model-only`, of selection and the estimators), or an MPI shared-memory window that every
+ * rank of a machine maps (the emulator's message path). A process-shared robust mutex guards
+ * it; a rank that dies holding it leaves the state to the next locker, which goes on. The
+ * state is advanced lazily, event by event, by whichever process holds the lock: times are
+ * kept relative to a base (wall time at creation) for precision. When a re-solve moves a
+ * flow's projected end (or its sender's release) earlier than its receiver (sender) last
+ * read it, that party's doorbell is rung after the lock is released.
+ *
+ * Each process also holds a read-only description (paths, capacities, the two timelines:
+ * the scenario and the dedicated network), built from the same cluster everywhere, and the
+ * scratch arrays of the solver. The engine of the message path (emulator/shaping/_engine.c)
+ * reaches these functions through a capsule (FluidAPI), so there is one compiled model.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fluid.h"
+
+#define FL_MAGIC 0x31666c7569646e73ULL /* "sndiulf1" */
+#define FL_VERSION 2
+#define DONE_BITS_SECONDS 1e-9 /* a flow within this much transfer of its end is done */
+#define RING_EPS_SECONDS 2e-5  /* a projection this much earlier than seen wakes the party */
+#define MAX_RINGS 256
+
+enum { FREE = 0, ACTIVE = 1, DONE = 2 };
+
+typedef struct {
+    double capacity; /* units per second, dilated */
+    int32_t background;
+    int32_t pad;
+} Res;
+
+typedef struct {
+    int32_t state, refs;
+    uint32_t gen;
+    int32_t src, dst;
+    int32_t own_res; /* a path of one resource of its own (>= 0), else the pair's */
+    int32_t persistent;
+    int32_t pad;
+    double start, size, remaining, rate, bound;
+    double done_at, release_at; /* relative times; NAN until known */
+    double rcv_seen, snd_seen;  /* projections the parties last read */
+    uint8_t rcv_len, snd_len;
+    char rcv_bell[FL_BELL_BYTES], snd_bell[FL_BELL_BYTES];
+} Flow;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version, ready;
+    pthread_mutex_t lock;
+    int32_t n_nodes, n_res, max_flows, n_active, n_free, timeline, dirty, pad;
+    double base;  /* wall time of relative time 0 */
+    double clock; /* relative time the flows' remaining amounts are at */
+    double epoch, time_scale, dilation; /* scenario time t is at wall epoch + t*dilation/scale */
+    double played; /* the latest scenario time the model has reached */
+    double buffer; /* a sender is released when this much of its flow is left */
+    int64_t cursor; /* the next scenario event */
+    uint64_t solves;
+} Header;
+
+typedef struct {
+    int n_events;
+    double *t;
+    int32_t *res;
+    double *capacity;
+    int32_t *background;
+    double *init_capacity;
+    int32_t *init_background;
+    double duration;
+} Timeline;
+
+typedef struct Fluid {
+    PyObject_HEAD
+    Header *h;
+    Res *res;
+    Flow *flows;
+    int32_t *active, *free_stack;
+    double *bucket; /* tokens, busy until: per ordered node pair */
+    void *mem;      /* owned when private */
+    Py_buffer view; /* the shared window, when shared */
+    int has_view;
+    /* the description, the same in every process */
+    int n_nodes, n_res;
+    int32_t *path_start, *paths; /* per ordered node pair, resources crossed */
+    Timeline tl[2];
+    /* scratch of the solver and of the rings */
+    double *rem;
+    int32_t *users, *stamp, *touched, *unfrozen;
+    char *sat;
+    int32_t stamp_now;
+    int ring_fd, n_rings;
+    char ring_to[MAX_RINGS][FL_BELL_BYTES];
+    uint8_t ring_len[MAX_RINGS];
+    PyObject *capsule;
+} Fluid;
+
+static PyTypeObject FluidType;
+
+/* -- clocks --------------------------------------------------------------------------- */
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Relative model time of scenario time t. */
+static double scen_to_rel(const Header *h, double t)
+{
+    return h->epoch - h->base + t * h->dilation / h->time_scale;
+}
+
+static double rel_to_scen(const Header *h, double rel)
+{
+    return (rel + h->base - h->epoch) * h->time_scale / h->dilation;
+}
+
+/* -- the lock ----------------------------------------------------------------------- */
+
+static void fl_lock(Fluid *f)
+{
+    int rc = pthread_mutex_lock(&f->h->lock);
+    if (rc == EOWNERDEAD)
+        pthread_mutex_consistent(&f->h->lock); /* a rank died holding it: go on */
+}
+
+static void ring_all(int fd, char (*to)[FL_BELL_BYTES], const uint8_t *len, int n)
+{
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    for (int i = 0; i < n; i++) {
+        memcpy(a.sun_path, to[i], len[i]);
+        sendto(fd, "", 1, MSG_DONTWAIT, (struct sockaddr *)&a,
+               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len[i]));
+    }
+}
+
+/* Release the lock, then ring the parties a solve woke (from a copy: another thread of
+ * this process may take the lock and collect rings of its own meanwhile). */
+static void fl_unlock(Fluid *f)
+{
+    int n = f->n_rings;
+    char to[MAX_RINGS][FL_BELL_BYTES];
+    uint8_t len[MAX_RINGS];
+    if (n) {
+        memcpy(to, f->ring_to, sizeof(to[0]) * (size_t)n);
+        memcpy(len, f->ring_len, (size_t)n);
+        f->n_rings = 0;
+    }
+    pthread_mutex_unlock(&f->h->lock);
+    if (n)
+        ring_all(f->ring_fd, to, len, n);
+}
+
+static void want_ring(Fluid *f, const char *bell, int len)
+{
+    if (len <= 0 || f->ring_fd < 0)
+        return;
+    for (int i = 0; i < f->n_rings; i++)
+        if (f->ring_len[i] == len && memcmp(f->ring_to[i], bell, (size_t)len) == 0)
+            return;
+    if (f->n_rings == MAX_RINGS) { /* rare: ring these now, under the lock */
+        ring_all(f->ring_fd, f->ring_to, f->ring_len, f->n_rings);
+        f->n_rings = 0;
+    }
+    memcpy(f->ring_to[f->n_rings], bell, (size_t)len);
+    f->ring_len[f->n_rings++] = (uint8_t)len;
+}
+
+/* -- resources and paths -------------------------------------------------------------- */
+
+static int path_of(const Fluid *f, const Flow *x, const int32_t **path)
+{
+    if (x->own_res >= 0) {
+        *path = &x->own_res;
+        return 1;
+    }
+    int k = x->src * f->n_nodes + x->dst;
+    *path = f->paths + f->path_start[k];
+    return f->path_start[k + 1] - f->path_start[k];
+}
+
+/* Resource states at scenario time t of the current timeline (after a clock change). */
+static void reset_resources(Fluid *f)
+{
+    Header *h = f->h;
+    const Timeline *tl = &f->tl[h->timeline];
+    for (int r = 0; r < f->n_res; r++) {
+        f->res[r].capacity = tl->init_capacity[r] / h->dilation;
+        f->res[r].background = tl->init_background[r];
+    }
+    double now_scen = rel_to_scen(h, h->clock);
+    int64_t k = 0;
+    for (; k < tl->n_events && tl->t[k] <= now_scen; k++) {
+        f->res[tl->res[k]].capacity = tl->capacity[k] / h->dilation;
+        f->res[tl->res[k]].background = tl->background[k];
+    }
+    h->cursor = k;
+    h->dirty = 1;
+}
+
+/* -- the max-min solve (progressive filling) ----------------------------------------- */
+
+/* Rates of the flows in `ids` (n of them) over capacities `cap` and background `bg`:
+ * every flow's rate is raised together; a flow freezes when a resource on its path is
+ * saturated or it reaches its bound; background flows freeze with their resource. */
+static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *res)
+{
+    int32_t now = ++f->stamp_now;
+    int nt = 0;
+    for (int i = 0; i < n; i++) {
+        Flow *x = &flows[ids[i]];
+        x->rate = 0.0;
+        const int32_t *p;
+        int len = path_of(f, x, &p);
+        for (int j = 0; j < len; j++) {
+            int r = p[j];
+            if (f->stamp[r] != now) {
+                f->stamp[r] = now;
+                f->touched[nt++] = r;
+                f->rem[r] = res[r].capacity;
+                f->users[r] = res[r].background;
+                f->sat[r] = 0;
+            }
+            f->users[r]++;
+        }
+        f->unfrozen[i] = ids[i];
+    }
+    int nu = n;
+    double level = 0.0;
+    while (nu > 0) {
+        double d = INFINITY;
+        int arg = -1;
+        for (int i = 0; i < nt; i++) {
+            int r = f->touched[i];
+            if (!f->sat[r] && f->users[r] > 0 && f->rem[r] / f->users[r] < d) {
+                d = f->rem[r] / f->users[r];
+                arg = r;
+            }
+        }
+        for (int i = 0; i < nu; i++) {
+            Flow *x = &flows[f->unfrozen[i]];
+            if (x->bound > 0 && x->bound - level < d) {
+                d = x->bound - level;
+                arg = -1;
+            }
+        }
+        if (!isfinite(d)) { /* flows that cross nothing and have no bound: unlimited */
+            for (int i = 0; i < nu; i++)
+                flows[f->unfrozen[i]].rate = INFINITY;
+            break;
+        }
+        if (d < 0)
+            d = 0;
+        level += d;
+        for (int i = 0; i < nt; i++) {
+            int r = f->touched[i];
+            if (f->sat[r] || f->users[r] <= 0)
+                continue;
+            f->rem[r] -= d * f->users[r];
+            if (r == arg || f->rem[r] <= 1e-12 * res[r].capacity)
+                f->sat[r] = 1;
+        }
+        int k = 0;
+        for (int i = 0; i < nu; i++) {
+            Flow *x = &flows[f->unfrozen[i]];
+            int frozen = x->bound > 0 && level >= x->bound * (1 - 1e-12);
+            const int32_t *p;
+            int len = path_of(f, x, &p);
+            for (int j = 0; !frozen && j < len; j++)
+                frozen = f->sat[p[j]];
+            if (frozen) {
+                x->rate = x->bound > 0 && level > x->bound ? x->bound : level;
+                for (int j = 0; j < len; j++)
+                    f->users[p[j]]--;
+            } else {
+                f->unfrozen[k++] = f->unfrozen[i];
+            }
+        }
+        nu = k;
+    }
+}
+
+/* -- the fluid model ------------------------------------------------------------------ */
+
+static double projected_end(const Flow *x, double clock)
+{
+    if (x->state == DONE)
+        return x->done_at;
+    if (x->persistent || x->rate <= 0)
+        return INFINITY;
+    return clock + x->remaining / x->rate;
+}
+
+static double projected_release(const Header *h, const Flow *x, double clock)
+{
+    if (!isnan(x->release_at))
+        return x->release_at;
+    if (x->state == DONE)
+        return x->done_at;
+    if (x->persistent || x->rate <= 0)
+        return INFINITY;
+    return clock + (x->remaining - h->buffer) / x->rate;
+}
+
+static void solve(Fluid *f)
+{
+    Header *h = f->h;
+    maxmin(f, f->active, h->n_active, f->flows, f->res);
+    h->solves++;
+    h->dirty = 0;
+    /* wake the parties whose end or release came earlier than they last read */
+    for (int i = 0; i < h->n_active; i++) {
+        Flow *x = &f->flows[f->active[i]];
+        double end = projected_end(x, h->clock);
+        if (end < x->rcv_seen - RING_EPS_SECONDS) {
+            want_ring(f, x->rcv_bell, x->rcv_len);
+            x->rcv_seen = end;
+        }
+        if (isnan(x->release_at) && x->snd_len) {
+            double rel = projected_release(h, x, h->clock);
+            if (rel < x->snd_seen - RING_EPS_SECONDS) {
+                want_ring(f, x->snd_bell, x->snd_len);
+                x->snd_seen = rel;
+            }
+        }
+    }
+}
+
+static void free_slot(Fluid *f, int32_t id)
+{
+    Flow *x = &f->flows[id];
+    x->state = FREE;
+    x->gen++;
+    f->free_stack[f->h->n_free++] = id;
+}
+
+static void finish(Fluid *f, int32_t id, double at)
+{
+    Flow *x = &f->flows[id];
+    x->state = DONE;
+    x->remaining = 0.0;
+    x->done_at = at;
+    if (isnan(x->release_at))
+        x->release_at = at;
+    /* both parties want to know at once (the end is an event they may sleep past) */
+    if (at < x->rcv_seen - RING_EPS_SECONDS)
+        want_ring(f, x->rcv_bell, x->rcv_len);
+    if (x->snd_len && at < x->snd_seen - RING_EPS_SECONDS)
+        want_ring(f, x->snd_bell, x->snd_len);
+    if (x->refs <= 0)
+        free_slot(f, id);
+}
+
+/* Move every active flow on to relative time t (no event in between). */
+static void step_to(Fluid *f, double t)
+{
+    Header *h = f->h;
+    double dt = t - h->clock;
+    if (dt <= 0)
+        return;
+    int k = 0;
+    for (int i = 0; i < h->n_active; i++) {
+        int32_t id = f->active[i];
+        Flow *x = &f->flows[id];
+        if (!x->persistent) {
+            double before = x->remaining;
+            x->remaining -= x->rate * dt;
+            if (isnan(x->release_at) && before > h->buffer && x->remaining <= h->buffer &&
+                x->rate > 0)
+                x->release_at = h->clock + (before - h->buffer) / x->rate;
+            if (x->remaining <= x->rate * DONE_BITS_SECONDS || x->remaining <= 0) {
+                finish(f, id, t);
+                h->dirty = 1;
+                continue;
+            }
+        }
+        f->active[k++] = id;
+    }
+    h->n_active = k;
+    h->clock = t;
+    double scen = rel_to_scen(h, t);
+    if (scen > h->played)
+        h->played = scen;
+}
+
+static double next_scenario_change(const Fluid *f)
+{
+    const Header *h = f->h;
+    const Timeline *tl = &f->tl[h->timeline];
+    return h->cursor < tl->n_events ? scen_to_rel(h, tl->t[h->cursor]) : INFINITY;
+}
+
+/* Advance the model to relative time `now`, event by event. */
+static void advance(Fluid *f, double now)
+{
+    Header *h = f->h;
+    for (;;) {
+        if (h->dirty)
+            solve(f);
+        double t = INFINITY;
+        for (int i = 0; i < h->n_active; i++) {
+            double e = projected_end(&f->flows[f->active[i]], h->clock);
+            if (e < t)
+                t = e;
+        }
+        double change = next_scenario_change(f);
+        if (change < t)
+            t = change;
+        if (t > now || !isfinite(t))
+            break;
+        if (t < h->clock)
+            t = h->clock;
+        step_to(f, t);
+        /* flows that end within a step's rounding of t end now */
+        int k = 0;
+        for (int i = 0; i < h->n_active; i++) {
+            int32_t id = f->active[i];
+            Flow *x = &f->flows[id];
+            if (!x->persistent && x->rate > 0 && x->remaining / x->rate <= DONE_BITS_SECONDS * 4) {
+                finish(f, id, t);
+                h->dirty = 1;
+            } else {
+                f->active[k++] = id;
+            }
+        }
+        h->n_active = k;
+        const Timeline *tl = &f->tl[h->timeline];
+        while (h->cursor < tl->n_events && scen_to_rel(h, tl->t[h->cursor]) <= t) {
+            int64_t c = h->cursor++;
+            f->res[tl->res[c]].capacity = tl->capacity[c] / h->dilation;
+            f->res[tl->res[c]].background = tl->background[c];
+            h->dirty = 1;
+        }
+    }
+    if (now > h->clock && isfinite(now))
+        step_to(f, now);
+}
+
+/* The token bucket of the pair src -> dst (HTB's burst: what the class's rate sends in
+ * 0.2 ms, at least two frames): the bits a new flow of `bits` gets through at once. */
+static double burst_credit(Fluid *f, int src, int dst, double start, double bits)
+{
+    int k = src * f->n_nodes + dst;
+    double rate = INFINITY;
+    const int32_t *p = f->paths + f->path_start[k];
+    int len = f->path_start[k + 1] - f->path_start[k];
+    for (int j = 0; j < len; j++) { /* the pair's available share for one more flow */
+        double share = f->res[p[j]].capacity / (f->res[p[j]].background + 1);
+        if (share < rate)
+            rate = share;
+    }
+    if (bits <= 0 || rate <= 0 || !isfinite(rate))
+        return 0.0;
+    double full = floor(rate / 8.0 * 0.0002 * f->h->dilation);
+    if (full < 2 * 1514)
+        full = 2 * 1514;
+    full *= 8.0;
+    double *tokens = &f->bucket[2 * k], *busy = &f->bucket[2 * k + 1];
+    double idle = start - *busy;
+    double have = fmin(full, *tokens + rate * (idle > 0 ? idle : 0.0));
+    double credit = fmin(have, bits);
+    *tokens = have - credit;
+    *busy = (*busy > start ? *busy : start) + (bits - credit) / rate;
+    return credit;
+}
+
+/* -- flows come and go (under the lock) --------------------------------------------- */
+
+typedef struct {
+    int src, dst, refs, resource, persistent, bucket;
+    double amount, bound;
+    const char *snd_bell, *rcv_bell;
+    int snd_len, rcv_len;
+} NewFlow;
+
+/* Insert a flow starting at wall time `wall` (or the model's clock, if later). 0, or -1
+ * when the table is full, -2 for a node out of range. */
+static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32_t *gen,
+                  double *start_wall)
+{
+    Header *h = f->h;
+    if (n->src < 0 || n->dst < 0 || n->src >= f->n_nodes || n->dst >= f->n_nodes)
+        return -2;
+    if (h->n_free == 0)
+        return -1;
+    double now = wall - h->base;
+    if (now < h->clock)
+        now = h->clock;
+    advance(f, now);
+    int32_t id = f->free_stack[--h->n_free];
+    Flow *x = &f->flows[id];
+    uint32_t g = x->gen;
+    memset(x, 0, sizeof *x);
+    x->gen = g;
+    x->refs = n->refs;
+    x->src = n->src;
+    x->dst = n->dst;
+    x->own_res = n->resource;
+    x->persistent = n->persistent;
+    x->bound = n->bound;
+    x->start = now;
+    x->size = n->persistent ? INFINITY : n->amount;
+    x->done_at = x->release_at = NAN;
+    x->rcv_seen = x->snd_seen = INFINITY;
+    x->rcv_len = (uint8_t)(n->rcv_len > 0 && n->rcv_len <= FL_BELL_BYTES ? n->rcv_len : 0);
+    x->snd_len = (uint8_t)(n->snd_len > 0 && n->snd_len <= FL_BELL_BYTES ? n->snd_len : 0);
+    if (x->rcv_len)
+        memcpy(x->rcv_bell, n->rcv_bell, x->rcv_len);
+    if (x->snd_len)
+        memcpy(x->snd_bell, n->snd_bell, x->snd_len);
+    int k = n->src * f->n_nodes + n->dst;
+    int crosses = n->resource >= 0 || f->path_start[k + 1] > f->path_start[k];
+    double credit = n->bucket && crosses && n->amount > 0
+                        ? burst_credit(f, n->src, n->dst, now, n->amount) : 0.0;
+    x->remaining = x->size - credit;
+    if (!crosses || (!n->persistent && x->remaining <= 0)) {
+        x->state = DONE; /* nothing to move, or a node to itself: no network */
+        x->remaining = 0.0;
+        x->done_at = x->release_at = now;
+    } else {
+        x->state = ACTIVE;
+        if (!n->persistent && n->amount <= h->buffer)
+            x->release_at = now;
+        f->active[h->n_active++] = id;
+        solve(f);
+    }
+    *slot = id;
+    *gen = x->gen;
+    *start_wall = now + h->base;
+    return 0;
+}
+
+/* A message of the message path: its pair's path, its token bucket. */
+static int api_add(Fluid *f, double wall, int src, int dst, double amount, int refs,
+                   const char *snd_bell, int snd_len, const char *rcv_bell, int rcv_len,
+                   int32_t *slot, uint32_t *gen, double *start_wall)
+{
+    NewFlow n = {src, dst, refs, -1, 0, 1, amount, 0.0, snd_bell, rcv_bell, snd_len, rcv_len};
+    return insert(f, wall, &n, slot, gen, start_wall);
+}
+
+static int api_view(Fluid *f, int32_t slot, uint32_t gen, int party, FlView *out)
+{
+    Header *h = f->h;
+    if (slot < 0 || slot >= h->max_flows || f->flows[slot].gen != gen ||
+        f->flows[slot].state == FREE)
+        return -1;
+    Flow *x = &f->flows[slot];
+    out->state = x->state;
+    out->start = x->start + h->base;
+    double end = projected_end(x, h->clock), rel = projected_release(h, x, h->clock);
+    out->end = end + h->base;
+    out->release = rel + h->base;
+    out->done = x->state == DONE;
+    out->released = !isnan(x->release_at);
+    out->next_change = next_scenario_change(f) + h->base;
+    if (party == FL_RECEIVER)
+        x->rcv_seen = end;
+    else if (party == FL_SENDER)
+        x->snd_seen = out->released ? INFINITY : rel;
+    return 0;
+}
+
+static void api_drop(Fluid *f, int32_t slot, uint32_t gen, int party)
+{
+    Header *h = f->h;
+    if (slot < 0 || slot >= h->max_flows || f->flows[slot].gen != gen ||
+        f->flows[slot].state == FREE)
+        return;
+    Flow *x = &f->flows[slot];
+    if (party == FL_SENDER)
+        x->snd_len = 0; /* no more rings for it */
+    else if (party == FL_RECEIVER)
+        x->rcv_len = 0;
+    if (--x->refs > 0)
+        return;
+    if (x->state == DONE) {
+        free_slot(f, slot);
+    } else if (x->persistent) { /* a background flow ends when its owner says */
+        for (int i = 0; i < h->n_active; i++)
+            if (f->active[i] == slot) {
+                f->active[i] = f->active[--h->n_active];
+                break;
+            }
+        h->dirty = 1;
+        free_slot(f, slot);
+    } /* else: its bytes are on the wire; freed when they are done */
+}
+
+static void api_advance(Fluid *f, double wall)
+{
+    double now = wall - f->h->base;
+    if (now > f->h->clock)
+        advance(f, now);
+    else if (f->h->dirty)
+        solve(f);
+}
+
+static void api_lock(Fluid *f)
+{
+    if (f->h)
+        fl_lock(f);
+}
+
+static void api_unlock(Fluid *f)
+{
+    if (f->h)
+        fl_unlock(f);
+}
+
+/* The message path's calls: a model detached from its window (the run is ending, and a
+ * communicator outlived it) answers that no flow exists and takes none. */
+static void safe_advance(Fluid *f, double wall)
+{
+    if (f->h)
+        api_advance(f, wall);
+}
+
+static int safe_add(Fluid *f, double wall, int src, int dst, double amount, int refs,
+                    const char *snd_bell, int snd_len, const char *rcv_bell, int rcv_len,
+                    int32_t *slot, uint32_t *gen, double *start_wall)
+{
+    if (!f->h)
+        return -3;
+    return api_add(f, wall, src, dst, amount, refs, snd_bell, snd_len, rcv_bell, rcv_len, slot,
+                   gen, start_wall);
+}
+
+static int safe_view(Fluid *f, int32_t slot, uint32_t gen, int party, FlView *out)
+{
+    return f->h ? api_view(f, slot, gen, party, out) : -1;
+}
+
+static void safe_drop(Fluid *f, int32_t slot, uint32_t gen, int party)
+{
+    if (f->h)
+        api_drop(f, slot, gen, party);
+}
+
+static const FluidAPI API = {
+    FLUID_API_VERSION,
+    (void (*)(void *))api_lock,
+    (void (*)(void *))api_unlock,
+    (void (*)(void *, double))safe_advance,
+    (int (*)(void *, double, int, int, double, int, const char *, int, const char *, int,
+             int32_t *, uint32_t *, double *))safe_add,
+    (int (*)(void *, int32_t, uint32_t, int, FlView *))safe_view,
+    (void (*)(void *, int32_t, uint32_t, int))safe_drop,
+};
+
+/* -- the Python type -------------------------------------------------------------------- */
+
+static size_t layout(int n_nodes, int n_res, int max_flows, size_t *o_res, size_t *o_flows,
+                     size_t *o_active, size_t *o_free, size_t *o_bucket)
+{
+    size_t off = (sizeof(Header) + 63) & ~(size_t)63;
+    *o_res = off;
+    off += sizeof(Res) * (size_t)n_res;
+    off = (off + 63) & ~(size_t)63;
+    *o_flows = off;
+    off += sizeof(Flow) * (size_t)max_flows;
+    *o_active = off;
+    off += sizeof(int32_t) * (size_t)max_flows;
+    *o_free = off;
+    off += sizeof(int32_t) * (size_t)max_flows;
+    off = (off + 7) & ~(size_t)7;
+    *o_bucket = off;
+    off += 2 * sizeof(double) * (size_t)n_nodes * (size_t)n_nodes;
+    return off;
+}
+
+static PyObject *state_bytes(PyObject *mod, PyObject *args)
+{
+    int n_nodes, n_res, max_flows;
+    if (!PyArg_ParseTuple(args, "iii", &n_nodes, &n_res, &max_flows))
+        return NULL;
+    size_t a, b, c, d, e;
+    return PyLong_FromSize_t(layout(n_nodes, n_res, max_flows, &a, &b, &c, &d, &e));
+}
+
+/* The numbers of a sequence into a new array of doubles (`ints`: of int32). */
+static int as_numbers(PyObject *seq, void **out, Py_ssize_t *n, int ints)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of numbers");
+    if (!fast)
+        return -1;
+    *n = PySequence_Fast_GET_SIZE(fast);
+    *out = malloc((ints ? sizeof(int32_t) : sizeof(double)) * (*n ? *n : 1));
+    if (!*out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        if (ints) {
+            long v = PyLong_AsLong(item);
+            ((int32_t *)*out)[i] = (int32_t)v;
+            if (v == -1 && PyErr_Occurred())
+                break;
+        } else {
+            double v = PyFloat_AsDouble(item);
+            ((double *)*out)[i] = v;
+            if (v == -1.0 && PyErr_Occurred())
+                break;
+        }
+    }
+    Py_DECREF(fast);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int as_doubles(PyObject *seq, double **out, Py_ssize_t *n)
+{
+    return as_numbers(seq, (void **)out, n, 0);
+}
+
+static int as_ints(PyObject *seq, int32_t **out, Py_ssize_t *n)
+{
+    return as_numbers(seq, (void **)out, n, 1);
+}
+
+static int read_timeline(PyObject *tuple, Timeline *tl, int n_res)
+{
+    /* (times, resources, capacities, backgrounds, initial capacities, initial backgrounds,
+     *  duration) */
+    PyObject *t, *r, *c, *b, *ic, *ib;
+    double duration;
+    if (!PyArg_ParseTuple(tuple, "OOOOOOd", &t, &r, &c, &b, &ic, &ib, &duration))
+        return -1;
+    Py_ssize_t n1, n2, n3, n4, n5, n6;
+    if (as_doubles(t, &tl->t, &n1) || as_ints(r, &tl->res, &n2) ||
+        as_doubles(c, &tl->capacity, &n3) || as_ints(b, &tl->background, &n4) ||
+        as_doubles(ic, &tl->init_capacity, &n5) || as_ints(ib, &tl->init_background, &n6))
+        return -1;
+    if (n1 != n2 || n1 != n3 || n1 != n4 || n5 != n_res || n6 != n_res) {
+        PyErr_SetString(PyExc_ValueError, "a timeline's arrays disagree in length");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n1; i++) {
+        if (tl->res[i] < 0 || tl->res[i] >= n_res || !(tl->capacity[i] > 0) ||
+            tl->background[i] < 0 || (i && tl->t[i] < tl->t[i - 1])) {
+            PyErr_Format(PyExc_ValueError, "timeline event %zd is malformed", i);
+            return -1;
+        }
+    }
+    for (int i = 0; i < n_res; i++)
+        if (!(tl->init_capacity[i] > 0) || tl->init_background[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "resource %d: capacity must be positive", i);
+            return -1;
+        }
+    tl->n_events = (int)n1;
+    tl->duration = duration;
+    return 0;
+}
+
+#define ALLOC(p, n) ((p) = calloc((size_t)((n) ? (n) : 1), sizeof(*(p))))
+
+/* Fluid(n_nodes, n_resources, path_start, paths, scenario, dedicated, max_flows, buffer,
+ *       window=None, create=True, base=None): paths per ordered node pair (src * n_nodes +
+ *       dst), each timeline a tuple of arrays (see read_timeline); the state in a new private
+ *       block, or in `window` (made there with `create`, else attached to). Wall times count
+ *       from `base` inside (default: now; 0 for a model on a clock of its own). */
+static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"n_nodes", "n_resources", "path_start", "paths", "scenario",
+                            "dedicated", "max_flows", "buffer", "window", "create", "base",
+                            NULL};
+    int n_nodes, n_res, max_flows, create = 1;
+    double buffer;
+    PyObject *ps, *pp, *scen, *ded, *window = Py_None, *base_o = Py_None;
+    if (f->h) {
+        PyErr_SetString(PyExc_RuntimeError, "a fluid model is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiOOOOid|OpO", names, &n_nodes, &n_res,
+                                     &ps, &pp, &scen, &ded, &max_flows, &buffer, &window,
+                                     &create, &base_o))
+        return -1;
+    double base = base_o == Py_None ? wall_now() : PyFloat_AsDouble(base_o);
+    if (PyErr_Occurred())
+        return -1;
+    Py_ssize_t n_ps, n_pp;
+    if (n_nodes < 1 || n_res < 1 || max_flows < 1 || as_ints(ps, &f->path_start, &n_ps) ||
+        as_ints(pp, &f->paths, &n_pp)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "need a node, a resource and a flow slot");
+        return -1;
+    }
+    f->n_nodes = n_nodes;
+    f->n_res = n_res;
+    if (n_ps != (Py_ssize_t)n_nodes * n_nodes + 1 || f->path_start[0] != 0 ||
+        f->path_start[n_ps - 1] != n_pp) {
+        PyErr_SetString(PyExc_ValueError, "paths do not cover every ordered pair of nodes");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_pp; i++)
+        if (f->paths[i] < 0 || f->paths[i] >= f->n_res) {
+            PyErr_SetString(PyExc_ValueError, "a path names an unknown resource");
+            return -1;
+        }
+    if (read_timeline(scen, &f->tl[0], f->n_res) || read_timeline(ded, &f->tl[1], f->n_res))
+        return -1;
+    if (!ALLOC(f->rem, f->n_res) || !ALLOC(f->users, f->n_res) || !ALLOC(f->stamp, f->n_res) ||
+        !ALLOC(f->touched, f->n_res) || !ALLOC(f->sat, f->n_res) ||
+        !ALLOC(f->unfrozen, max_flows)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t o_res, o_flows, o_active, o_free, o_bucket;
+    size_t size = layout(n_nodes, f->n_res, max_flows, &o_res, &o_flows, &o_active, &o_free,
+                         &o_bucket);
+    char *mem;
+    if (window == Py_None) {
+        mem = f->mem = calloc(1, size);
+        if (!mem) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        create = 1;
+    } else {
+        if (PyObject_GetBuffer(window, &f->view, PyBUF_WRITABLE))
+            return -1;
+        f->has_view = 1;
+        if ((size_t)f->view.len < size) {
+            PyErr_Format(PyExc_ValueError, "the shared window holds %zd bytes, the model needs %zu",
+                         f->view.len, size);
+            return -1;
+        }
+        mem = f->view.buf;
+    }
+    f->h = (Header *)mem;
+    f->res = (Res *)(mem + o_res);
+    f->flows = (Flow *)(mem + o_flows);
+    f->active = (int32_t *)(mem + o_active);
+    f->free_stack = (int32_t *)(mem + o_free);
+    f->bucket = (double *)(mem + o_bucket);
+    Header *h = f->h;
+    if (create) {
+        memset(mem, 0, size);
+        pthread_mutexattr_t attr;
+        pthread_mutexattr_init(&attr);
+        pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+        int rc = pthread_mutex_init(&h->lock, &attr);
+        pthread_mutexattr_destroy(&attr);
+        if (rc) {
+            PyErr_Format(PyExc_OSError, "pthread_mutex_init: %s", strerror(rc));
+            return -1;
+        }
+        h->magic = FL_MAGIC;
+        h->version = FL_VERSION;
+        h->n_nodes = n_nodes;
+        h->n_res = f->n_res;
+        h->max_flows = max_flows;
+        h->base = base;
+        h->clock = 0.0;
+        h->epoch = h->base;
+        h->time_scale = h->dilation = 1.0;
+        h->played = 0.0;
+        h->buffer = buffer;
+        for (int i = 0; i < max_flows; i++) {
+            f->flows[i].gen = 1;
+            f->free_stack[i] = max_flows - 1 - i;
+        }
+        h->n_free = max_flows;
+        for (int k = 0; k < n_nodes * n_nodes; k++) {
+            f->bucket[2 * k] = INFINITY; /* full */
+            f->bucket[2 * k + 1] = -INFINITY;
+        }
+        reset_resources(f);
+        __atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
+    } else if (!__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE) || h->magic != FL_MAGIC ||
+               h->version != FL_VERSION || h->n_nodes != n_nodes || h->n_res != f->n_res ||
+               h->max_flows != max_flows) {
+        PyErr_SetString(PyExc_RuntimeError, "the shared window holds no model of this cluster");
+        return -1;
+    }
+    f->ring_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    return 0;
+}
+
+static void Fluid_dealloc(Fluid *f)
+{
+    if (f->has_view)
+        PyBuffer_Release(&f->view);
+    free(f->mem);
+    free(f->path_start);
+    free(f->paths);
+    for (int i = 0; i < 2; i++) {
+        free(f->tl[i].t);
+        free(f->tl[i].res);
+        free(f->tl[i].capacity);
+        free(f->tl[i].background);
+        free(f->tl[i].init_capacity);
+        free(f->tl[i].init_background);
+    }
+    free(f->rem);
+    free(f->users);
+    free(f->stamp);
+    free(f->touched);
+    free(f->sat);
+    free(f->unfrozen);
+    if (f->ring_fd >= 0)
+        close(f->ring_fd);
+    Py_XDECREF(f->capsule);
+    Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+static int ready(Fluid *f)
+{
+    if (!f->h) {
+        PyErr_SetString(PyExc_RuntimeError, "the fluid model is closed or not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+static int read_bell(PyObject *o, const char **p, int *len)
+{
+    if (o == Py_None) {
+        *p = NULL;
+        *len = 0;
+        return 0;
+    }
+    char *s;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(o, &s, &n))
+        return -1;
+    *p = s;
+    *len = n <= FL_BELL_BYTES ? (int)n : 0; /* a longer address goes without rings */
+    return 0;
+}
+
+/* add(wall, src, dst, amount, refs=1, sender_bell=None, receiver_bell=None, bound=0,
+ *     resource=-1, persistent=False, bucket=True) -> (slot, gen, start wall time).
+ * A message takes its pair's token bucket (`bucket`) as the message path's do; bounded,
+ * persistent and own-resource flows never do. */
+static PyObject *Fluid_add(Fluid *f, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"wall", "src", "dst", "amount", "refs", "sender_bell",
+                            "receiver_bell", "bound", "resource", "persistent", "bucket", NULL};
+    double wall, amount, bound = 0.0;
+    int src, dst, refs = 1, resource = -1, persistent = 0, bucket = 1;
+    PyObject *sb = Py_None, *rb = Py_None;
+    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "diid|iOOdipp", names, &wall,
+                                                  &src, &dst, &amount, &refs, &sb, &rb, &bound,
+                                                  &resource, &persistent, &bucket))
+        return NULL;
+    const char *s, *r;
+    int sl, rl;
+    if (read_bell(sb, &s, &sl) || read_bell(rb, &r, &rl))
+        return NULL;
+    if (resource >= f->n_res || !(amount >= 0) || bound < 0 || refs < 1) {
+        PyErr_SetString(PyExc_ValueError, "bad flow: resource, amount, bound or refs");
+        return NULL;
+    }
+    int32_t slot;
+    uint32_t gen;
+    double start;
+    NewFlow n = {src, dst, refs, resource, persistent,
+                 bucket && resource < 0 && !persistent && !(bound > 0), amount, bound, s, r, sl,
+                 rl};
+    fl_lock(f);
+    int rc = insert(f, wall, &n, &slot, &gen, &start);
+    fl_unlock(f);
+    if (rc == -1) {
+        PyErr_SetString(PyExc_RuntimeError, "the flow table is full");
+        return NULL;
+    }
+    if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "node index out of range");
+        return NULL;
+    }
+    return Py_BuildValue("(iId)", slot, gen, start);
+}
+
+/* view(slot, gen, wall=None, party=0) -> dict, after advancing to wall (default now) */
+static PyObject *Fluid_view(Fluid *f, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"slot", "gen", "wall", "party", NULL};
+    int slot, party = FL_NOBODY;
+    unsigned int gen;
+    PyObject *wall_o = Py_None;
+    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|Oi", names, &slot, &gen,
+                                                  &wall_o, &party))
+        return NULL;
+    double wall = wall_o == Py_None ? wall_now() : PyFloat_AsDouble(wall_o);
+    if (PyErr_Occurred())
+        return NULL;
+    FlView v;
+    fl_lock(f);
+    api_advance(f, wall);
+    int rc = api_view(f, slot, gen, party, &v);
+    double rate = rc == 0 ? f->flows[slot].rate : 0.0;
+    fl_unlock(f);
+    if (rc) {
+        PyErr_SetString(PyExc_KeyError, "no such flow (freed, or another slot's)");
+        return NULL;
+    }
+    return Py_BuildValue("{s:s,s:d,s:d,s:d,s:O,s:O,s:d,s:d}", "state",
+                         v.done ? "done" : "active", "start", v.start, "end", v.end,
+                         "release", v.release, "done", v.done ? Py_True : Py_False,
+                         "released", v.released ? Py_True : Py_False, "rate", rate,
+                         "next_change", v.next_change);
+}
+
+static PyObject *Fluid_drop(Fluid *f, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"slot", "gen", "party", NULL};
+    int slot, party = FL_NOBODY;
+    unsigned int gen;
+    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|i", names, &slot, &gen,
+                                                  &party))
+        return NULL;
+    fl_lock(f);
+    api_advance(f, wall_now());
+    api_drop(f, slot, gen, party);
+    fl_unlock(f);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fluid_advance(Fluid *f, PyObject *args)
+{
+    double wall;
+    if (!ready(f) || !PyArg_ParseTuple(args, "d", &wall))
+        return NULL;
+    fl_lock(f);
+    api_advance(f, wall);
+    fl_unlock(f);
+    Py_RETURN_NONE;
+}
+
+/* The wall time of the next event: a flow's end or a scenario change (inf if none). */
+static PyObject *Fluid_next_event(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    if (f->h->dirty)
+        solve(f);
+    double t = next_scenario_change(f);
+    for (int i = 0; i < f->h->n_active; i++) {
+        double e = projected_end(&f->flows[f->active[i]], f->h->clock);
+        if (e < t)
+            t = e;
+    }
+    double base = f->h->base;
+    fl_unlock(f);
+    return PyFloat_FromDouble(t + base);
+}
+
+/* set_clock(wall, epoch, time_scale, dilation, timeline): from wall on, scenario time t is
+ * at wall time epoch + t * dilation / time_scale, on timeline 0 (the scenario) or 1 (the
+ * dedicated network). */
+static PyObject *Fluid_set_clock(Fluid *f, PyObject *args)
+{
+    double wall, epoch, scale, dilation;
+    int timeline;
+    if (!ready(f) || !PyArg_ParseTuple(args, "ddddi", &wall, &epoch, &scale, &dilation,
+                                       &timeline))
+        return NULL;
+    if (!(scale > 0) || !(dilation > 0) || timeline < 0 || timeline > 1) {
+        PyErr_SetString(PyExc_ValueError, "time scale and dilation must be positive, the "
+                                          "timeline 0 or 1");
+        return NULL;
+    }
+    fl_lock(f);
+    Header *h = f->h;
+    api_advance(f, wall);
+    int changed = h->epoch != epoch || h->time_scale != scale || h->dilation != dilation ||
+                  h->timeline != timeline;
+    if (changed) {
+        double rel = wall - h->base;
+        if (rel > h->clock)
+            h->clock = rel;
+        h->epoch = epoch;
+        h->time_scale = scale;
+        h->dilation = dilation;
+        h->timeline = timeline;
+        reset_resources(f);
+        solve(f);
+    }
+    fl_unlock(f);
+    return PyBool_FromLong(changed);
+}
+
+/* The scenario's clock: (epoch, time scale, dilation, timeline, latest scenario time
+ * reached, the timeline's duration). */
+static PyObject *Fluid_clock(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    Header *h = f->h;
+    PyObject *out = Py_BuildValue("(dddidd)", h->epoch, h->time_scale, h->dilation, h->timeline,
+                                  h->played, f->tl[h->timeline].duration);
+    fl_unlock(f);
+    return out;
+}
+
+/* Active flows and their rates, for checks: [(slot, src, dst, rate)]. */
+static PyObject *Fluid_rates(Fluid *f, PyObject *args)
+{
+    double wall = NAN;
+    if (!ready(f) || !PyArg_ParseTuple(args, "|d", &wall))
+        return NULL;
+    fl_lock(f);
+    api_advance(f, isnan(wall) ? wall_now() : wall);
+    PyObject *out = PyList_New(0);
+    for (int i = 0; out && i < f->h->n_active; i++) {
+        Flow *x = &f->flows[f->active[i]];
+        PyObject *t = Py_BuildValue("(iiid)", f->active[i], x->src, x->dst, x->rate);
+        if (!t || PyList_Append(out, t)) {
+            Py_XDECREF(t);
+            Py_CLEAR(out);
+        }
+        Py_XDECREF(t);
+    }
+    fl_unlock(f);
+    return out;
+}
+
+static PyObject *Fluid_counts(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    PyObject *out = Py_BuildValue("{s:i,s:i,s:K}", "active", f->h->n_active, "free",
+                                  f->h->n_free, "solves", (unsigned long long)f->h->solves);
+    fl_unlock(f);
+    return out;
+}
+
+/* Let go of the memory (before a shared window is freed): every later call on this model
+ * fails, and the message path's calls do nothing. */
+static PyObject *Fluid_detach(Fluid *f, PyObject *noargs)
+{
+    if (f->h) {
+        fl_lock(f);
+        Header *h = f->h;
+        f->h = NULL;
+        pthread_mutex_unlock(&h->lock);
+        if (f->has_view) {
+            PyBuffer_Release(&f->view);
+            f->has_view = 0;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fluid_capsule(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    if (!f->capsule) {
+        f->capsule = PyCapsule_New((void *)f, "emulator.network._fluid.Fluid", NULL);
+        if (!f->capsule)
+            return NULL;
+    }
+    Py_INCREF(f->capsule);
+    return f->capsule;
+}
+
+static PyMethodDef Fluid_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))Fluid_add, METH_VARARGS | METH_KEYWORDS,
+     "add(wall, src, dst, amount, refs=1, sender_bell=None, receiver_bell=None, bound=0, "
+     "resource=-1, persistent=False) -> (slot, gen, start)"},
+    {"view", (PyCFunction)(void (*)(void))Fluid_view, METH_VARARGS | METH_KEYWORDS,
+     "view(slot, gen, wall=None, party=0) -> dict"},
+    {"drop", (PyCFunction)(void (*)(void))Fluid_drop, METH_VARARGS | METH_KEYWORDS,
+     "drop(slot, gen, party=0): one holder lets go"},
+    {"advance", (PyCFunction)Fluid_advance, METH_VARARGS, "advance(wall)"},
+    {"next_event", (PyCFunction)Fluid_next_event, METH_NOARGS, "wall time of the next event"},
+    {"set_clock", (PyCFunction)Fluid_set_clock, METH_VARARGS,
+     "set_clock(wall, epoch, time_scale, dilation, timeline) -> changed"},
+    {"clock", (PyCFunction)Fluid_clock, METH_NOARGS,
+     "(epoch, time_scale, dilation, timeline, scenario seconds reached, duration)"},
+    {"rates", (PyCFunction)Fluid_rates, METH_VARARGS, "[(slot, src, dst, rate)] of the active"},
+    {"counts", (PyCFunction)Fluid_counts, METH_NOARGS, "active and free slots, solves"},
+    {"capsule", (PyCFunction)Fluid_capsule, METH_NOARGS, "the C handle for the message path"},
+    {"detach", (PyCFunction)Fluid_detach, METH_NOARGS, "let go of the memory (a shared window)"},
+    {NULL}};
+
+static PyTypeObject FluidType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "emulator.network._fluid.Fluid",
+    .tp_basicsize = sizeof(Fluid),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The fluid model of one cluster's network (private or in a shared window).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Fluid_init,
+    .tp_dealloc = (destructor)Fluid_dealloc,
+    .tp_methods = Fluid_methods,
+};
+
+/* A solve of its own: the resources and flows of one call (each flow a pair of its own,
+ * one node, flow i its pair i). */
+typedef struct {
+    Fluid f;
+    Res *res;
+    Flow *flows;
+    int32_t *ids;
+    double *sizes;
+    Py_ssize_t n;
+} Solo;
+
+static void solo_free(Solo *s)
+{
+    free(s->res);
+    free(s->flows);
+    free(s->ids);
+    free(s->sizes);
+    free(s->f.paths);
+    free(s->f.path_start);
+    free(s->f.rem);
+    free(s->f.users);
+    free(s->f.stamp);
+    free(s->f.touched);
+    free(s->f.sat);
+    free(s->f.unfrozen);
+}
+
+static int solo_read(Solo *s, PyObject *caps, PyObject *bgs, PyObject *paths, PyObject *bounds,
+                     PyObject *sizes)
+{
+    memset(s, 0, sizeof *s);
+    double *cap = NULL, *bnd = NULL;
+    int32_t *bg = NULL;
+    PyObject *fast = NULL;
+    Py_ssize_t n_res, n_bg, n_bounds = 0, n_sizes = 0, total = 0, at = 0;
+    int rc = -1;
+    if (as_doubles(caps, &cap, &n_res) || as_ints(bgs, &bg, &n_bg))
+        goto done;
+    if (n_res != n_bg) {
+        PyErr_SetString(PyExc_ValueError, "one background count per resource");
+        goto done;
+    }
+    fast = PySequence_Fast(paths, "paths must be a sequence of sequences");
+    if (!fast)
+        goto done;
+    Py_ssize_t n = s->n = PySequence_Fast_GET_SIZE(fast);
+    if (bounds != Py_None && as_doubles(bounds, &bnd, &n_bounds))
+        goto done;
+    if (bnd && n_bounds != n) {
+        PyErr_SetString(PyExc_ValueError, "one bound per flow");
+        goto done;
+    }
+    if (sizes && as_doubles(sizes, &s->sizes, &n_sizes))
+        goto done;
+    if (sizes && n_sizes != n) {
+        PyErr_SetString(PyExc_ValueError, "one size per flow");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = PySequence_Size(PySequence_Fast_GET_ITEM(fast, i));
+        if (len < 0)
+            goto done;
+        total += len;
+    }
+    Fluid *f = &s->f;
+    f->n_nodes = 1;
+    f->n_res = (int)n_res;
+    if (!ALLOC(s->res, n_res) || !ALLOC(f->paths, total) || !ALLOC(f->path_start, n + 1) ||
+        !ALLOC(s->flows, n) || !ALLOC(s->ids, n) || !ALLOC(f->rem, n_res) ||
+        !ALLOC(f->users, n_res) || !ALLOC(f->stamp, n_res) || !ALLOC(f->touched, n_res) ||
+        !ALLOC(f->sat, n_res) || !ALLOC(f->unfrozen, n)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < n_res; r++) {
+        if (!(cap[r] > 0) || bg[r] < 0) {
+            PyErr_Format(PyExc_ValueError, "resource %zd: capacity must be positive", r);
+            goto done;
+        }
+        s->res[r].capacity = cap[r];
+        s->res[r].background = bg[r];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t *p;
+        Py_ssize_t len;
+        if (as_ints(PySequence_Fast_GET_ITEM(fast, i), &p, &len))
+            goto done;
+        f->path_start[i] = (int32_t)at;
+        for (Py_ssize_t j = 0; j < len; j++) {
+            if (p[j] < 0 || p[j] >= n_res) {
+                PyErr_Format(PyExc_ValueError, "flow %zd crosses unknown resource %d", i, p[j]);
+                free(p);
+                goto done;
+            }
+            f->paths[at++] = p[j];
+        }
+        free(p);
+        if ((bnd && bnd[i] < 0) || (s->sizes && !(s->sizes[i] >= 0))) {
+            PyErr_Format(PyExc_ValueError, "flow %zd: bounds and sizes must be >= 0", i);
+            goto done;
+        }
+        s->flows[i].own_res = -1;
+        s->flows[i].dst = (int32_t)i;
+        s->flows[i].bound = bnd ? bnd[i] : 0.0;
+        s->ids[i] = (int32_t)i;
+    }
+    f->path_start[n] = (int32_t)at;
+    rc = 0;
+done:
+    Py_XDECREF(fast);
+    free(cap);
+    free(bg);
+    free(bnd);
+    return rc;
+}
+
+/* maxmin(capacities, backgrounds, paths, bounds=None) -> rates: the solver alone. */
+static PyObject *maxmin_py(PyObject *mod, PyObject *args)
+{
+    PyObject *caps, *bgs, *paths, *bounds = Py_None, *out = NULL;
+    Solo s;
+    if (!PyArg_ParseTuple(args, "OOO|O", &caps, &bgs, &paths, &bounds))
+        return NULL;
+    if (solo_read(&s, caps, bgs, paths, bounds, NULL) == 0) {
+        maxmin(&s.f, s.ids, (int)s.n, s.flows, s.res);
+        out = PyList_New(s.n);
+        for (Py_ssize_t i = 0; out && i < s.n; i++)
+            PyList_SET_ITEM(out, i, PyFloat_FromDouble(s.flows[i].rate));
+    }
+    solo_free(&s);
+    return out;
+}
+
+/* finish_times(capacities, backgrounds, paths, sizes, bounds=None) -> the time each flow
+ * ends when all start at 0, solved again at every end. */
+static PyObject *finish_times_py(PyObject *mod, PyObject *args)
+{
+    PyObject *caps, *bgs, *paths, *sizes, *bounds = Py_None, *out = NULL;
+    Solo s;
+    if (!PyArg_ParseTuple(args, "OOOO|O", &caps, &bgs, &paths, &sizes, &bounds))
+        return NULL;
+    if (solo_read(&s, caps, bgs, paths, bounds, sizes) == 0) {
+        double *ends = calloc((size_t)(s.n ? s.n : 1), sizeof(double));
+        if (!ends) {
+            PyErr_NoMemory();
+        } else {
+            int active = 0;
+            for (Py_ssize_t i = 0; i < s.n; i++) {
+                s.flows[i].remaining = s.sizes[i];
+                if (s.sizes[i] > 0)
+                    s.ids[active++] = (int32_t)i;
+            }
+            double t = 0.0;
+            while (active > 0) {
+                maxmin(&s.f, s.ids, active, s.flows, s.res);
+                double step = INFINITY;
+                for (int k = 0; k < active; k++) {
+                    Flow *x = &s.flows[s.ids[k]];
+                    if (x->rate > 0 && x->remaining / x->rate < step)
+                        step = x->remaining / x->rate;
+                }
+                if (!isfinite(step)) { /* unlimited flows end at once, stuck ones never */
+                    for (int k = 0; k < active; k++)
+                        ends[s.ids[k]] = isinf(s.flows[s.ids[k]].rate) ? t : INFINITY;
+                    break;
+                }
+                t += step;
+                int kept = 0;
+                for (int k = 0; k < active; k++) {
+                    Flow *x = &s.flows[s.ids[k]];
+                    x->remaining -= x->rate * step;
+                    if (x->remaining <= x->rate * DONE_BITS_SECONDS * 4)
+                        ends[s.ids[k]] = t;
+                    else
+                        s.ids[kept++] = s.ids[k];
+                }
+                active = kept;
+            }
+            out = PyList_New(s.n);
+            for (Py_ssize_t i = 0; out && i < s.n; i++)
+                PyList_SET_ITEM(out, i, PyFloat_FromDouble(ends[i]));
+            free(ends);
+        }
+    }
+    solo_free(&s);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"maxmin", maxmin_py, METH_VARARGS,
+     "maxmin(capacities, backgrounds, paths, bounds=None) -> max-min fair rates"},
+    {"finish_times", finish_times_py, METH_VARARGS,
+     "finish_times(capacities, backgrounds, paths, sizes, bounds=None) -> when each flow "
+     "ends, all starting at 0"},
+    {"state_bytes", state_bytes, METH_VARARGS,
+     "state_bytes(n_nodes, n_resources, max_flows): the size of a model's state"},
+    {NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fluid",
+                                    "The cluster's network as one fluid model.", -1,
+                                    module_methods};
+
+PyMODINIT_FUNC PyInit__fluid(void)
+{
+    if (PyType_Ready(&FluidType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&FluidType);
+    PyObject *api = PyCapsule_New((void *)&API, FLUID_API_CAPSULE, NULL);
+    if (PyModule_AddObject(m, "Fluid", (PyObject *)&FluidType) || !api ||
+        PyModule_AddObject(m, "_C_API", api) ||
+        PyModule_AddIntConstant(m, "RECEIVER", FL_RECEIVER) ||
+        PyModule_AddIntConstant(m, "SENDER", FL_SENDER) ||
+        PyModule_AddIntConstant(m, "NOBODY", FL_NOBODY) ||
+        PyModule_AddIntConstant(m, "BELL_BYTES", FL_BELL_BYTES)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

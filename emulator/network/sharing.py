@@ -1,0 +1,319 @@
+"""How the flows of a cluster share its network: one fluid model for every user of it.
+
+Resources
+    Every directed link is a resource with a capacity: on a tree, each physical link in each
+    direction (a node's port up and down, each switch-to-switch link both ways); on a
+    crossbar, each node's port up and down and, for every ordered pair of nodes, the pair's
+    path through the switch (at the smaller port's capacity, or the scenario's bandwidth).
+    Links are full duplex: the two directions are two resources. Each node's CPU is one more
+    resource (one CPU-second per second), for compute phases.
+Flows
+    A flow from node u to node v crosses u's port up, the links of its path in the direction
+    travelled and v's port down (on a crossbar: up, the pair's path, down). A flow from a
+    node to itself crosses nothing (no network).
+Sharing
+    Rates are max-min fair, by progressive filling, as SimGrid's flow model computes them:
+    all rates grow together; a flow stops growing when a resource on its path is full or it
+    reaches its bound. They are solved again whenever a flow starts or ends or the scenario
+    changes (:mod:`emulator.network._fluid`, in C).
+Scenarios
+    A stream-model timeline puts its S competing streams on a link as S background flows
+    there (crossing nothing else, never bounded), so a link of capacity C carrying S streams
+    leaves a new flow C/(S+1), and two flows of one job on it share what max-min gives them.
+    A static matrix or a trace sets the link's capacity to its bandwidth (on a crossbar, each
+    direction of a pair is then one more link of that bandwidth, shared by the flows on it).
+
+Everything that predicts or emulates communication uses this model: the emulator's message
+path (all ranks of a machine share one model in MPI shared memory), ``nodesel flows``,
+selection's flow-model ranking, the experiment's oracle and the batch estimators.
+
+>>> from emulator.network.cluster import crossbar
+>>> [round(s, 3) for s in simulate(crossbar(3), [(0, "n1", "n2", 1_250_000),
+...                                              (0, "n1", "n3", 1_250_000)],
+...                                latency_seconds=0.0, bucket=False)]
+[0.2, 0.2]
+"""
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+
+from . import _fluid
+from . import cluster as clusters
+
+# Sends are released when this much of their message is left (the sender's socket buffer,
+# as the message path's SEND_BUFFER_BYTES)
+BUFFER_BITS = 512 * 1024 * 8.0
+DEFAULT_MAX_FLOWS = 16384
+maxmin = _fluid.maxmin  # maxmin(capacities, backgrounds, paths, bounds=None) -> rates
+
+
+@dataclass
+class Resources:
+    """The resources of a cluster: names (``("up", n)``, ``("down", n)``, ``("pair", u, v)``,
+    ``("link", a, b)``, ``("cpu", n)``), capacities in units per second (bit/s; CPU-s/s),
+    and for each ordered pair of compute nodes the resources its flows cross."""
+
+    nodes: list
+    names: list
+    capacity: list
+    paths: dict  # (src index, dst index) -> [resource index]
+    index: dict  # name -> resource index
+
+    def cpu(self, node):
+        return self.index[("cpu", self.nodes[node] if isinstance(node, int) else node)]
+
+
+def resources(cluster):
+    """The resources of ``cluster`` (a graph from :mod:`emulator.network.cluster`)."""
+    nodes = clusters.node_names(cluster)
+    names, capacity = [], []
+
+    def add(name, bps):
+        names.append(name)
+        capacity.append(float(bps))
+        return len(names) - 1
+
+    paths = {}
+    if cluster.graph.get("topology") == "crossbar":
+        port = {n: cluster.nodes[n]["capacity_mbps"] * 1e6 for n in nodes}
+        up = {n: add(("up", n), port[n]) for n in nodes}
+        down = {n: add(("down", n), port[n]) for n in nodes}
+        for i, u in enumerate(nodes):
+            for j, v in enumerate(nodes):
+                if i != j:
+                    pair = add(("pair", u, v), min(port[u], port[v]))
+                    paths[(i, j)] = [up[u], pair, down[v]]
+    else:
+        edge = {}
+        for a, b, d in cluster.edges(data=True):
+            for x, y in ((a, b), (b, a)):
+                kind = "up" if cluster.nodes[x].get("kind") == "compute" else \
+                    "down" if cluster.nodes[y].get("kind") == "compute" else "link"
+                name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
+                    else (kind, x, y)
+                edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
+        for i, u in enumerate(nodes):
+            reach = nx.single_source_shortest_path(cluster, u)
+            for j, v in enumerate(nodes):
+                if i != j:
+                    hops = reach[v]
+                    paths[(i, j)] = [edge[e] for e in zip(hops, hops[1:])]
+    for n in nodes:
+        add(("cpu", n), 1.0)
+    return Resources(nodes, names, capacity, paths, {n: i for i, n in enumerate(names)})
+
+
+def _link_resources(res, cluster, a, b):
+    """The two directed resources of a scenario link a-b."""
+    if cluster.graph.get("topology") == "crossbar":
+        return [res.index[("pair", a, b)], res.index[("pair", b, a)]]
+    out = []
+    for x, y in ((a, b), (b, a)):
+        kind_x, kind_y = cluster.nodes[x].get("kind"), cluster.nodes[y].get("kind")
+        name = ("up", x) if kind_x == "compute" else ("down", y) if kind_y == "compute" \
+            else ("link", x, y)
+        out.append(res.index[name])
+    return out
+
+
+def timeline_arrays(res, cluster, timeline):
+    """A timeline as the model reads it: (event times, resources, capacities in bit/s,
+    background flows, initial capacities, initial backgrounds, duration). Without a
+    timeline, every resource at its capacity for ever (the dedicated network)."""
+    init_cap, init_bg = list(res.capacity), [0] * len(res.capacity)
+    times, which, caps, bgs = [], [], [], []
+    if timeline is None:
+        return times, which, caps, bgs, init_cap, init_bg, math.inf
+    streams = timeline.streams
+    link_res = [_link_resources(res, cluster, a, b) for a, b, _ in timeline.links]
+
+    def state(link, mbps, count):
+        if count is None:  # a bandwidth: the link's capacity, nobody else on it
+            return mbps * 1e6, 0
+        return timeline.links[link][2] * 1e6, int(count)  # capacity, S background streams
+
+    for link, mbps in enumerate(timeline.initial_mbps):
+        cap, bg = state(link, mbps, None if streams is None else streams[0][link])
+        for r in link_res[link]:
+            init_cap[r], init_bg[r] = cap, bg
+    for k, (t, link, mbps) in enumerate(timeline.events):
+        cap, bg = state(link, mbps, None if streams is None else streams[1][k])
+        for r in link_res[link]:
+            times.append(float(t))
+            which.append(r)
+            caps.append(cap)
+            bgs.append(bg)
+    duration = float(timeline.duration_seconds()) if timeline.events or \
+        "duration_seconds" in timeline.meta else math.inf
+    if timeline.meta.get("kind") in ("static", "dedicated"):
+        duration = math.inf  # the same for ever
+    return times, which, caps, bgs, init_cap, init_bg, duration
+
+
+def _path_arrays(res):
+    n = len(res.nodes)
+    start, flat = [0], []
+    for i in range(n):
+        for j in range(n):
+            flat.extend(res.paths.get((i, j), ()))
+            start.append(len(flat))
+    return start, flat
+
+
+def state_bytes(cluster, max_flows=DEFAULT_MAX_FLOWS):
+    """The bytes of a model's state for ``cluster`` (the size of its shared window)."""
+    res = resources(cluster)
+    return _fluid.state_bytes(len(res.nodes), len(res.names), max_flows)
+
+
+class ClusterModel:
+    """The fluid model of one cluster's network under one scenario, in this process
+    (``window=None``) or in a shared-memory window that every process of a machine maps
+    (made there with ``create``, else attached to).
+
+    Wall times are the clock of the model (``base=0.0``: a clock of its own, starting at
+    0): from :meth:`set_clock` on, scenario time t is at wall time ``epoch + t * dilation /
+    time_scale``, and capacities are divided by the dilation (one emulated second lasts
+    ``dilation`` wall seconds).
+    """
+
+    def __init__(self, cluster, timeline=None, *, window=None, create=True,
+                 max_flows=DEFAULT_MAX_FLOWS, base=None):
+        self.cluster = cluster
+        self.timeline = timeline
+        self.resources = res = resources(cluster)
+        self.nodes = res.nodes
+        self.index = {n: i for i, n in enumerate(res.nodes)}
+        start, flat = _path_arrays(res)
+        self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), start, flat,
+                                  timeline_arrays(res, cluster, timeline),
+                                  timeline_arrays(res, cluster, None), max_flows, BUFFER_BITS,
+                                  window=window, create=create, base=base)
+
+    def set_clock(self, *, epoch, time_scale=1.0, dilation=1.0, dedicated=False, wall=None):
+        """Scenario time 0 at wall time ``epoch``; the scenario (or, ``dedicated``, every link
+        at its capacity) from now on. True if anything changed."""
+        import time
+
+        return self.fluid.set_clock(time.time() if wall is None else wall, epoch, time_scale,
+                                    dilation, 1 if dedicated else 0)
+
+    def clock(self):
+        """``{"epoch", "time_scale", "dilation", "dedicated", "scenario_seconds_played",
+        "scenario_seconds"}`` (the latest scenario time the model reached, and how long the
+        scenario lasts)."""
+        epoch, scale, dilation, timeline, played, duration = self.fluid.clock()
+        return {"epoch": epoch, "time_scale": scale, "dilation": dilation,
+                "dedicated": bool(timeline), "scenario_seconds_played": played,
+                "scenario_seconds": duration}
+
+
+@dataclass
+class Flow:
+    """A flow of a model run: ``size_bytes`` from ``src`` to ``dst`` at ``start_seconds``."""
+
+    start_seconds: float
+    src: str
+    dst: str
+    size_bytes: float
+
+
+def simulate(cluster, flows, *, timeline=None, latency_seconds=None, time_scale=1.0,
+             bucket=True):
+    """When each flow is delivered (its last byte plus the latency), in seconds from time 0,
+    by the fluid model in this process. ``flows``: ``(start_seconds, src, dst, size_bytes)``
+    with node names; the scenario's time 0 is time 0 (``time_scale`` scenario seconds per
+    second). ``bucket``: each pair's token bucket lets its first bytes through at once, as
+    the message path's (and the kernel's HTB) do.
+
+    >>> from emulator.network.cluster import crossbar
+    >>> simulate(crossbar(2), [(0, "n1", "n2", 12_500_000)], latency_seconds=0.001,
+    ...          bucket=False)
+    [1.001]
+    """
+    flows = [Flow(*f) if not isinstance(f, Flow) else f for f in flows]
+    if latency_seconds is None:
+        latency_seconds = cluster.graph.get("latency_ms", 0.0) / 1000.0
+    model = ClusterModel(cluster, timeline, max_flows=max(1, len(flows)), base=0.0)
+    index = model.index
+    for f in flows:
+        for node in (f.src, f.dst):
+            if node not in index:
+                raise ValueError(f"{node!r} is not a node of the cluster")
+        if not (f.start_seconds >= 0 and f.size_bytes >= 0):
+            raise ValueError("flows need start_seconds >= 0 and size_bytes >= 0")
+    base = 0.0  # the model's own clock: time 0 is scenario time 0
+    model.set_clock(epoch=base, time_scale=time_scale, wall=base)
+    order = sorted(range(len(flows)), key=lambda k: (flows[k].start_seconds, k))
+    slots = {}
+    for k in order:
+        f = flows[k]
+        slots[k] = model.fluid.add(base + f.start_seconds, index[f.src], index[f.dst],
+                                   f.size_bytes * 8.0, bucket=bucket)
+    model.fluid.advance(math.inf)
+    ends = []
+    for k in range(len(flows)):
+        slot, gen, _ = slots[k]
+        view = model.fluid.view(slot, gen, wall=math.inf)
+        ends.append(view["end"] - base + latency_seconds)
+    return ends
+
+
+def pattern_seconds(pattern, mapping, pair_mbps, *, port_mbps=None):
+    """Seconds of one iteration of ``pattern`` placed by ``mapping``: every edge's ``bytes``
+    go half each way, as two flows starting together, over a crossbar whose pairs have
+    ``pair_mbps(u, v)`` and whose ports ``port_mbps(u)`` (default unlimited), shared max-min;
+    the iteration ends with its last flow.
+
+    >>> import networkx as nx
+    >>> p = nx.Graph(); p.add_edge(0, 1, bytes=2_500_000)
+    >>> pattern_seconds(p, {0: "a", 1: "b"}, lambda u, v: 10.0)
+    1.0
+    """
+    flows = []
+    for a, b, nbytes in pattern.edges(data="bytes", default=0):
+        u, v = mapping[a], mapping[b]
+        for src, dst in ((u, v), (v, u)):
+            if nbytes > 0 and src != dst:
+                flows.append((src, dst, nbytes * 4.0))  # half the bytes, in bits
+    if not flows:
+        return 0.0
+    index, capacity, paths = {}, [], []
+
+    def resource(name, bps):
+        if name not in index:
+            index[name] = len(capacity)
+            capacity.append(float(bps))
+        return index[name]
+
+    for src, dst, _ in flows:
+        path = [resource(("pair", src, dst), pair_mbps(src, dst) * 1e6)]
+        if port_mbps is not None:
+            path += [resource(("up", src), port_mbps(src) * 1e6),
+                     resource(("down", dst), port_mbps(dst) * 1e6)]
+        paths.append(path)
+    if any(not c > 0 for c in capacity):
+        return math.inf
+    return fluid_seconds(capacity, paths, [bits for _, _, bits in flows])
+
+
+def fluid_seconds(capacity, paths, sizes):
+    """When the last of flows that all start at 0 ends: ``sizes`` over ``paths`` (resource
+    indices) of resources of ``capacity``, rates max-min fair and solved again at each end.
+
+    >>> fluid_seconds([100.0], [[0], [0]], [100.0, 200.0])
+    3.0
+    """
+    if not sizes:
+        return 0.0
+    return max(_fluid.finish_times(capacity, [0] * len(capacity), paths, sizes))
+
+
+def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
+    """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
+    two full frames. Small, so that a short message after an idle spell is paced like on a
+    real link of that rate rather than let through at once. The kernel's HTB classes get it
+    (:mod:`emulator.kernel.iproute`), and the model's token buckets compute the same in C."""
+    return max(2 * mtu_bytes, int(rate_mbps * 1e6 / 8 * seconds))

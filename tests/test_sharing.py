@@ -1,0 +1,269 @@
+"""The cluster's one fluid model (emulator.network.sharing and its C core), worked by hand:
+the max-min solve, flows over time, scenarios, trees, and the flow table's bookkeeping."""
+
+import math
+
+import pytest
+
+from emulator.network import _fluid
+from emulator.network.cluster import cluster_from_dict, crossbar
+from emulator.network.cluster import links as cluster_links
+from emulator.network.scenario import Timeline, generate_streams
+from emulator.network.sharing import (
+    BUFFER_BITS,
+    ClusterModel,
+    maxmin,
+    pattern_seconds,
+    resources,
+    simulate,
+    timeline_arrays,
+)
+
+MB = 1_000_000
+
+
+def racks(uplink_mbps=150.0, per_rack=4, count=3, port_mbps=100.0):
+    """``count`` racks of ``per_rack`` nodes under one core switch."""
+    names = [f"r{r}n{i}" for r in range(1, count + 1) for i in range(1, per_rack + 1)]
+    return cluster_from_dict({
+        "topology": "tree", "capacity_mbps": port_mbps, "latency_ms": 0.0,
+        "switches": ["core"] + [f"rack{r}" for r in range(1, count + 1)],
+        "nodes": [{"name": n, "switch": f"rack{n[1]}"} for n in names],
+        "links": [{"a": f"rack{r}", "b": "core", "capacity_mbps": uplink_mbps}
+                  for r in range(1, count + 1)]})
+
+
+def static(cluster, bandwidth):
+    """A timeline with ``bandwidth[frozenset((a, b))]`` on those links, capacity elsewhere."""
+    links = cluster_links(cluster)
+    return Timeline(links, [bandwidth.get(frozenset((a, b)), cap) for a, b, cap in links], [],
+                    {"kind": "static"})
+
+
+# -- the solve -----------------------------------------------------------------------------
+
+def test_flows_on_one_resource_share_it_equally():
+    assert maxmin([90.0], [0], [[0], [0], [0]]) == [30.0, 30.0, 30.0]
+
+
+def test_a_flow_held_back_elsewhere_leaves_its_share_to_the_others():
+    # port (0) of 100 shared by a flow limited to 10 by its pair (1) and one free flow:
+    # max-min gives 10 and 90, where an equal split of the port would give 50 and 50
+    assert maxmin([100.0, 10.0], [0, 0], [[0, 1], [0]]) == [10.0, 90.0]
+
+
+def test_three_flows_on_an_uplink_one_held_back():
+    # uplink (0) of 150: alone, three flows get 50 each; one limited to 20 by its port (1)
+    # leaves 65 to each of the others
+    assert maxmin([150.0], [0], [[0], [0], [0]]) == [50.0, 50.0, 50.0]
+    assert maxmin([150.0, 20.0], [0, 0], [[0, 1], [0], [0]]) == [20.0, 65.0, 65.0]
+
+
+def test_background_streams_take_their_share_as_flows():
+    # a link of 100 carrying S = 3 streams leaves one new flow 100/4, two flows 100/5 each
+    assert maxmin([100.0], [3], [[0]]) == [25.0]
+    assert maxmin([100.0], [3], [[0], [0]]) == [20.0, 20.0]
+    # a flow held back elsewhere leaves the streams more: 10 for it, 30 for each stream
+    assert maxmin([100.0, 10.0], [3, 0], [[0, 1]]) == [10.0]
+
+
+def test_bounds_cap_a_flow_and_free_the_rest():
+    assert maxmin([100.0], [0], [[0], [0]], [15.0, 0.0]) == [15.0, 85.0]
+    assert maxmin([1.0], [0], [[0], [0]], [0.15, 1.0]) == [pytest.approx(0.15),
+                                                         pytest.approx(0.85)]
+
+
+def test_a_flow_crossing_nothing_is_unlimited():
+    assert maxmin([100.0], [0], [[], [0]]) == [math.inf, 100.0]
+
+
+@pytest.mark.parametrize("caps, bgs, paths, match", [
+    ([0.0], [0], [[0]], "capacity must be positive"),
+    ([10.0], [0], [[1]], "unknown resource"),
+    ([10.0], [0, 1], [[0]], "one background count per resource"),
+])
+def test_bad_solver_input_is_refused(caps, bgs, paths, match):
+    with pytest.raises(ValueError, match=match):
+        maxmin(caps, bgs, paths)
+
+
+# -- resources of clusters -------------------------------------------------------------------
+
+def test_a_crossbar_flow_crosses_its_ports_and_its_pair_and_directions_are_apart():
+    res = resources(crossbar(3))
+    path = [res.names[r] for r in res.paths[(0, 1)]]
+    assert path == [("up", "n1"), ("pair", "n1", "n2"), ("down", "n2")]
+    back = [res.names[r] for r in res.paths[(1, 0)]]
+    assert not set(path) & set(back)  # full duplex: two resources per link
+    assert res.names[res.cpu("n2")] == ("cpu", "n2")
+
+
+def test_a_tree_flow_crosses_the_uplinks_it_travels_in_their_direction():
+    res = resources(racks())
+    path = [res.names[r] for r in res.paths[(0, 4)]]  # r1n1 -> r2n1
+    assert path == [("up", "r1n1"), ("link", "rack1", "core"), ("link", "core", "rack2"),
+                    ("down", "r2n1")]
+    inside = [res.names[r] for r in res.paths[(0, 1)]]  # within a rack: no uplink
+    assert inside == [("up", "r1n1"), ("down", "r1n2")]
+
+
+def test_stream_timelines_become_background_flows_and_matrices_capacities():
+    cluster = crossbar(3)
+    res = resources(cluster)
+    streams = generate_streams(cluster, seed=3, duration_seconds=300)
+    _, _, caps, bgs, init_cap, init_bg, duration = timeline_arrays(res, cluster, streams)
+    pair = res.index[("pair", "n1", "n2")]
+    link = [i for i, (a, b, _) in enumerate(streams.links) if {a, b} == {"n1", "n2"}][0]
+    assert init_cap[pair] == 100e6  # the link's capacity, shared with S streams
+    assert init_bg[pair] == streams.streams[0][link]
+    assert streams.initial_mbps[link] == pytest.approx(100.0 / (init_bg[pair] + 1))
+    assert duration == 300
+    matrix = static(cluster, {frozenset(("n1", "n2")): 40.0})
+    _, _, _, _, init_cap, init_bg, duration = timeline_arrays(res, cluster, matrix)
+    assert (init_cap[pair], init_bg[pair], duration) == (40e6, 0, math.inf)
+
+
+# -- flows over time -------------------------------------------------------------------------
+
+def test_one_flow_takes_its_size_over_the_rate_plus_latency():
+    assert simulate(crossbar(2), [(0.0, "n1", "n2", 12.5 * MB)], latency_seconds=0.0001,
+                    bucket=False) == [pytest.approx(1.0001)]
+
+
+def test_the_token_bucket_lets_two_frames_through_at_once():
+    (end,) = simulate(crossbar(2), [(0.0, "n1", "n2", MB)], latency_seconds=0.0)
+    assert end == pytest.approx((8 * MB - 8 * 3028) / 100e6)
+
+
+def test_two_flows_on_one_pair_share_it_then_the_last_goes_alone():
+    cluster = crossbar(2)
+    first, second = simulate(cluster, [(0.0, "n1", "n2", MB), (0.02, "n1", "n2", MB)],
+                             latency_seconds=0.0, bucket=False)
+    # alone for 20 ms (2 Mbit), then both at 50: the first's 6 Mbit left take 0.12 s
+    assert first == pytest.approx(0.14)
+    # the second then has 8 - 0.12 * 50e6 / 1e6 = 2 Mbit left at 100
+    assert second == pytest.approx(0.16)
+
+
+def test_the_end_of_a_flow_speeds_up_the_others_at_once():
+    # n1 sends to n2 and n3: each 50 on n1's port; n2's flow is 1 MB, n3's 2 MB
+    small, large = simulate(crossbar(3), [(0.0, "n1", "n2", MB), (0.0, "n1", "n3", 2 * MB)],
+                            latency_seconds=0.0, bucket=False)
+    assert small == pytest.approx(0.16)
+    assert large == pytest.approx(0.16 + 8e6 / 100e6)
+
+
+def test_a_scenario_change_mid_flow_applies_from_its_instant():
+    cluster = crossbar(2)
+    links = cluster_links(cluster)
+    timeline = Timeline(links, [100.0], [(0.05, 0, 25.0)], {"kind": "trace"})
+    (end,) = simulate(cluster, [(0.0, "n1", "n2", MB)], timeline=timeline,
+                      latency_seconds=0.0, bucket=False)
+    # 5 Mbit by 0.05 s, the other 3 at 25 Mbit/s
+    assert end == pytest.approx(0.05 + 3e6 / 25e6)
+    # at time scale 10 the change comes at 0.005 s of the run
+    (end,) = simulate(cluster, [(0.0, "n1", "n2", MB)], timeline=timeline, time_scale=10.0,
+                      latency_seconds=0.0, bucket=False)
+    assert end == pytest.approx(0.005 + (8e6 - 0.5e6) / 25e6)
+
+
+def test_streams_entering_mid_flow_slow_it_as_background_flows():
+    cluster = crossbar(2)
+    links = cluster_links(cluster)
+    timeline = Timeline(links, [100.0], [(0.04, 0, 50.0)], {"kind": "streams"},
+                        ([0], [1]))  # one stream enters at 0.04 s
+    (end,) = simulate(cluster, [(0.0, "n1", "n2", MB)], timeline=timeline,
+                      latency_seconds=0.0, bucket=False)
+    assert end == pytest.approx(0.04 + 4e6 / 50e6)
+    # two flows of one job beside that stream share the link three ways
+    a, b = simulate(cluster, [(0.05, "n1", "n2", MB), (0.05, "n1", "n2", MB)],
+                    timeline=timeline, latency_seconds=0.0, bucket=False)
+    assert a == b == pytest.approx(0.05 + 8e6 / (100e6 / 3))
+
+
+def test_jobs_across_one_uplink_share_it_and_within_a_rack_do_not():
+    cluster = racks(uplink_mbps=150.0)
+    across = [(0.0, "r1n1", "r2n1", 10 * MB), (0.0, "r1n2", "r2n2", 10 * MB)]
+    assert simulate(cluster, across, latency_seconds=0.0, bucket=False) == \
+        [pytest.approx(80e6 / 75e6)] * 2
+    inside = [(0.0, "r1n1", "r1n3", 10 * MB), (0.0, "r1n2", "r1n4", 10 * MB)]
+    assert simulate(cluster, inside, latency_seconds=0.0, bucket=False) == \
+        [pytest.approx(0.8)] * 2
+    # the opposite direction of the uplink is another resource
+    both = [(0.0, "r1n1", "r2n1", 10 * MB), (0.0, "r2n2", "r1n2", 10 * MB)]
+    assert simulate(cluster, both, latency_seconds=0.0, bucket=False) == [pytest.approx(0.8)] * 2
+
+
+def test_a_node_to_itself_crosses_no_link():
+    assert simulate(crossbar(2), [(0.5, "n1", "n1", 10 * MB)], latency_seconds=0.001) == \
+        [pytest.approx(0.501)]
+
+
+def test_simulate_refuses_unknown_nodes_and_negative_sizes():
+    with pytest.raises(ValueError, match="not a node"):
+        simulate(crossbar(2), [(0.0, "n1", "x", 1)])
+    with pytest.raises(ValueError, match="size_bytes >= 0"):
+        simulate(crossbar(2), [(0.0, "n1", "n2", -1)])
+
+
+def test_pattern_seconds_is_the_fluid_model_of_one_iteration():
+    import networkx as nx
+
+    pattern = nx.Graph()
+    pattern.add_edge(0, 1, bytes=2 * MB)
+    pattern.add_edge(0, 2, bytes=4 * MB)
+    # rank 0 sends 1 and 2 MB over its port of 100: 50 each until the 1 MB flow ends
+    seconds = pattern_seconds(pattern, {0: "a", 1: "b", 2: "c"}, lambda u, v: 1000.0,
+                              port_mbps=lambda u: 100.0)
+    assert seconds == pytest.approx(0.16 + 0.08)
+
+
+# -- the flow table ----------------------------------------------------------------------
+
+def test_a_sender_is_released_when_what_is_left_fits_its_buffer():
+    model = ClusterModel(crossbar(2), base=0.0)
+    model.set_clock(epoch=0.0, wall=0.0)
+    size_bits = BUFFER_BITS + 8e6
+    slot, gen, start = model.fluid.add(0.0, 0, 1, size_bits, refs=2, bucket=False)
+    view = model.fluid.view(slot, gen, wall=0.01, party=_fluid.SENDER)
+    assert not view["released"] and view["release"] == pytest.approx(0.08)
+    view = model.fluid.view(slot, gen, wall=0.1)
+    assert view["released"] and not view["done"]
+    assert view["end"] == pytest.approx(size_bits / 100e6)
+
+
+def test_a_slot_lives_until_every_holder_lets_go():
+    model = ClusterModel(crossbar(2), base=0.0, max_flows=2)
+    model.set_clock(epoch=0.0, wall=0.0)
+    slot, gen, _ = model.fluid.add(0.0, 0, 1, 8e6, refs=2, bucket=False)
+    model.fluid.advance(1.0)  # done in the model
+    model.fluid.drop(slot, gen, party=_fluid.SENDER)
+    assert model.fluid.view(slot, gen, wall=1.0)["done"]  # the receiver still holds it
+    model.fluid.drop(slot, gen, party=_fluid.RECEIVER)
+    with pytest.raises(KeyError):
+        model.fluid.view(slot, gen, wall=1.0)
+    assert model.fluid.counts()["free"] == 2
+
+
+def test_a_full_table_is_an_error_not_a_crash():
+    model = ClusterModel(crossbar(2), base=0.0, max_flows=1)
+    model.fluid.add(0.0, 0, 1, 8e6)
+    with pytest.raises(RuntimeError, match="full"):
+        model.fluid.add(0.0, 0, 1, 8e6)
+
+
+def test_dilation_stretches_the_model_and_the_scenario_clock():
+    cluster = crossbar(2)
+    links = cluster_links(cluster)
+    timeline = Timeline(links, [100.0], [(1.0, 0, 50.0)], {"kind": "trace"})
+    model = ClusterModel(cluster, timeline, base=0.0)
+    model.set_clock(epoch=0.0, dilation=4.0, wall=0.0)
+    slot, gen, _ = model.fluid.add(0.0, 0, 1, 8e6, bucket=False)
+    # 25 Mbit/s of wall time until scenario second 1 (wall 4 s): 8 Mbit take 0.32 s
+    assert model.fluid.view(slot, gen, wall=10.0)["end"] == pytest.approx(0.32)
+    # after the change, 12.5 Mbit/s of wall time; a flow never starts before the model's
+    # clock (here 10 s, where the view above left it)
+    slot, gen, start = model.fluid.add(4.0, 0, 1, 8e6, bucket=False)
+    assert start == 10.0
+    assert model.fluid.view(slot, gen, wall=20.0)["end"] == pytest.approx(10.0 + 0.64)
+    assert model.clock()["scenario_seconds_played"] == pytest.approx(20.0 / 4.0)
