@@ -298,7 +298,7 @@ class GeneralScheduler(Scheduler):
 
     def schedule(self, now):
         self._extend_overruns(now)
-        started = self._general(now, DEPTH[self.policy])
+        started = self._general(now, DEPTH[self.backfill])
         if started:
             self._drop_started(len(started))
         return started
@@ -338,7 +338,8 @@ def _trace(tmp_path, rows, requested=False):
 def test_schedule_command_writes_the_schedule(tmp_path, capsys):
     trace = _trace(tmp_path, QUEUE)
     out = tmp_path / "out"
-    assert main(["schedule", trace, "--policy", "easy", "--out", str(out), "--no-progress"]) == 0
+    assert main(["schedule", trace, "--policy", "easy", "--out", str(out), "--no-progress",
+                 "--gantt"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     for key in ("policy", "jobs", "dropped_jobs", "utilization", "mean_wait_seconds",
                 "mean_bounded_slowdown", "simulated_jobs_per_second"):
@@ -350,6 +351,7 @@ def test_schedule_command_writes_the_schedule(tmp_path, capsys):
     assert (out / "gantt.png").stat().st_size > 5000 and (out / "jobs.csv").exists()
     assert main(["schedule", trace, "--policy", "all", "--compress-arrivals", "2",
                  "--out", str(tmp_path / "all"), "--no-progress"]) == 0
+    assert not (tmp_path / "all" / "easy" / "gantt.png").exists()  # only on request
     both = json.loads((tmp_path / "all" / "summary.json").read_text())["policies"]
     assert [s["policy"] for s in both] == list(POLICIES)
     assert read_swf(tmp_path / "all" / "fcfs" / "schedule.swf").column("submit").tolist() == \

@@ -114,7 +114,7 @@ def test_cli_reports_a_bad_line_and_exits_2(tmp_path, capsys):
     assert "line 6" in err and "Traceback" not in err
     assert main(["schedule", path, "--skip-bad", "--out", str(tmp_path / "out"),
                  "--no-progress"]) == 0
-    assert "dropped 1 bad jobs" in capsys.readouterr().out
+    assert "dropped 1 malformed lines" in capsys.readouterr().out
 
 
 def test_local_hour_of_week_from_the_header(tmp_path):

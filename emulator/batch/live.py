@@ -39,6 +39,7 @@ JOB_TIMEOUT_FACTOR = 20.0  # a job may take this many times its isolated time (p
 class BatchSettings:
     jsp: str = "fcfs"
     nsp: str = "normal"
+    order: str = None  # a queue order (emulator.scheduling.orders) in place of the JSP's FCFS
     mpl: int = 4
     loaded_fraction: float = 0.25
     npb_class: str = "A"
@@ -114,8 +115,10 @@ class BatchRun:
 
         self.placement = Placement(settings.nsp, names, mpl=mpl, seed=settings.seed,
                                    graph=graph, pattern_of=pattern_of)
-        self.scheduler = Scheduler(len(names) * mpl, "fcfs" if settings.nsp == "basic"
-                                   else settings.jsp, nodes=self.placement)
+        jsp = "fcfs" if settings.nsp == "basic" else settings.jsp
+        self.scheduler = Scheduler(len(names) * mpl, order=settings.order or "fcfs",
+                                   backfill="easy" if jsp == "easy" else "none",
+                                   nodes=self.placement)
         self.records = {}
         self.handles = {}  # job -> coordinator handle
         self.events = []  # what happened (failures), for the summary

@@ -28,6 +28,9 @@ def _common(p):
                                                     DEFAULT_ITERATIONS.items()),
                    help="iteration caps per benchmark, e.g. bt=12,lu=20 ('none': every "
                         "class's full count; default %(default)s)")
+    p.add_argument("--order", default=None,
+                   help="the queue order under the JSP: fcfs (default), sjf, lwf, fairshare, "
+                        "or FILE.py:NAME (see nodesel schedule --help)")
     p.add_argument("--mpl", type=positive_int, default=4,
                    help="parallel jobs a node runs at once (default 4, Hanzich et al.'s)")
     p.add_argument("--fail-jobs", action="store_true",
@@ -176,7 +179,12 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
     estimators = _estimators(getattr(args, "estimators", "all"))
     out = output_folder(args.out, default_out)
     cache = args.cache or os.path.join(out, "characterization.json")
+    if args.order is not None:
+        from ..scheduling.orders import make_order
+
+        make_order(args.order)  # a bad order fails before any work
     base = BatchSettings(mpl=args.mpl, npb_class=args.npb_class, iterations=iterations,
+                         order=args.order,
                          requeue=not args.fail_jobs, seed=args.seed,
                          estimators=estimators)
     # characterizations hold for one network: the same cluster file, scenario and clock

@@ -19,12 +19,23 @@ def register(sub):
                             "nodesel schedule W.swf --policy conservative --estimates requested "
                             "--kill-at-requested --policy-file site.toml --out results/w",
                             "nodesel schedule W.swf --policy easy,conservative --estimates smith "
-                            "--out results/w-smith"],
+                            "--out results/w-smith",
+                            f"nodesel schedule {NASA} --order sjf --backfill easy --out results/sjf",
+                            "nodesel schedule SDSC-SP2-1998-4.2-cln.swf.gz --order my_order.py:key "
+                            "--backfill conservative --estimates requested --out results/mine"],
                   handler=cmd_schedule)
     trace_options(sch)
-    sch.add_argument("--policy", default="easy",
+    sch.add_argument("--policy",
                      help="fcfs, lwf, easy or conservative, or several comma-separated, or all "
-                          "(default easy)")
+                          "(default easy); each a shorthand of an order and a backfilling "
+                          "rule (easy = --order fcfs --backfill easy)")
+    sch.add_argument("--order",
+                     help="the queue order: fcfs, sjf, lwf, fairshare (FS* settings from "
+                          "--policy-file), or FILE.py:NAME, your function NAME(job, now) "
+                          "returning a sort key (smallest first) or class with key(job, now) "
+                          "(default fcfs)")
+    sch.add_argument("--backfill", choices=("none", "easy", "conservative"),
+                     help="the backfilling rule with --order (default easy)")
     sch.add_argument("--estimates", default="actual",
                      help="what the policies schedule with: requested (the user's requested "
                           "time, SWF field 9), actual (the run time: perfect knowledge), or a "
@@ -48,6 +59,8 @@ def register(sub):
                      help="seed of --reservation-fraction and of predictor searches (default 1)")
     sch.add_argument("--out", help="output folder; its parent must exist (default "
                                    "results/schedule, created as needed)")
+    sch.add_argument("--gantt", action="store_true",
+                     help="draw gantt.png, a Gantt chart of a window of the schedule")
     sch.add_argument("--gantt-start-seconds", type=float,
                      help="start of the Gantt chart's window (default: the first start)")
     sch.add_argument("--gantt-hours", type=positive_float, default=24.0,
@@ -64,6 +77,21 @@ def policies_of(text):
         raise UserError(f"unknown policy {unknown[0] if unknown else text!r}; choose from "
                         f"{', '.join(POLICIES)} (or all)")
     return names
+
+
+def schedulers_of(args, site):
+    """``[(label, make_scheduler(processors))]`` the command runs: the --policy shorthands,
+    or one --order with one --backfill rule."""
+    from ..scheduling.scheduler import Scheduler
+
+    if args.order is None and args.backfill is None:
+        return [(p, lambda n, p=p: Scheduler(n, p, site=site))
+                for p in policies_of(args.policy or "easy")]
+    if args.policy is not None:
+        raise UserError("give --policy, or --order and --backfill, not both")
+    order, backfill = args.order or "fcfs", args.backfill or "easy"
+    label = Scheduler(1, order=order, backfill=backfill, site=site).policy  # checks the order
+    return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]
 
 
 def _predicting(args, trace, jobs):
@@ -86,23 +114,21 @@ def cmd_schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
     from ..scheduling.estimates import estimator
-    from ..scheduling.gantt import plot_gantt
     from ..scheduling.job import jobs_from_trace
     from ..scheduling.policyfile import read_policy_file
     from ..scheduling.reservations import jobs_as_reservations
-    from ..scheduling.scheduler import Scheduler
     from ..scheduling.simulate import simulate
 
-    from ..prediction.evaluate import is_predictor
+    from ..prediction import is_predictor
 
-    policies = policies_of(args.policy)
+    site = read_policy_file(args.policy_file) if args.policy_file else None
+    schedulers = schedulers_of(args, site)
     predicting = is_predictor(args.estimates) and args.estimates != "requested"
     if not predicting:
         estimator(args.estimates)  # an unknown name fails before any work
     if not 0 <= args.reservation_fraction <= 1:
         raise UserError(f"--reservation-fraction must lie in [0, 1], got "
                         f"{args.reservation_fraction}")
-    site = read_policy_file(args.policy_file) if args.policy_file else None
     trace = read_trace(args)
     if args.estimates == "requested" and not trace.has("requested_time"):
         raise UserError(f"{trace.path}: no job has a requested time (SWF field 9); use "
@@ -112,7 +138,7 @@ def cmd_schedule(args):
     out = output_folder(args.out, "results/schedule")
     processors = trace.max_procs
     summaries = []
-    for policy in policies:
+    for policy, make in schedulers:
         jobs = jobs_from_trace(trace)
         if args.compress_arrivals != 1.0:
             for job in jobs:  # whole seconds, as SWF times are
@@ -146,35 +172,40 @@ def cmd_schedule(args):
             bar = tqdm(total=len(jobs), desc=policy, unit="job", leave=False)
         progress = (lambda done: bar.update(done - bar.n)) if bar else None
         try:
-            sim = simulate(jobs, Scheduler(processors, policy, site=site), estimator=est,
+            sim = simulate(jobs, make(processors), estimator=est,
                            kill_at_requested=args.kill_at_requested or nonrestartable,
                            reservations=requests, progress=progress)
         finally:
             if bar is not None:
                 bar.close()
-        folder = out if len(policies) == 1 else os.path.join(out, policy)
+        folder = out if len(schedulers) == 1 else os.path.join(out, policy)
         os.makedirs(folder, exist_ok=True)
         summary = metrics.summarize(sim, dropped_jobs=trace.dropped,
                                     estimates="maximum" if nonrestartable else args.estimates)
         summary.update(trace=trace.path, compress_arrivals=args.compress_arrivals,
-                       kill_at_requested=args.kill_at_requested)
+                       kill_at_requested=args.kill_at_requested,
+                       filled_requested_jobs=trace.filled)
         summaries.append(summary)
         metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
         if len(scheduled) == len(trace):
             metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, scheduled)
         write_json_atomic(os.path.join(folder, "summary.json"), summary)
-        start = args.gantt_start_seconds
-        plot_gantt(sim.jobs, processors, os.path.join(folder, "gantt.png"), start_seconds=start,
-                   end_seconds=None if start is None else start + args.gantt_hours * 3600,
-                   title=f"{policy} on {os.path.basename(trace.path)}"
-                   + (f", arrivals compressed {args.compress_arrivals:g}x"
-                      if args.compress_arrivals != 1 else ""))
+        if args.gantt:
+            from ..scheduling.gantt import plot_gantt
+
+            start = args.gantt_start_seconds
+            plot_gantt(sim.jobs, processors, os.path.join(folder, "gantt.png"),
+                       start_seconds=start,
+                       end_seconds=None if start is None else start + args.gantt_hours * 3600,
+                       title=f"{policy} on {os.path.basename(trace.path)}"
+                       + (f", arrivals compressed {args.compress_arrivals:g}x"
+                          if args.compress_arrivals != 1 else ""))
         print(f"{policy}: {summary['jobs']} jobs, utilisation "
               f"{100 * summary['utilization']:.1f}%, "
               f"mean wait {summary['mean_wait_seconds']:.0f} s, "
               f"mean bounded slowdown {summary['mean_bounded_slowdown']:.2f} "
               f"({summary['simulated_jobs_per_second']:.0f} jobs/s simulated)", flush=True)
-    if len(policies) > 1:
+    if len(schedulers) > 1:
         write_json_atomic(os.path.join(out, "summary.json"), {"policies": summaries})
     write_text_atomic(os.path.join(out, "table.md"), metrics.summary_table(summaries))
     print(f"results in {out}")

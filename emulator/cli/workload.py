@@ -17,21 +17,46 @@ def trace_options(p):
     p.add_argument("--processors", type=positive_int,
                    help="processors of the machine (default: the header's MaxProcs)")
     p.add_argument("--skip-bad", action="store_true",
-                   help="drop malformed jobs and count them, instead of stopping at the first")
+                   help="drop malformed lines (a wrong field count, a field that is not a "
+                        "number) and count them, instead of stopping at the first")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse jobs that cannot be scheduled (no size, no run time, larger "
+                        "than the machine) and missing requested times, naming the first, "
+                        "instead of dropping and filling them")
+    p.add_argument("--fill-requested", default="max",
+                   help="a missing requested time (in a trace that has them): max, the "
+                        "trace's largest request (default); run, the job's run time; or "
+                        "SECONDS")
+    p.add_argument("--size-field", choices=("requested", "allocated"), default="requested",
+                   help="a job's size: requested processors (SWF field 8, else field 5; "
+                        "default) or allocated (field 5, else field 8)")
 
 
-def read_trace(args):
-    from ..workload.swf import read_swf
+def read_trace(args, *, quiet=False):
+    """The trace of ``args``: read, then the jobs a schedule can use (the notes printed)."""
+    from ..workload.swf import prepare, read_swf
     from ..workload.traces import resolve_trace
 
-    trace = read_swf(resolve_trace(args.trace), skip_bad=args.skip_bad,
-                     machine_procs=args.processors)
+    trace = read_swf(resolve_trace(args.trace), skip_bad=args.skip_bad, check=False)
     if len(trace) == 0:
         raise InputFileError(args.trace, None, "holds no jobs")
+    if trace.dropped:
+        print(f"dropped {trace.dropped} malformed lines, e.g. {trace.drop_reasons[0]}",
+              flush=True)
+    try:
+        trace, notes = prepare(trace, machine_procs=args.processors, strict=args.strict,
+                               fill_requested=args.fill_requested, size_field=args.size_field)
+    except ValueError as e:
+        if isinstance(e, InputFileError):
+            raise
+        raise UserError(f"--fill-requested: {e}") from None
+    if len(trace) == 0:
+        raise InputFileError(args.trace, None, "holds no job that can be scheduled")
     if args.processors:
         trace = trace.with_header(MaxProcs=args.processors)
-    if trace.dropped:
-        print(f"dropped {trace.dropped} bad jobs, e.g. {trace.drop_reasons[0]}", flush=True)
+    if not quiet:
+        for note in notes:
+            print(note, flush=True)
     return trace
 
 

@@ -10,23 +10,16 @@ import time
 
 import numpy as np
 
+from . import PREDICTORS, is_predictor  # noqa: F401  (is_predictor: part of this module's use)
 from .attributes import NOMINAL, available, has_requested
 from .online import SOURCES, run_online
 from .runtime import Categories, InstanceBased, LastTwo, Li, Mean, Requested, pair_label
 from .search import Training, search_ibl, search_templates, select_li
 
-PREDICTORS = ("requested", "last2", "smith", "ibl", "smith-sq", "ibl-sq", "li-temp-est",
-              "li-lsterr", "li-aver")
 # Smith fitted his searches to the mean absolute error, which the median of a job's likely
 # run times minimises; "-sq" fits minimise the squared error, which their mean minimises.
 # Run times are skewed (medians fall short of means), and a forecast that adds run times up
 # (a start time) wants means.
-
-
-def is_predictor(name):
-    """True for a predictor's name, or several joined by ``+`` (the mean of their
-    predictions)."""
-    return all(part in PREDICTORS for part in name.split("+"))
 
 
 def predictor_names(text, jobs):

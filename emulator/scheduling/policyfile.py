@@ -26,8 +26,21 @@ Two file forms are read:
       procs = 32
       duration_seconds = 7200          # at most this long
 
-- Maui's own lines (any other extension): ``GROUPCFG[atlas] PRIORITY=300 MAXPROC=4`` and
-  ``USERCFG[svens] PRIORITY=100 MAXPROC=2``; other Maui parameters are reported as unknown.
+      [fairshare]                      # the fairshare order's settings, Maui's words
+      FSINTERVAL = 86400               # seconds per usage window (Maui: 24:00:00)
+      FSDEPTH = 7                      # windows remembered
+      FSDECAY = 0.8                    # each older window weighs this much less
+      FSWEIGHT = 1
+      FSUSERWEIGHT = 10
+      FSGROUPWEIGHT = 1
+      [users.svens]
+      fstarget = 20                    # percent of the machine (FSTARGET)
+
+- Maui's own lines (any other extension): ``GROUPCFG[atlas] PRIORITY=300 MAXPROC=4
+  FSTARGET=25`` and ``USERCFG[svens] PRIORITY=100 MAXPROC=2``, and the fair-share parameters
+  one a line (``FSINTERVAL 24:00:00``, ``FSDEPTH 7``, ``FSDECAY 0.80``, ``FSWEIGHT 1``,
+  ``FSUSERWEIGHT 10``, ``FSGROUPWEIGHT 1``, ``FSPOLICY DEDICATEDPS``); other Maui parameters
+  are reported as unknown.
 
 Group and user names are matched against the trace's ids as text (``users.7`` is user 7).
 """
@@ -46,12 +59,15 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 MODES = ("nonrestartable", "restartable")
+# Maui's fair-share parameters (FSPOLICY: only dedicated processor-seconds are modelled)
+FAIRSHARE = ("FSINTERVAL", "FSDEPTH", "FSDECAY", "FSWEIGHT", "FSUSERWEIGHT", "FSGROUPWEIGHT")
 
 
 @dataclass
 class Credential:
     priority: float = 0.0
     maxproc: int = None
+    fstarget: float = None  # fair-share target, percent of the machine
 
 
 @dataclass
@@ -64,6 +80,7 @@ class SitePolicy:
     mode: str = "nonrestartable"
     queued_priority: float = 1.0  # fraction of the queue a new reservation may not delay
     restart_cost: tuple = (1.0, 0.1)  # weights of work done and work left
+    fairshare: dict = field(default_factory=dict)  # FS* parameters (Maui's words)
 
     def _credential(self, table, key):
         return table.get(str(key)) or table.get("default") or Credential()
@@ -106,28 +123,65 @@ def _credentials(path, section, table):
         where = f"{section}.{name}"
         if not isinstance(entry, dict):
             raise InputFileError(path, where, "must be a table (priority, maxproc)")
-        unknown = set(entry) - {"priority", "maxproc"}
+        unknown = set(entry) - {"priority", "maxproc", "fstarget"}
         if unknown:
             raise InputFileError(path, where, f"unknown key {sorted(unknown)[0]!r} "
-                                              "(expected priority, maxproc)")
+                                              "(expected priority, maxproc, fstarget)")
         cred = Credential()
         if "priority" in entry:
             cred.priority = _number(path, f"{where}.priority", entry["priority"])
         if "maxproc" in entry:
             cred.maxproc = _number(path, f"{where}.maxproc", entry["maxproc"], integer=True,
                                    positive=True)
+        if "fstarget" in entry:
+            cred.fstarget = _fstarget(path, f"{where}.fstarget", entry["fstarget"])
         out[str(name)] = cred
     return out
 
 
+def _fstarget(path, where, value):
+    value = _number(path, where, value, minimum=0.0)
+    if value > 100:
+        raise InputFileError(path, where, "a target is a percent of the machine, at most 100")
+    return value
+
+
+def _fairshare_value(path, where, key, value):
+    """One FS* parameter, checked (FSINTERVAL may be Maui's [[HH:]MM:]SS text)."""
+    if key == "FSINTERVAL" and isinstance(value, str):
+        try:
+            parts = [float(p) for p in value.split(":")]
+        except ValueError:
+            raise InputFileError(path, where, f"{value!r} is not HH:MM:SS or seconds") from None
+        value = sum(p * 60 ** k for k, p in enumerate(reversed(parts)))
+    if key == "FSDEPTH":
+        return _number(path, where, value, integer=True, positive=True)
+    if key == "FSDECAY":
+        value = _number(path, where, value, positive=True)
+        if value > 1:
+            raise InputFileError(path, where, "must lie in (0, 1]")
+        return value
+    if key == "FSINTERVAL":
+        return _number(path, where, value, positive=True)
+    return _number(path, where, value)
+
+
 def policy_from_dict(data, path="<policy>"):
     """A :class:`SitePolicy` from a parsed TOML document."""
-    unknown = set(data) - {"groups", "users", "reservations"}
+    unknown = set(data) - {"groups", "users", "reservations", "fairshare"}
     if unknown:
         raise InputFileError(path, sorted(unknown)[0], "unknown section (expected groups, "
-                                                       "users, reservations)")
+                                                       "users, reservations, fairshare)")
     policy = SitePolicy(groups=_credentials(path, "groups", data.get("groups", {})),
                         users=_credentials(path, "users", data.get("users", {})))
+    fs = data.get("fairshare", {})
+    if not isinstance(fs, dict):
+        raise InputFileError(path, "fairshare", "must be a table")
+    for key, value in fs.items():
+        if key not in FAIRSHARE:
+            raise InputFileError(path, f"fairshare.{key}", "unknown key (expected "
+                                 f"{', '.join(FAIRSHARE)})")
+        policy.fairshare[key] = _fairshare_value(path, f"fairshare.{key}", key, value)
     res = data.get("reservations", {})
     if not isinstance(res, dict):
         raise InputFileError(path, "reservations", "must be a table")
@@ -184,6 +238,7 @@ def policy_from_dict(data, path="<policy>"):
 
 
 MAUI_LINE = re.compile(r"^(GROUPCFG|USERCFG)\[([^\]\s]+)\]((?:\s+[A-Z]+=\S+)+)\s*$")
+MAUI_PARAMETER = re.compile(r"^(FS[A-Z]+)\s+(\S+)\s*$")
 
 
 def policy_from_maui(text, path="<maui.cfg>"):
@@ -193,12 +248,32 @@ def policy_from_maui(text, path="<maui.cfg>"):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
+        p = MAUI_PARAMETER.match(line)
+        if p:
+            key, value = p.groups()
+            where = f"line {number}, {key}"
+            if key == "FSPOLICY":
+                if value.upper() not in ("DEDICATEDPS", "DEDICATEDPES"):
+                    raise InputFileError(path, where, "only DEDICATEDPS (dedicated "
+                                                      "processor-seconds) is modelled")
+                continue
+            if key not in FAIRSHARE:
+                raise InputFileError(path, where, f"unknown fair-share parameter (expected "
+                                                  f"{', '.join(FAIRSHARE)}, FSPOLICY)")
+            if key != "FSINTERVAL":
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise InputFileError(path, where, f"{value!r} is not a number") from None
+            policy.fairshare[key] = _fairshare_value(path, where, key, value)
+            continue
         m = MAUI_LINE.match(line)
         if not m:
             word = line.split()[0]
             raise InputFileError(path, f"line {number}",
                                  f"unknown or malformed Maui line {word!r} (this reader takes "
-                                 "GROUPCFG[name] and USERCFG[name] with PRIORITY= and MAXPROC=)")
+                                 "GROUPCFG[name] and USERCFG[name] with PRIORITY=, MAXPROC= and "
+                                 "FSTARGET=, and the FS* parameters)")
         kind, name, settings = m.groups()
         cred = Credential()
         for item in settings.split():
@@ -212,8 +287,11 @@ def policy_from_maui(text, path="<maui.cfg>"):
                 cred.priority = _number(path, where, number_value)
             elif key == "MAXPROC":
                 cred.maxproc = _number(path, where, number_value, integer=True, positive=True)
+            elif key == "FSTARGET":
+                cred.fstarget = _fstarget(path, where, number_value)
             else:
-                raise InputFileError(path, where, "unknown setting (PRIORITY, MAXPROC)")
+                raise InputFileError(path, where, "unknown setting (PRIORITY, MAXPROC, "
+                                                  "FSTARGET)")
         (policy.groups if kind == "GROUPCFG" else policy.users)[name] = cred
     return policy
 

@@ -7,10 +7,10 @@ live coordinator call the same four methods with their own notion of *now*:
 :meth:`~Scheduler.next_wakeup` for the next instant the scheduler wants to act on its own
 (an advance reservation's start).
 
-Job selection policies (Smith §3.1, England and Weissman §IV.A):
+A policy is a queue order (:mod:`.orders`: ``fcfs``, ``sjf``, ``lwf``, ``fairshare`` or
+your own) and a backfilling rule:
 
-``fcfs``          the queue in arrival order; the head runs when enough processors are free.
-``lwf``           least work first: ordered by processors x estimate, otherwise as FCFS.
+``none``          jobs start in queue order; the first that does not fit stops the pass.
 ``easy``          aggressive backfilling (EASY): only the queue head holds a reservation; a
                   later job starts now if it ends before that reservation or uses only
                   processors the head does not need then.
@@ -22,6 +22,10 @@ Job selection policies (Smith §3.1, England and Weissman §IV.A):
                   its estimate, or one that enters the queue ahead of others, makes every
                   reservation again in queue order.
 
+The policy names of Smith §3.1 and England and Weissman §IV.A are shorthands: ``fcfs``
+(fcfs, none), ``lwf`` (lwf, none), ``easy`` (fcfs, easy), ``conservative`` (fcfs,
+conservative).
+
 Priorities and MAXPROC limits come from a :class:`~.policyfile.SitePolicy`: the queue is
 ordered by priority first, and a job whose user or group is at its limit is passed over (it
 holds no reservation) until the limit allows it. Which processors a starting job gets is a
@@ -29,17 +33,22 @@ separate node-selection policy (``nodes``); on a trace any free processors will 
 """
 
 import bisect
+import copy
 import dataclasses
 import heapq
 import math
 
 from .estimates import extended_estimate
 from .job import Job
+from .orders import check_key, make_order
 from .profile import Profile
 
 POLICIES = ("fcfs", "lwf", "easy", "conservative")
+SHORTHANDS = {"fcfs": ("fcfs", "none"), "lwf": ("lwf", "none"), "easy": ("fcfs", "easy"),
+              "conservative": ("fcfs", "conservative")}
+BACKFILLS = ("none", "easy", "conservative")
 RESOLUTION_SECONDS = 1.0  # SWF's: an estimate below it counts as this long
-DEPTH = {"fcfs": 0, "lwf": 0, "easy": 1, "conservative": math.inf}
+DEPTH = {"none": 0, "easy": 1, "conservative": math.inf}
 
 
 class Scheduler:
@@ -49,8 +58,13 @@ class Scheduler:
     ----------
     processors : int
         Processors (or, on a time-shared cluster, task slots) of the machine.
-    policy : str
-        One of :data:`POLICIES`.
+    policy : str, optional
+        One of :data:`POLICIES`, a shorthand for an order and a backfilling rule (default
+        ``easy`` where neither ``order`` nor ``backfill`` is given).
+    order : str or Order, optional
+        The queue order (:func:`.orders.make_order`), default the policy's.
+    backfill : str, optional
+        One of :data:`BACKFILLS`, default the policy's.
     site : SitePolicy, optional
         Priorities, MAXPROC limits and reservation settings.
     nodes : object, optional
@@ -58,14 +72,28 @@ class Scheduler:
         ``release(job)``; without one, any free processors will do.
     """
 
-    def __init__(self, processors, policy="easy", *, site=None, nodes=None):
-        if policy not in POLICIES:
+    def __init__(self, processors, policy=None, *, order=None, backfill=None, site=None,
+                 nodes=None):
+        if policy is None and order is None and backfill is None:
+            policy = "easy"
+        if policy is not None and policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        own_order, own_backfill = SHORTHANDS.get(policy, ("fcfs", "none"))
+        order = own_order if order is None else order
+        backfill = own_backfill if backfill is None else backfill
+        if backfill not in BACKFILLS:
+            raise ValueError(f"unknown backfilling {backfill!r}; choose from "
+                             f"{', '.join(BACKFILLS)}")
         if processors < 1:
             raise ValueError(f"processors must be >= 1, got {processors}")
         self.total = int(processors)
         self.free = int(processors)
-        self.policy = policy
+        self.order = make_order(order, site=site)
+        self.backfill = backfill
+        # the shorthand's name where the order and rule are one's, else "ORDER+RULE"
+        self.policy = next((p for p, (o, b) in SHORTHANDS.items()
+                            if (o, b) == (self.order.name, backfill)),
+                           f"{self.order.name}+{backfill}")
         self.site = site
         self.nodes = nodes
         self.queue = []  # (key, job), ordered; may hold started jobs until compacted
@@ -85,11 +113,19 @@ class Scheduler:
 
     # -- the queue ------------------------------------------------------------------------
 
-    def _key(self, job):
-        prio = -job.priority
-        if self.policy == "lwf":
-            return (prio, job.procs * job.estimate, job.submit, job.index)
-        return (prio, job.submit, job.index)
+    def _key(self, job, now):
+        return (-job.priority, check_key(self.order, job, now), job.submit, job.index)
+
+    def _reorder(self, now):
+        """An order whose keys change over time: sort the queue again (conservative
+        backfilling makes its reservations again if the order changed)."""
+        waiting = [(self._key(job, now), job) for _, job in self.queue if job.start is None]
+        waiting.sort(key=lambda e: e[0])
+        if self.backfill == "conservative" and \
+                [j for _, j in waiting] != [j for _, j in self.queue if j.start is None]:
+            self._dirty = True
+        self.queue = waiting
+        self._stale = 0
 
     def submit(self, job, now):
         """A job arrives (its ``estimate`` already set). Raises ValueError if it asks for
@@ -104,7 +140,7 @@ class Scheduler:
         job.estimate = max(job.estimate, RESOLUTION_SECONDS)
         if self.site is not None:
             job.priority = self.site.priority(job)
-        entry = (self._key(job), job)
+        entry = (self._key(job, now), job)
         self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
         queue = self.queue
         at_end = not queue or entry[0] > queue[-1][0]
@@ -112,7 +148,7 @@ class Scheduler:
             queue.append(entry)
         else:
             bisect.insort(queue, entry, key=lambda e: e[0])
-        if self.policy == "conservative":
+        if self.backfill == "conservative":
             if not at_end:
                 self._dirty = True
             elif self._compress:
@@ -127,6 +163,7 @@ class Scheduler:
         """A running job ended at ``now``."""
         del self.running[job]
         self._release(job)
+        self.order.finished(job, now)
         if self._limits:
             self._dirty = True  # a held job may now be eligible
         elif job.est_end > now and self._profile is not None and not self._dirty:
@@ -171,6 +208,7 @@ class Scheduler:
             self.used_groups[job.group] = self.used_groups.get(job.group, 0) + job.procs
         if self.nodes is not None:
             job.nodes = self.nodes.place(job)
+        self.order.started(job, now)
 
     def _drop_started(self, count):
         """Note ``count`` queued jobs started; compact the queue once many have."""
@@ -197,11 +235,13 @@ class Scheduler:
         self._extend_overruns(now)
         if not self.queue:
             return []
-        if self.policy == "conservative":
+        if not self.order.static:
+            self._reorder(now)
+        if self.backfill == "conservative":
             started = self._conservative(now)
         elif self.granted or self._pending_reservations(now):
-            started = self._general(now, DEPTH[self.policy])
-        elif self.policy == "easy":
+            started = self._general(now, DEPTH[self.backfill])
+        elif self.backfill == "easy":
             started = self._easy(now)
         else:
             started = self._in_order(now)
@@ -509,10 +549,11 @@ class Scheduler:
         for job in chosen:
             del self.running[job]
             self._release(job)
+            self.order.finished(job, now)
             job.start = job.est_end = job.end = None
             job.restarts += 1
             self._sizes[job.procs] += 1
-            bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
+            bisect.insort(self.queue, (self._key(job, now), job), key=lambda e: e[0])
         return chosen
 
     # -- a copy to simulate forward -------------------------------------------------------
@@ -523,11 +564,13 @@ class Scheduler:
         :meth:`Job.fresh`, with the schedule fields carried over). With ``job_copy`` and
         ``now``, a running copy's estimated end follows its own ``estimate`` (extended if
         already past). Returns (scheduler, map from original job to copy)."""
-        other = Scheduler(self.total, self.policy, site=self.site, nodes=None)
-        copy = job_copy or (lambda j: j.fresh())
+        order = self.order if self.order.static else copy.deepcopy(self.order)
+        other = Scheduler(self.total, order=order, backfill=self.backfill, site=self.site,
+                          nodes=None)
+        clone = job_copy or (lambda j: j.fresh())
         mapping = {}
         for job in self.running:
-            c = copy(job)
+            c = clone(job)
             c.start, c.est_end, c.reserved = job.start, job.est_end, job.reserved
             if job_copy is not None and now is not None:
                 c.est_end = c.start + max(c.estimate, RESOLUTION_SECONDS)
@@ -541,10 +584,10 @@ class Scheduler:
                 other.used_users[c.user] = other.used_users.get(c.user, 0) + c.procs
                 other.used_groups[c.group] = other.used_groups.get(c.group, 0) + c.procs
         for job in self.waiting():
-            c = copy(job)
+            c = clone(job)
             c.reserved = job.reserved
             mapping[job] = c
-            other.queue.append((other._key(c), c))
+            other.queue.append((other._key(c, job.submit if now is None else now), c))
             other._sizes[c.procs] = other._sizes.get(c.procs, 0) + 1
         other.queue.sort(key=lambda e: e[0])
         other.granted = [dataclasses.replace(r) for r in self.granted]

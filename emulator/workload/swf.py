@@ -8,6 +8,16 @@ under two seconds.
 Bad lines (the wrong number of fields, a field that is not a number, no run time or no
 processor count, a job larger than the machine) raise :class:`~emulator.errors.InputFileError`
 naming the file, the line and the field, unless ``skip_bad`` drops them and counts them.
+
+Archive traces as they are: :func:`prepare` takes a trace read without those checks and
+keeps the jobs a schedule can use. Jobs that cannot be scheduled (no processor count, no
+run time, a negative submit time, more processors than the machine: jobs that never ran,
+mostly) are dropped and counted; a job with no requested time (SWF field 9) in a trace that
+has them gets one by a rule (``fill_requested``: ``max``, the largest requested time of the
+trace, standing in for the site's default limit; ``run``, the job's own run time; or a
+number of seconds), counted too. ``strict`` refuses both instead, naming the first.
+Which field gives a job's size is ``size_field``: ``requested`` (SWF field 8, else the
+allocated processors of field 5; the default) or ``allocated`` (field 5, else field 8).
 """
 
 import gzip
@@ -38,6 +48,8 @@ class Trace:
     lines: np.ndarray = None  # the file line of each row (1-based)
     dropped: int = 0  # bad jobs dropped by skip_bad
     drop_reasons: list = field(default_factory=list)  # the first few, as messages
+    size_field: str = "requested"  # which field gives a job's size first (see prepare)
+    filled: int = 0  # requested times filled in by prepare
 
     def __post_init__(self):
         self.data = np.asarray(self.data, dtype=np.float64).reshape(-1, len(FIELDS))
@@ -52,9 +64,12 @@ class Trace:
 
     @property
     def procs(self):
-        """Processors each job asks for: the requested count, else the allocated one."""
-        requested = self.column("requested_procs")
-        return np.where(requested > 0, requested, self.column("allocated_procs"))
+        """Processors of each job: the requested count, else the allocated one (with
+        ``size_field`` "allocated", the other way round)."""
+        first, second = self.column("requested_procs"), self.column("allocated_procs")
+        if self.size_field == "allocated":
+            first, second = second, first
+        return np.where(first > 0, first, second)
 
     @property
     def fields(self):
@@ -93,7 +108,7 @@ class Trace:
     def subset(self, mask):
         """A trace of the rows where ``mask`` is true (same header)."""
         return Trace(self.data[mask], list(self.header), self.path, self.lines[mask],
-                     self.dropped, list(self.drop_reasons))
+                     self.dropped, list(self.drop_reasons), self.size_field)
 
     def with_header(self, **values):
         """A copy whose header sets ``Key: value`` for each keyword (added if missing)."""
@@ -106,7 +121,7 @@ class Trace:
             else:
                 header[idx] = line
         return Trace(self.data.copy(), header, self.path, self.lines.copy(), self.dropped,
-                     list(self.drop_reasons))
+                     list(self.drop_reasons), self.size_field)
 
 
 def _read_text(path):
@@ -138,13 +153,12 @@ def _read_text(path):
                                                       "(a binary or non-ASCII byte)") from None
 
 
-def _check_jobs(data, line_numbers, *, machine_procs):
+def _check_jobs(data, line_numbers, *, machine_procs, size_field="requested"):
     """(row, field name, problem) for every job a schedule cannot use."""
     problems = []
     run = data[:, COLUMN["run"]]
     submit = data[:, COLUMN["submit"]]
-    requested = data[:, COLUMN["requested_procs"]]
-    procs = np.where(requested > 0, requested, data[:, COLUMN["allocated_procs"]])
+    procs = Trace(data, size_field=size_field).procs
     for rows, name, problem in (
             (np.flatnonzero(submit < 0), "submit", "negative submit time"),
             (np.flatnonzero(run < 0), "run", "no run time (-1 or negative)"),
@@ -244,6 +258,67 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
     trace.dropped += int((~keep).sum())
     trace.drop_reasons = reasons
     return trace
+
+
+SIZE_FIELDS = ("requested", "allocated")
+
+
+def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
+            size_field="requested"):
+    """The jobs of ``trace`` a schedule can use, as the module docstring says. Returns
+    ``(trace, notes)``: the new trace and one line for each kind of change made (dropped
+    jobs, filled requested times), each naming the first job it touched.
+
+    Raises
+    ------
+    InputFileError
+        With ``strict``, for the first job that would be dropped or filled.
+    ValueError
+        For an unknown ``size_field`` or ``fill_requested`` rule.
+    """
+    if size_field not in SIZE_FIELDS:
+        raise ValueError(f"size_field must be one of {', '.join(SIZE_FIELDS)}")
+    trace = Trace(trace.data.copy(), list(trace.header), trace.path, trace.lines.copy(),
+                  trace.dropped, list(trace.drop_reasons), size_field)
+    notes = []
+    machine = machine_procs or trace.header_number("MaxProcs", "MaxNodes")
+    problems = sorted(_check_jobs(trace.data, trace.lines, machine_procs=machine,
+                                  size_field=size_field)) if len(trace) else []
+    if problems:
+        r, fname, problem = problems[0]
+        where = f"line {trace.lines[r]}, field {COLUMN[fname] + 1} ({fname})"
+        if strict:
+            raise InputFileError(trace.path, where, problem)
+        drop = np.zeros(len(trace), dtype=bool)
+        drop[[p[0] for p in problems]] = True
+        notes.append(f"dropped {int(drop.sum())} jobs that cannot be scheduled (the first: "
+                     f"{where}: {problem})")
+        trace = trace.subset(~drop)
+        trace.dropped += int(drop.sum())
+        trace.drop_reasons.insert(0, f"{where}: {problem}")
+    requested = trace.column("requested_time")
+    missing = np.flatnonzero(requested < 0)
+    if len(missing) and len(missing) < len(trace):  # a trace with requested times, but gaps
+        where = f"line {trace.lines[missing[0]]}, field 9 (requested_time)"
+        if strict:
+            raise InputFileError(trace.path, where, "no requested time")
+        if fill_requested == "max":
+            value, rule = np.full(len(missing), requested.max()), "the trace's largest request"
+        elif fill_requested == "run":
+            value, rule = trace.column("run")[missing], "their run times"
+        else:
+            try:
+                seconds = float(fill_requested)
+            except (TypeError, ValueError):
+                raise ValueError("fill_requested must be max, run or a number of seconds")                     from None
+            if not seconds > 0:
+                raise ValueError("fill_requested must be a positive number of seconds")
+            value, rule = np.full(len(missing), seconds), f"{seconds:g} s"
+        trace.data[missing, COLUMN["requested_time"]] = value
+        trace.filled = len(missing)
+        notes.append(f"filled the requested time of {len(missing)} jobs with {rule} (the "
+                     f"first: {where})")
+    return trace, notes
 
 
 def format_swf(trace):
