@@ -407,3 +407,69 @@ def test_schedule_command_with_a_run_time_predictor(tmp_path):
     late = jobs[8:]
     assert late and all(float(j["estimate_seconds"]) == float(j["run_seconds"])
                         for j in late)
+
+
+# -- the profile in C against its reference in numpy ---------------------------------------
+
+profile_ops = st.lists(st.tuples(
+    st.sampled_from(["reserve", "earliest", "earlier", "fits", "advance", "compact",
+                     "release", "nearest"]),
+    st.integers(0, 40), st.integers(1, 20), st.integers(1, 8)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=profile_ops, releases=st.lists(st.tuples(st.integers(0, 50), st.integers(1, 4)),
+                                          max_size=5))
+def test_the_c_profile_answers_as_its_numpy_reference(ops, releases):
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    c, py = Profile(0.0, 8, releases), PyProfile(0.0, 8, releases)
+    now = 0.0
+    for op, t, d, procs in ops:
+        if op == "reserve":
+            got = [p.reserve(float(max(t, now)), float(d), procs) for p in (c, py)]
+        elif op == "release":
+            got = [p.add_release(float(max(t, now)), procs) for p in (c, py)]
+        elif op == "earliest":
+            got = [p.earliest(procs, float(d), float(t)) for p in (c, py)]
+        elif op == "earlier":
+            got = [p.earlier_start(procs, float(d), float(max(t, now))) for p in (c, py)]
+        elif op == "fits":
+            got = [p.fits(procs, float(d), float(max(t, now))) for p in (c, py)]
+        elif op == "nearest":
+            got = [p.nearest(procs, float(d), float(t), now) for p in (c, py)]
+        elif op == "advance":
+            now = max(now, float(t))
+            got = [p.advance(now) for p in (c, py)]
+        else:
+            got = [p.compact() for p in (c, py)]
+        assert got[0] == got[1], op
+        assert list(c.times) == [float(x) for x in py.times]
+        assert list(c.free) == [int(x) for x in py.free]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 30), st.booleans()),
+                     min_size=1, max_size=12),
+       ends=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4)), max_size=4))
+def test_the_c_compression_moves_reservations_as_its_reference(rows, ends):
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    c, py = Profile(0.0, 8, ends), PyProfile(0.0, 8, ends)
+    jobs = []
+    for procs, estimate, reserved in rows:  # some reserved in queue order, some new
+        slot = None
+        if reserved:
+            slot = py.earliest(procs, float(estimate), 0.0)
+            for p in (c, py):
+                p.reserve(slot, float(estimate), procs)
+        jobs.append((procs, float(estimate), slot))
+    for p in (c, py):  # a job ends early: its processors come back
+        p.reserve(0.0, 5.0, -2)
+    assert c.compress(jobs, 1.0) == py.compress(jobs, 1.0)
+    assert list(c.times) == [float(x) for x in py.times]
+    assert list(c.free) == [int(x) for x in py.free]

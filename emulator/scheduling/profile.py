@@ -3,9 +3,13 @@ it (Mu'alem and Feitelson).
 
 Breakpoints ``times[i]`` with ``free[i]`` processors free on ``[times[i], times[i+1])``; the
 last segment runs to infinity. Running jobs release processors at their estimated ends;
-reservations take processors over an interval. :meth:`Profile.earliest` finds the first time a
-job of ``procs`` processors fits for ``duration`` seconds, vectorised with numpy (a profile of a
-long queue has thousands of breakpoints).
+reservations take processors over an interval. :meth:`PyProfile.earliest` finds the first time
+a job of ``procs`` processors fits for ``duration`` seconds, and :meth:`PyProfile.compress` is
+conservative backfilling's compression of every reservation of a queue.
+
+:class:`Profile` is the same in C (``_profile.c``: a compression pass over a long queue costs no
+Python call per job); :class:`PyProfile`, here, is its reference in numpy, and the fallback
+where the C module is not built.
 """
 
 import numpy as np
@@ -25,7 +29,7 @@ def _first_fit(bounds, small, starts, duration):
     return k if ok[k] else None
 
 
-class Profile:
+class PyProfile:
     """Free processors over time from ``now`` on.
 
     Parameters
@@ -40,7 +44,7 @@ class Profile:
 
     Examples
     --------
-    >>> p = Profile(0.0, 2, [(10.0, 6)])
+    >>> p = PyProfile(0.0, 2, [(10.0, 6)])
     >>> p.earliest(4, 5.0, 0.0)
     10.0
     >>> p.reserve(10.0, 5.0, 4); p.earliest(5, 5.0, 0.0)
@@ -76,7 +80,7 @@ class Profile:
         return self._f[:self.n]
 
     def copy(self):
-        p = Profile.__new__(Profile)
+        p = PyProfile.__new__(PyProfile)
         p._t, p._f, p.n = self._t.copy(), self._f.copy(), self.n
         return p
 
@@ -211,3 +215,47 @@ class Profile:
                 if best is None or key < best:
                     best = key
         return None if best is None else best[1]
+
+    def compress(self, jobs, now):
+        """Conservative backfilling's compression (Mu'alem and Feitelson): ``jobs`` are the
+        waiting jobs in queue order as ``(procs, estimate, slot or None)``. Each reservation
+        in queue order is taken out and made again as early as it fits (a job with no slot,
+        queued since the last pass, is reserved behind the others), again up to the last
+        one that moved, until nothing moves. Returns each job's new slot (None where nothing
+        fits) or False where it did not move; None if a reservation already lies in the past
+        (make them all again instead)."""
+        self.advance(now)
+        slots = [s for _, _, s in jobs]
+        moved = [False] * len(jobs)
+        limit = len(jobs)
+        while limit:  # a job moved up may leave room for one ahead of it: pass again
+            last = None
+            for k, (procs, estimate, _) in enumerate(jobs):
+                if k >= limit and last is None:
+                    break
+                old = slots[k]
+                if old is None:
+                    if moved[k]:
+                        continue  # reserved already, and nothing fits it
+                    t = self.earliest(procs, estimate, now)
+                    moved[k], slots[k] = True, t
+                    if t is not None:
+                        self.reserve(t, estimate, procs)
+                    continue
+                if old < now:
+                    return None
+                t = self.earlier_start(procs, estimate, old)
+                if t == old:
+                    continue
+                self.reserve(old, estimate, -procs)
+                self.reserve(t, estimate, procs)
+                slots[k], moved[k], last = t, True, k
+            limit = last or 0
+            self.compact()
+        return [s if m else False for s, m in zip(slots, moved)]
+
+
+try:
+    from ._profile import Profile
+except ImportError:  # not built: the reference
+    Profile = PyProfile

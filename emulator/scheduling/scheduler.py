@@ -348,35 +348,20 @@ class Scheduler:
     def _compress_slots(self, now):
         """Take each reservation out in queue order and make it again as early as it fits
         (never later: its old place is free again); jobs queued since are reserved after
-        the jobs ahead of them, until nothing moves. False if a reservation is already past
-        (then rebuild)."""
-        profile = self._profile
-        profile.advance(now)
-        queue = self.queue
-        limit = len(queue)
-        while limit:  # a job moved up may leave room for one ahead of it: pass again
-            last = None  # after the last job moved, every job has seen every move
-            for i, (_, job) in enumerate(queue):
-                if i >= limit and last is None:
-                    break
-                if job.start is not None:
-                    continue
-                old = job.slot
-                if old is None:  # queued since the last pass: reserved behind the others
-                    self._reserve_slot(job, now)
-                    continue
-                if old < now:
-                    return False
-                t = profile.earlier_start(job.procs, job.estimate, old)
-                if t == old:
-                    continue
-                profile.reserve(old, job.estimate, -job.procs)
-                profile.reserve(t, job.estimate, job.procs)
-                job.slot = t
+        the jobs ahead of them, until nothing moves (:meth:`.profile.PyProfile.compress`).
+        False if a reservation is already past (then rebuild)."""
+        waiting = [job for _, job in self.queue if job.start is None]
+        slots = self._profile.compress([(j.procs, j.estimate, j.slot) for j in waiting], now)
+        if slots is None:
+            return False
+        for job, t in zip(waiting, slots):
+            if t is False:
+                continue
+            job.slot = t
+            if t is not None:
                 heapq.heappush(self._slots, (t, job.index, job))
-                last = i
-            limit = last or 0
-            profile.compact()
+                if job.reserved is None:
+                    job.reserved = t
         self._compress = False
         return True
 

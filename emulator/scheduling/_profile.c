@@ -1,0 +1,596 @@
+/* An availability profile in C: free processors over future time, as conservative
+ * backfilling keeps it. The same methods and results as emulator/scheduling/profile.py's
+ * PyProfile (read its docstrings), and one more: compress(), the whole compression pass of
+ * conservative backfilling (every reservation taken out in queue order and made again as
+ * early as it fits, until nothing moves), so that a pass costs no Python call per job.
+ *
+ * Breakpoints t[0..n-1] with f[i] processors free on [t[i], t[i+1]); t[n] is a sentinel
+ * (infinity): the last segment runs for ever.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    double *t;
+    long long *f;
+    Py_ssize_t n, cap;
+} Profile;
+
+static PyTypeObject ProfileType;
+
+static int reserve_room(Profile *p, Py_ssize_t need)
+{
+    if (need + 1 <= p->cap)
+        return 0;
+    Py_ssize_t cap = p->cap ? p->cap : 16;
+    while (cap < need + 1)
+        cap *= 2;
+    double *t = realloc(p->t, (size_t)cap * sizeof(double));
+    if (!t) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    p->t = t;
+    long long *f = realloc(p->f, (size_t)cap * sizeof(long long));
+    if (!f) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    p->f = f;
+    p->cap = cap;
+    return 0;
+}
+
+/* searchsorted(t[:n], x, side) */
+static Py_ssize_t search_right(const Profile *p, double x)
+{
+    Py_ssize_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (x < p->t[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static Py_ssize_t search_left(const Profile *p, double x)
+{
+    Py_ssize_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (p->t[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* -- the operations ----------------------------------------------------------------- */
+
+static void advance(Profile *p, double now)
+{
+    Py_ssize_t i = search_right(p, now) - 1;
+    if (i > 0) {
+        memmove(p->t, p->t + i, (size_t)(p->n - i + 1) * sizeof(double));
+        memmove(p->f, p->f + i, (size_t)(p->n - i) * sizeof(long long));
+        p->n -= i;
+    }
+    if (p->t[0] < now)
+        p->t[0] = now;
+}
+
+/* The breakpoint at x, made if missing (x >= t[0]); -1 on error. */
+static Py_ssize_t split(Profile *p, double x)
+{
+    Py_ssize_t i = search_right(p, x) - 1;
+    if (i >= 0 && p->t[i] == x)
+        return i;
+    if (i < 0)
+        i = 0; /* before the first breakpoint: not done by the scheduler */
+    if (reserve_room(p, p->n + 1))
+        return -1;
+    memmove(p->t + i + 2, p->t + i + 1, (size_t)(p->n - i) * sizeof(double)); /* sentinel too */
+    memmove(p->f + i + 2, p->f + i + 1, (size_t)(p->n - i - 1) * sizeof(long long));
+    p->t[i + 1] = x;
+    p->f[i + 1] = p->f[i];
+    p->n++;
+    return i + 1;
+}
+
+static int reserve(Profile *p, double start, double duration, long long procs)
+{
+    if (duration <= 0)
+        return 0;
+    Py_ssize_t i = split(p, start);
+    if (i < 0)
+        return -1;
+    double end = start + duration;
+    Py_ssize_t j = p->n;
+    if (end < INFINITY) {
+        j = split(p, end);
+        if (j < 0)
+            return -1;
+    }
+    for (Py_ssize_t k = i; k < j; k++)
+        p->f[k] -= procs;
+    return 0;
+}
+
+/* The first segment k of [0, m), not small (f >= procs), from whose start (starts[k], or
+ * t[k] where starts is NULL and k > 0, first otherwise) the next small segment begins at
+ * least `duration` later; the bound of segment m is t[lo + m]. -1 if none. Segments are
+ * t[lo + k]. */
+static Py_ssize_t first_fit(const Profile *p, Py_ssize_t lo, Py_ssize_t m, long long procs,
+                            double duration, double first)
+{
+    Py_ssize_t next_small = m, found = -1;
+    for (Py_ssize_t k = m - 1; k >= 0; k--) {
+        if (p->f[lo + k] < procs) {
+            next_small = k;
+            continue;
+        }
+        double s = k == 0 ? first : p->t[lo + k];
+        if (p->t[lo + next_small] >= s + duration)
+            found = k;
+    }
+    return found;
+}
+
+/* The first time >= after with procs free for duration; NAN if none. */
+static double earliest(const Profile *p, long long procs, double duration, double after)
+{
+    Py_ssize_t n = p->n;
+    Py_ssize_t i = search_right(p, after) - 1;
+    if (i < 0)
+        i = 0;
+    double start0 = after > p->t[0] ? after : p->t[0];
+    Py_ssize_t m = n - i;
+    if (p->f[i] >= procs && (m == 1 || p->t[i + 1] >= start0 + duration))
+        return start0;
+    int any_bad = 0, all_bad = 1;
+    for (Py_ssize_t k = i; k < n; k++) {
+        if (p->f[k] < procs)
+            any_bad = 1;
+        else
+            all_bad = 0;
+    }
+    if (!any_bad)
+        return start0;
+    if (all_bad)
+        return NAN;
+    Py_ssize_t k = first_fit(p, i, m, procs, duration, start0);
+    if (k < 0)
+        return NAN;
+    return k == 0 ? start0 : p->t[i + k];
+}
+
+static double earlier_start(const Profile *p, long long procs, double duration, double slot)
+{
+    Py_ssize_t i = search_left(p, slot);
+    if (i == 0)
+        return slot;
+    Py_ssize_t j = -1;
+    for (Py_ssize_t k = i - 1; k >= 0; k--)
+        if (p->f[k] < procs) {
+            j = k;
+            break;
+        }
+    if (j < 0)
+        return p->t[0];
+    if (j == 0)
+        return i > 1 ? p->t[1] : slot;
+    /* a hole before segment j long enough on its own: segments [0, j), bound t[j] */
+    Py_ssize_t k = first_fit(p, 0, j, procs, duration, p->t[0]);
+    if (k >= 0)
+        return p->t[k];
+    return j + 1 < i ? p->t[j + 1] : slot;
+}
+
+static int fits(const Profile *p, long long procs, double duration, double start)
+{
+    Py_ssize_t i = search_right(p, start) - 1;
+    if (i < 0)
+        i = 0;
+    Py_ssize_t j = search_left(p, start + duration);
+    if (j < i + 1)
+        j = i + 1;
+    for (Py_ssize_t k = i; k < j && k < p->n; k++)
+        if (p->f[k] < procs)
+            return 0;
+    return 1;
+}
+
+static void compact(Profile *p)
+{
+    Py_ssize_t m = 1;
+    for (Py_ssize_t k = 1; k < p->n; k++)
+        if (p->f[k] != p->f[m - 1]) {
+            p->t[m] = p->t[k];
+            p->f[m] = p->f[k];
+            m++;
+        }
+    p->t[m] = INFINITY;
+    p->n = m;
+}
+
+/* -- the Python type -------------------------------------------------------------------- */
+
+static int as_long_long(PyObject *o, long long *out)
+{
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int Profile_init(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"now", "free_now", "releases", NULL};
+    double now;
+    long long free_now;
+    PyObject *releases = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "dL|O", names, &now, &free_now, &releases))
+        return -1;
+    p->n = 0;
+    if (reserve_room(p, 16))
+        return -1;
+    p->t[0] = now;
+    p->f[0] = free_now;
+    p->n = 1;
+    if (releases && releases != Py_None) {
+        PyObject *sorted = PySequence_List(releases);
+        if (!sorted || PyList_Sort(sorted)) {
+            Py_XDECREF(sorted);
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(sorted); k++) {
+            double t;
+            long long procs;
+            PyObject *item = PyList_GET_ITEM(sorted, k);
+            if (!PyArg_ParseTuple(item, "dL", &t, &procs)) {
+                Py_DECREF(sorted);
+                return -1;
+            }
+            if (t < now)
+                t = now;
+            if (t == p->t[p->n - 1]) {
+                p->f[p->n - 1] += procs;
+            } else {
+                if (reserve_room(p, p->n + 1)) {
+                    Py_DECREF(sorted);
+                    return -1;
+                }
+                p->t[p->n] = t;
+                p->f[p->n] = p->f[p->n - 1] + procs;
+                p->n++;
+            }
+        }
+        Py_DECREF(sorted);
+    }
+    p->t[p->n] = INFINITY;
+    return 0;
+}
+
+static void Profile_dealloc(Profile *p)
+{
+    free(p->t);
+    free(p->f);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *Profile_advance(Profile *p, PyObject *arg)
+{
+    double now = PyFloat_AsDouble(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    advance(p, now);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profile_reserve(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"start", "duration", "procs", NULL};
+    double start, duration;
+    long long procs;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ddL", names, &start, &duration, &procs) ||
+        reserve(p, start, duration, procs))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profile_add_release(Profile *p, PyObject *args)
+{
+    double t;
+    long long procs;
+    if (!PyArg_ParseTuple(args, "dL", &t, &procs))
+        return NULL;
+    Py_ssize_t i = split(p, t);
+    if (i < 0)
+        return NULL;
+    for (Py_ssize_t k = i; k < p->n; k++)
+        p->f[k] += procs;
+    Py_RETURN_NONE;
+}
+
+static PyObject *maybe(double t)
+{
+    if (isnan(t))
+        Py_RETURN_NONE;
+    return PyFloat_FromDouble(t);
+}
+
+static PyObject *Profile_earliest(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"procs", "duration", "after", NULL};
+    long long procs;
+    double duration, after;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ldd", names, &procs, &duration, &after))
+        return NULL;
+    return maybe(earliest(p, procs, duration, after));
+}
+
+static PyObject *Profile_earlier_start(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"procs", "duration", "slot", NULL};
+    long long procs;
+    double duration, slot;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ldd", names, &procs, &duration, &slot))
+        return NULL;
+    return PyFloat_FromDouble(earlier_start(p, procs, duration, slot));
+}
+
+static PyObject *Profile_fits(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"procs", "duration", "start", NULL};
+    long long procs;
+    double duration, start;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Ldd", names, &procs, &duration, &start))
+        return NULL;
+    return PyBool_FromLong(fits(p, procs, duration, start));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The feasible start closest to target, not before after (ties: the earlier). */
+static PyObject *Profile_nearest(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"procs", "duration", "target", "after", NULL};
+    long long procs;
+    double duration, target, after;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Lddd", names, &procs, &duration, &target, &after))
+        return NULL;
+    double *c = malloc(sizeof(double) * (size_t)(2 * p->n + 2));
+    if (!c)
+        return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    c[m++] = target > after ? target : after;
+    for (Py_ssize_t k = 0; k < p->n; k++) {
+        if (p->t[k] >= after)
+            c[m++] = p->t[k];
+        if (p->t[k] - duration >= after)
+            c[m++] = p->t[k] - duration;
+    }
+    double first = earliest(p, procs, duration, after);
+    if (!isnan(first))
+        c[m++] = first;
+    qsort(c, (size_t)m, sizeof(double), cmp_double);
+    double best = NAN, best_gap = INFINITY;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (k && c[k] == c[k - 1])
+            continue;
+        if (fits(p, procs, duration, c[k])) {
+            double gap = fabs(c[k] - target);
+            if (gap < best_gap) {
+                best_gap = gap;
+                best = c[k];
+            }
+        }
+    }
+    free(c);
+    return maybe(best);
+}
+
+static PyObject *Profile_compact(Profile *p, PyObject *noargs)
+{
+    compact(p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profile_free_at(Profile *p, PyObject *arg)
+{
+    double t = PyFloat_AsDouble(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t i = search_right(p, t) - 1;
+    return PyLong_FromLongLong(p->f[i < 0 ? 0 : i]);
+}
+
+static PyObject *Profile_copy(Profile *p, PyObject *noargs)
+{
+    Profile *q = PyObject_New(Profile, &ProfileType);
+    if (!q)
+        return NULL;
+    q->t = NULL;
+    q->f = NULL;
+    q->n = q->cap = 0;
+    if (reserve_room(q, p->n + 1)) {
+        Py_DECREF(q);
+        return NULL;
+    }
+    memcpy(q->t, p->t, (size_t)(p->n + 1) * sizeof(double));
+    memcpy(q->f, p->f, (size_t)p->n * sizeof(long long));
+    q->n = p->n;
+    return (PyObject *)q;
+}
+
+/* compress(jobs, now) -> None if a reservation lies in the past (rebuild instead), else a
+ * list with each job's new slot (None where nothing fits) or False where it did not move.
+ * jobs: a sequence of (procs, estimate, slot or None) of the waiting jobs in queue order;
+ * a job with no slot (queued since the last pass) is reserved behind the others. Conservative
+ * backfilling's compression (Mu'alem and Feitelson): each reservation in queue order taken
+ * out and made again as early as it fits, again up to the last one moved, until nothing
+ * moves; then neighbouring segments with one count are merged. */
+static PyObject *Profile_compress(Profile *p, PyObject *args)
+{
+    PyObject *jobs;
+    double now;
+    if (!PyArg_ParseTuple(args, "Od", &jobs, &now))
+        return NULL;
+    PyObject *fast = PySequence_Fast(jobs, "jobs must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t q = PySequence_Fast_GET_SIZE(fast);
+    long long *procs = malloc(sizeof(long long) * (size_t)(q ? q : 1));
+    double *est = malloc(sizeof(double) * (size_t)(q ? q : 1));
+    double *slot = malloc(sizeof(double) * (size_t)(q ? q : 1));
+    char *moved = calloc((size_t)(q ? q : 1), 1);
+    PyObject *out = NULL;
+    if (!procs || !est || !slot || !moved) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < q; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, k), *s;
+        if (!PyArg_ParseTuple(item, "LdO", &procs[k], &est[k], &s))
+            goto done;
+        if (s == Py_None) {
+            slot[k] = NAN;
+        } else {
+            slot[k] = PyFloat_AsDouble(s);
+            if (PyErr_Occurred())
+                goto done;
+        }
+    }
+    advance(p, now);
+    Py_ssize_t limit = q;
+    while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
+        Py_ssize_t last = -1;
+        for (Py_ssize_t k = 0; k < q; k++) {
+            if (k >= limit && last < 0)
+                break;
+            double old = slot[k];
+            if (isnan(old)) { /* queued since the last pass: reserved behind the others */
+                if (moved[k])
+                    continue; /* reserved already, and nothing fits it */
+                double t = earliest(p, procs[k], est[k], now);
+                moved[k] = 1;
+                slot[k] = t;
+                if (!isnan(t) && reserve(p, t, est[k], procs[k]))
+                    goto done;
+                continue;
+            }
+            if (old < now) {
+                out = Py_None;
+                Py_INCREF(out);
+                goto done;
+            }
+            double t = earlier_start(p, procs[k], est[k], old);
+            if (t == old)
+                continue;
+            if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
+                goto done;
+            slot[k] = t;
+            moved[k] = 1;
+            last = k;
+        }
+        limit = last > 0 ? last : 0;
+        compact(p);
+    }
+    out = PyList_New(q);
+    for (Py_ssize_t k = 0; out && k < q; k++) {
+        PyObject *v;
+        if (!moved[k]) {
+            v = Py_False;
+            Py_INCREF(v);
+        } else {
+            v = maybe(slot[k]);
+        }
+        PyList_SET_ITEM(out, k, v);
+    }
+done:
+    Py_DECREF(fast);
+    free(procs);
+    free(est);
+    free(slot);
+    free(moved);
+    return out;
+}
+
+static PyObject *array_of(Profile *p, int times)
+{
+    PyObject *out = PyList_New(p->n);
+    for (Py_ssize_t k = 0; out && k < p->n; k++)
+        PyList_SET_ITEM(out, k, times ? PyFloat_FromDouble(p->t[k])
+                                      : PyLong_FromLongLong(p->f[k]));
+    return out;
+}
+
+static PyObject *Profile_times(Profile *p, void *c) { return array_of(p, 1); }
+static PyObject *Profile_free(Profile *p, void *c) { return array_of(p, 0); }
+static Py_ssize_t Profile_len(Profile *p) { return p->n; }
+
+static PyMethodDef Profile_methods[] = {
+    {"advance", (PyCFunction)Profile_advance, METH_O, "drop what lies before now"},
+    {"reserve", (PyCFunction)(void (*)(void))Profile_reserve, METH_VARARGS | METH_KEYWORDS, "reserve(start, duration, procs)"},
+    {"add_release", (PyCFunction)Profile_add_release, METH_VARARGS, "add_release(t, procs)"},
+    {"earliest", (PyCFunction)(void (*)(void))Profile_earliest, METH_VARARGS | METH_KEYWORDS,
+     "earliest(procs, duration, after) -> time or None"},
+    {"earlier_start", (PyCFunction)(void (*)(void))Profile_earlier_start, METH_VARARGS | METH_KEYWORDS,
+     "earlier_start(procs, duration, slot) -> time"},
+    {"fits", (PyCFunction)(void (*)(void))Profile_fits, METH_VARARGS | METH_KEYWORDS, "fits(procs, duration, start)"},
+    {"nearest", (PyCFunction)(void (*)(void))Profile_nearest, METH_VARARGS | METH_KEYWORDS,
+     "nearest(procs, duration, target, after) -> time or None"},
+    {"compact", (PyCFunction)Profile_compact, METH_NOARGS, "merge equal neighbours"},
+    {"free_at", (PyCFunction)Profile_free_at, METH_O, "processors free at t"},
+    {"copy", (PyCFunction)Profile_copy, METH_NOARGS, "an independent copy"},
+    {"compress", (PyCFunction)Profile_compress, METH_VARARGS,
+     "compress(jobs, now) -> new slots (False: unmoved), or None to rebuild"},
+    {NULL}};
+
+static PyGetSetDef Profile_getset[] = {
+    {"times", (getter)Profile_times, NULL, "breakpoints", NULL},
+    {"free", (getter)Profile_free, NULL, "free processors from each breakpoint", NULL},
+    {NULL}};
+
+static PySequenceMethods Profile_sequence = {.sq_length = (lenfunc)Profile_len};
+
+static PyTypeObject ProfileType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "emulator.scheduling._profile.Profile",
+    .tp_basicsize = sizeof(Profile),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Free processors over time (see emulator/scheduling/profile.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Profile_init,
+    .tp_dealloc = (destructor)Profile_dealloc,
+    .tp_methods = Profile_methods,
+    .tp_getset = Profile_getset,
+    .tp_as_sequence = &Profile_sequence,
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_profile",
+                                    "Availability profiles in C.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__profile(void)
+{
+    if (PyType_Ready(&ProfileType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&ProfileType);
+    if (PyModule_AddObject(m, "Profile", (PyObject *)&ProfileType)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
