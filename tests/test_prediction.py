@@ -101,10 +101,52 @@ def test_template_search_finds_the_attribute_that_matters():
         jobs.append(job(i, i * 100.0, 1, 200.0 * (exe + 1) + rng.normal(0, 5),
                         user=int(rng.integers(0, 30)), group=1, executable=exe))
     ends = np.array([j.submit + j.run for j in jobs])
-    templates, mae = search_templates(Training(jobs, ends, 400), available(jobs), False,
-                                      maxiter=15)
-    assert mae < 50  # against a spread of 200-800 s (the first jobs have no history)
-    assert any("E" in t.attrs for t in templates)
+    training = Training(jobs, ends, 400)
+    for method in ("ga", "greedy"):
+        templates, mae = search_templates(training, available(jobs), False, method=method,
+                                          generations=15)
+        assert mae < 50, method  # against a spread of 200-800 s (early jobs have no history)
+        assert any("E" in t.attrs for t in templates), method
+
+
+def test_the_template_code_decodes_every_field_and_skips_unused_slots():
+    from emulator.prediction.runtime import smith_templates
+    from emulator.prediction.search import MAX_TEMPLATES, TemplateCode
+
+    candidates = smith_templates("GUE", True)
+    code = TemplateCode(candidates, "GUE", True)
+    assert code.slot == 1 + 3 + 3 + 2 + 1 and code.bits == MAX_TEMPLATES * code.slot
+    bits = [False] * code.bits
+    # slot 0 in use: users and executables, node range index 2 (2 nodes), history index
+    # 3 (256), relative data
+    bits[0:10] = [True, False, True, True, False, True, False, True, True, True]
+    (chosen,) = code.decode(bits)
+    t = candidates[chosen]
+    assert (t.attrs, t.node_range, t.history, t.data) == ("UE", 2, 256, "relative")
+    assert code.decode([False] * code.bits) == []
+
+
+def test_the_wait_tuned_search_lowers_the_prefix_wait():
+    """Run times set by the executable, requested times far above them: scheduled under
+    EASY with the predictions of the set the wait-tuned search finds, the prefix waits less
+    than with requested times."""
+    from emulator.prediction.search import prefix_wait
+    from emulator.scheduling.scheduler import Scheduler
+
+    rng = np.random.default_rng(5)
+    jobs = []
+    for i in range(800):
+        exe = int(rng.integers(0, 3))
+        run = 300.0 * (exe + 1)
+        jobs.append(job(i, i * 60.0, int(rng.choice([4, 8, 16])), run, requested=20000.0,
+                        user=int(rng.integers(0, 10)), group=1, executable=exe))
+    ends = np.array([j.submit + j.run for j in jobs])
+    training = Training(jobs, ends, 500)
+    easy = (lambda: Scheduler(32, "easy"))
+    templates, wait = search_templates(training, available(jobs), True, fit="wait",
+                                       scheduler_of=easy, generations=4)
+    requested = prefix_wait(training, np.full(500, 20000.0), easy)
+    assert templates and wait < requested
 
 
 def test_squared_error_fits_predict_means_where_absolute_error_fits_predict_medians():

@@ -44,6 +44,8 @@ def readme_commands(text=None):
     text = open(README).read() if text is None else text
     found = []
     for line in _code_lines(text):
+        if "nodesel" not in line:
+            continue
         words = shlex.split(line)
         if "nodesel" in words:
             argv = words[words.index("nodesel") + 1:]

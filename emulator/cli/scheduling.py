@@ -44,6 +44,10 @@ def register(sub):
     sch.add_argument("--train-fraction", type=fraction, default=0.3,
                      help="with a predictor as --estimates: the share of the trace it is "
                           "fitted on (default 0.3)")
+    sch.add_argument("--fit", choices=("error", "wait"), default="error",
+                     help="with smith predictors: fit the templates to the least run-time "
+                          "error (default) or to the least mean wait of the training share "
+                          "scheduled with the predictions by the run's own policy (Smith §4)")
     sch.add_argument("--kill-at-requested", action="store_true",
                      help="end a job at its requested time if it would run longer")
     sch.add_argument("--policy-file",
@@ -94,8 +98,9 @@ def schedulers_of(args, site):
     return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]
 
 
-def _predicting(args, trace, jobs):
-    """A run-time predictor as the estimator, fitted on the first jobs of the trace."""
+def _predicting(args, trace, jobs, scheduler_of=None):
+    """A run-time predictor as the estimator, fitted on the first jobs of the trace (with
+    ``--fit wait``, for the least wait under ``scheduler_of()``)."""
     from ..prediction.evaluate import fit_predictor, predictor_names
     from ..prediction.online import Online, completion_times
 
@@ -106,7 +111,8 @@ def _predicting(args, trace, jobs):
     ordered = sorted(jobs, key=lambda j: (j.submit, j.index))
     ends = completion_times([j.fresh() for j in ordered], trace.max_procs)
     predictor, _ = fit_predictor(args.estimates, ordered, ends,
-                                 train_fraction=args.train_fraction, seed=args.seed)
+                                 train_fraction=args.train_fraction, seed=args.seed,
+                                 fit=args.fit, scheduler_of=scheduler_of)
     return Online(predictor)
 
 
@@ -160,7 +166,8 @@ def cmd_schedule(args):
                                     f"than the machine's {processors}")
         scheduled = list(jobs)
         nonrestartable = bool(requests) and site.mode == "nonrestartable"
-        est = _predicting(args, trace, jobs) if predicting else estimator(args.estimates)
+        est = _predicting(args, trace, jobs, lambda: make(processors)) if predicting \
+            else estimator(args.estimates)
         if nonrestartable:  # reservations must hold: schedule with maximum run times
             from ..scheduling.estimates import Function
 

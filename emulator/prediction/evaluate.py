@@ -46,11 +46,13 @@ def predictor_names(text, jobs):
     return names
 
 
-def build(names, training, *, seed=1, log=None):
+def build(names, training, *, seed=1, log=None, fit="error", scheduler_of=None):
     """Fit the named predictors on ``training``. Returns (predictors, config per name).
 
     A name joining predictors with ``+`` is the mean of their predictions; each search runs
-    once however many names use it."""
+    once however many names use it. ``fit="wait"``: Smith's template sets are searched for
+    the least mean wait of the training prefix scheduled by ``scheduler_of()`` with their
+    predictions (Smith §4), not for the least run-time error."""
     jobs = training.jobs
     attrs, requested = available(jobs), has_requested(jobs)
     log = log or (lambda text: None)
@@ -62,13 +64,16 @@ def build(names, training, *, seed=1, log=None):
             loss = "rmse" if name.endswith("-sq") else "mae"
             error = f"training_{loss}_seconds"
             if name.startswith("smith"):
-                log(f"searching Smith's template sets for {name} (differential evolution)")
+                log(f"searching Smith's template sets for {name} (genetic algorithm, least "
+                    f"{'wait' if fit == 'wait' else loss})")
                 templates, err = search_templates(training, attrs, requested, seed=seed,
-                                                  loss=loss)
-                found = templates, {"templates": [t.label for t in templates], error: err}
+                                                  loss=loss, fit=fit, scheduler_of=scheduler_of)
+                key = "training_wait_seconds" if fit == "wait" else error
+                found = templates, {"templates": [t.label for t in templates], key: err,
+                                    "fit": fit}
             elif name.startswith("ibl"):
                 log(f"searching instance-based learning parameters for {name} "
-                    "(differential evolution)")
+                    "(genetic algorithm)")
                 params, err = search_ibl(training, attrs, requested, seed=seed, loss=loss)
                 nominal = "".join(a for a in attrs if a in NOMINAL)
                 found = params, {"features": list(nominal) + ["log2 procs"]
@@ -220,12 +225,15 @@ def plot_error_cdf(errors, path, title, xlabel="absolute error [s]"):
     plt.close(fig)
 
 
-def fit_predictors(names, jobs, ends, *, train_fraction=0.3, seed=1, log=None):
+def fit_predictors(names, jobs, ends, *, train_fraction=0.3, seed=1, log=None, fit="error",
+                   scheduler_of=None):
     """The named predictors fitted on the first ``train_fraction`` of ``jobs`` (submission
     order), each search run once for all of them, ready to run online from the start of the
-    trace. Returns (predictors, config per name)."""
+    trace. Returns (predictors, config per name). ``fit``, ``scheduler_of``: see
+    :func:`build`."""
     split = max(1, min(len(jobs) - 1, int(round(train_fraction * len(jobs)))))
-    return build(names, Training(jobs, ends, split), seed=seed, log=log)
+    return build(names, Training(jobs, ends, split), seed=seed, log=log, fit=fit,
+                 scheduler_of=scheduler_of)
 
 
 def fit_predictor(name, jobs, ends, **kwargs):

@@ -5,21 +5,24 @@ first later job arrived (the split time): the prefix's submissions, and the comp
 then. The error minimised over the prefix jobs completed by then is the mean absolute error
 (Smith's choice), or the root mean square error for the ``-sq`` predictors.
 
-``search_templates``  Smith's template set: scipy's differential evolution (an evolutionary
-                      search, as Smith's genetic algorithm) over sets of up to 10 templates.
-                      Each candidate template's predictions and intervals are computed once,
-                      so a set is scored by array operations alone.
-``search_ibl``        the instance-based learner's feature weights, k and kernel width, by
-                      differential evolution.
+``search_templates``  Smith's template set, as Smith searched it: a genetic algorithm over
+                      template sets encoded as bits (:func:`genetic`), or his greedy search
+                      (templates added one at a time, each the one that lowers the error
+                      most). Each candidate template's predictions and intervals are computed
+                      once, so a set is scored by array operations alone. ``fit="wait"``
+                      scores a set instead by the mean wait of the training prefix scheduled
+                      with its predictions (Smith §4: templates for the least scheduler wait).
+``search_ibl``        the instance-based learner's feature weights, k and kernel width,
+                      encoded as bits and searched by the same genetic algorithm.
 ``select_li``         Li et al.'s quantitative evaluation: every (template, estimator) pair's
                       error; TEMP-EST is the best pair; the selected set keeps the two best
                       estimators on the templates that improve on coarser ones (at most 8).
 """
 
 import math
+import random
 
 import numpy as np
-from scipy.optimize import differential_evolution
 
 from .attributes import NOMINAL
 from .online import blind, events, run_online
@@ -88,10 +91,108 @@ def _fallbacks(training):
     return preds[0]
 
 
-def search_templates(training, attrs, requested, *, seed=1, maxiter=40, loss="mae"):
-    """Smith's template set for this trace, fitted to the least ``loss`` (:func:`_loss`).
-    Returns (templates, training error)."""
-    candidates = smith_templates(attrs, requested)
+def genetic(n_bits, fitness, *, seed=1, population=40, generations=30, crossover=0.8,
+            mutation=None):
+    """Smith's genetic algorithm: individuals are bit strings of ``n_bits``; each generation
+    is scored (``fitness(bits) -> error``, the lower the better), parents are chosen by
+    tournaments of two, mated by one-point crossover (probability ``crossover``) and
+    mutated bit by bit (probability ``mutation``, default 1 / n_bits); the best individual
+    is kept (elitism). Stops after ``generations``. Returns (best bits, its error).
+
+    >>> best, err = genetic(8, lambda b: abs(sum(b) - 5), seed=3, generations=20)
+    >>> err
+    0
+    """
+    rng = random.Random(seed)
+    mutation = 1.0 / n_bits if mutation is None else mutation
+    cache = {}
+
+    def score(bits):
+        key = tuple(bits)
+        if key not in cache:
+            cache[key] = fitness(bits)
+        return cache[key]
+
+    people = [[rng.random() < 0.5 for _ in range(n_bits)] for _ in range(population)]
+    best, best_err = None, math.inf
+    for _ in range(generations):
+        errors = [score(p) for p in people]
+        for p, e in zip(people, errors):
+            if e < best_err:
+                best, best_err = list(p), e
+
+        def pick():
+            a, b = rng.randrange(population), rng.randrange(population)
+            return people[a] if errors[a] <= errors[b] else people[b]
+
+        children = [list(best)]
+        while len(children) < population:
+            mother, father = pick(), pick()
+            if rng.random() < crossover:
+                cut = rng.randrange(1, n_bits)
+                child = mother[:cut] + father[cut:]
+            else:
+                child = list(mother)
+            children.append([not g if rng.random() < mutation else g for g in child])
+        people = children
+    for p in people:  # the last generation's children, scored too
+        e = score(p)
+        if e < best_err:
+            best, best_err = list(p), e
+    return best, best_err
+
+
+def _bits_for(count):
+    return max(1, math.ceil(math.log2(count))) if count > 1 else 0
+
+
+def _number(bits):
+    value = 0
+    for b in bits:
+        value = 2 * value + int(b)
+    return value
+
+
+class TemplateCode:
+    """Smith's encoding of a template set: ``MAX_TEMPLATES`` slots, each an *in use* bit, a
+    bit per nominal attribute (category by it or not), the node range size (an index into
+    none, 1, 2, 4, ..., 32), the maximum history (4, 16, 64, 256) and the data kept (actual
+    or relative run times). A slot's fields wrap around their choices. Decodes to indices
+    of ``candidates`` (the templates :func:`~.runtime.smith_templates` lists)."""
+
+    def __init__(self, candidates, attrs, requested):
+        self.nominal = [a for a in attrs if a in NOMINAL]
+        self.ranges = sorted({c.node_range for c in candidates}, key=lambda r: r or 0)
+        self.histories = sorted({c.history for c in candidates})
+        self.data = ["actual", "relative"] if requested else ["actual"]
+        self.index = {(c.attrs, c.node_range, c.history, c.data): i
+                      for i, c in enumerate(candidates)}
+        self.fields = [len(self.nominal), _bits_for(len(self.ranges)),
+                       _bits_for(len(self.histories)), _bits_for(len(self.data))]
+        self.slot = 1 + sum(self.fields)
+        self.bits = MAX_TEMPLATES * self.slot
+
+    def decode(self, bits):
+        chosen = set()
+        for s in range(MAX_TEMPLATES):
+            g = bits[s * self.slot:(s + 1) * self.slot]
+            if not g[0]:
+                continue
+            at = 1
+            attrs = "".join(a for a, on in zip(self.nominal, g[at:at + self.fields[0]]) if on)
+            at += self.fields[0]
+            values = []
+            for field, choices in zip(self.fields[1:], (self.ranges, self.histories,
+                                                        self.data)):
+                values.append(choices[_number(g[at:at + field]) % len(choices)])
+                at += field
+            chosen.add(self.index[(attrs, *values)])
+        return sorted(chosen)
+
+
+def _template_tables(training, candidates):
+    """Each candidate template's prediction (its category's mean) and interval width for
+    every prefix job, as the online discipline makes them; and the fallbacks."""
     bank = Categories(candidates)
     n = training.split
     means = np.full((len(candidates), n), np.nan)
@@ -104,33 +205,86 @@ def search_templates(training, attrs, requested, *, seed=1, maxiter=40, loss="ma
                 widths[k, i] = est[1] if math.isfinite(est[1]) else 1e300
 
     training.replay(record, [bank])
-    fallback = _fallbacks(training)
+    return means, widths, _fallbacks(training)
+
+
+def _predict_with(chosen, means, widths, fallback):
+    """The predictions of a template set: per job the narrowest interval's mean."""
+    w = widths[chosen]
+    best = np.argmin(w, axis=0)
+    cols = np.arange(w.shape[1])
+    pred = means[chosen][best, cols]
+    return np.where(np.isfinite(w[best, cols]), pred, fallback)
+
+
+def prefix_wait(training, estimates, scheduler_of):
+    """Mean wait of the prefix's jobs scheduled with ``estimates`` (seconds per prefix job)
+    on ``scheduler_of()``: what a set of predictions costs the scheduler (Smith §4)."""
+    from ..scheduling.estimates import Function
+    from ..scheduling.simulate import simulate
+
+    jobs = [j.fresh() for j in training.jobs[:training.split]]
+    position = {j.index: k for k, j in enumerate(training.jobs[:training.split])}
+    simulate(jobs, scheduler_of(),
+             estimator=Function(lambda job, now: float(estimates[position[job.index]])))
+    return float(np.mean([j.start - j.submit for j in jobs]))
+
+
+def search_templates(training, attrs, requested, *, seed=1, loss="mae", method="ga",
+                     fit="error", scheduler_of=None, generations=None):
+    """Smith's template set for this trace. ``method``: ``ga`` (his genetic algorithm over
+    encoded sets) or ``greedy`` (templates added one at a time while the error falls).
+    ``fit``: ``error`` (the least ``loss`` of the run-time predictions, :func:`_loss`) or
+    ``wait`` (the least mean wait of the prefix scheduled by ``scheduler_of()`` with the
+    predictions). Returns (templates, the training error or wait)."""
+    candidates = smith_templates(attrs, requested)
+    means, widths, fallback = _template_tables(training, candidates)
     targets = training.targets
-    means, widths = means[:, targets], widths[:, targets]
-    fallback, runs = fallback[targets], training.runs
-    cols = np.arange(len(targets))
-    none = len(candidates)
+    if fit == "wait":
+        if scheduler_of is None:
+            raise ValueError("fit='wait' needs scheduler_of")
 
-    def score(x):
-        chosen = sorted({int(round(v)) for v in x if int(round(v)) < none})
-        if not chosen or not len(targets):
-            return math.inf
-        w = widths[chosen]
-        best = np.argmin(w, axis=0)
-        pred = means[chosen][best, cols]
-        pred = np.where(np.isfinite(w[best, cols]), pred, fallback)
-        return _loss(pred - runs, loss)
+        def score(chosen):
+            if not chosen:
+                return math.inf
+            return prefix_wait(training, _predict_with(chosen, means, widths, fallback),
+                               scheduler_of)
+    elif fit == "error":
+        t_means, t_widths, t_fallback = means[:, targets], widths[:, targets], fallback[targets]
+        runs = training.runs
 
-    result = differential_evolution(score, [(0, none)] * MAX_TEMPLATES, seed=seed,
-                                    maxiter=maxiter, popsize=15, integrality=[True] * MAX_TEMPLATES,
-                                    polish=False, tol=0)
-    chosen = sorted({int(round(v)) for v in result.x if int(round(v)) < none})
-    return [candidates[i] for i in chosen], float(result.fun)
+        def score(chosen):
+            if not chosen or not len(targets):
+                return math.inf
+            return _loss(_predict_with(chosen, t_means, t_widths, t_fallback) - runs, loss)
+    else:
+        raise ValueError(f"unknown fit {fit!r} (error or wait)")
+    if method == "greedy":
+        chosen, best = [], math.inf
+        while len(chosen) < MAX_TEMPLATES:
+            trial = min(((score(sorted(chosen + [k])), k) for k in range(len(candidates))
+                         if k not in chosen), default=(math.inf, None))
+            if trial[0] >= best:
+                break
+            best = trial[0]
+            chosen = sorted(chosen + [trial[1]])
+        return [candidates[i] for i in chosen], float(best)
+    if method != "ga":
+        raise ValueError(f"unknown search {method!r} (ga or greedy)")
+    code = TemplateCode(candidates, attrs, requested)
+    small = fit == "wait"  # every score a scheduling simulation: a smaller search
+    bits, best = genetic(code.bits, lambda b: score(code.decode(b)), seed=seed,
+                         population=16 if small else 40,
+                         generations=generations or (8 if small else 30))
+    return [candidates[i] for i in code.decode(bits)], float(best)
 
 
-def search_ibl(training, attrs, requested, *, seed=1, maxiter=3, sample=1000, loss="mae"):
-    """Instance-based learning parameters, fitted to the least ``loss``. Returns (keyword
-    arguments, training error)."""
+def search_ibl(training, attrs, requested, *, seed=1, generations=6, sample=1000,
+               loss="mae"):
+    """Instance-based learning parameters, fitted to the least ``loss`` by the genetic
+    algorithm: each feature's weight on 4 bits (0 to 1 in fifteenths), k = 2^(0..7) on 3
+    bits, the kernel width 10^(-2..0.5) on 4 bits. Returns (keyword arguments, training
+    error)."""
     nominal = "".join(a for a in attrs if a in NOMINAL)
     n_features = len(nominal) + 1 + int(requested)
     targets = training.targets
@@ -140,12 +294,19 @@ def search_ibl(training, attrs, requested, *, seed=1, maxiter=3, sample=1000, lo
     runs = {i: training.jobs[i].run for i in targets}
     fallback = _fallbacks(training)
 
-    def params(x):
-        return {"weights": list(x[:n_features]), "k": int(round(2 ** x[n_features])),
-                "width": float(10 ** x[n_features + 1])}
+    def params(bits):
+        weights = [_number(bits[4 * f:4 * f + 4]) / 15.0 for f in range(n_features)]
+        at = 4 * n_features
+        k = 2 ** _number(bits[at:at + 3])
+        width = 10 ** (-2.0 + 2.5 * _number(bits[at + 3:at + 7]) / 15.0)
+        return {"weights": [round(w, 4) for w in weights], "k": int(k),
+                "width": round(float(width), 4)}
 
-    def score(x):
-        model = InstanceBased(nominal, use_requested=requested, **params(x))
+    def score(bits):
+        found = params(bits)
+        if not any(found["weights"]):
+            return math.inf
+        model = InstanceBased(nominal, use_requested=requested, **found)
         errors = []
 
         def record(i, job):
@@ -156,12 +317,9 @@ def search_ibl(training, attrs, requested, *, seed=1, maxiter=3, sample=1000, lo
         training.replay(record, [model])
         return _loss(np.array(errors), loss) if errors else math.inf
 
-    bounds = [(0.0, 1.0)] * n_features + [(0.0, 6.0), (-2.0, 0.5)]
-    result = differential_evolution(score, bounds, seed=seed, maxiter=maxiter, popsize=5,
-                                    polish=False, tol=0, init="sobol")
-    found = params(result.x)
-    found["weights"] = [round(w, 4) for w in found["weights"]]
-    return found, float(result.fun)
+    bits, best = genetic(4 * n_features + 7, score, seed=seed, population=12,
+                         generations=generations)
+    return params(bits), float(best)
 
 
 def select_li(training, attrs):
