@@ -228,3 +228,87 @@ def test_one_process_and_two_mpi_ranks_give_the_same_numbers(tmp_path):
     for s in (a, b):
         s.pop("simulation_seconds")
     assert a == b
+
+
+TYPED = """[grid]
+span_days = 10
+data_mb = [1, 100, 1000]
+bandwidth_mbps = 40
+
+[[sites]]
+name = "small1"
+type = "S"
+processors = 128
+workload = "nasa"
+load = 0.9
+
+[[sites]]
+name = "small2"
+type = "S"
+processors = 128
+workload = "nasa"
+load = 0.9
+
+[[sites]]
+name = "big"
+type = "B"
+processors = 256
+workload = "nasa"
+load = 0.45
+"""
+
+
+def test_span_days_and_machine_types(tmp_path):
+    from emulator.grid.experiment import site_jobs
+    from emulator.grid.gridfile import grid_from_dict
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    grid = grid_from_dict(tomllib.loads(TYPED), "typed.toml")
+    assert [s.type for s in grid.sites] == ["S", "S", "B"] and grid.span_days == 10
+    small, big = site_jobs(grid, 0, 7), site_jobs(grid, 2, 7)
+    for jobs in (small, big):  # ten days of arrivals each, however many jobs that is
+        span = max(j.submit for j in jobs) - min(j.submit for j in jobs)
+        assert 9.5 * 86400 < span < 10 * 86400
+    # one arrival process scaled to 90% of 128 processors and to 45% of 256: the same work
+    # per day, so about as many jobs in ten days
+    assert len(big) == pytest.approx(len(small), rel=0.25)
+    path = tmp_path / "g.toml"
+    path.write_text(TYPED)
+    out = tmp_path / "out"
+    assert main(["grid", "--grid", str(path), "--sharing", "0,100", "--replications", "2",
+                 "--targets", "shortest-queue", "--span-days", "3", "--no-progress",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["span_days"] == 3 and summary["type_sites"] == {"S": ["small1", "small2"],
+                                                                   "B": ["big"]}
+    types = summary["types"]["shortest-queue"]
+    sites = summary["sites"]["shortest-queue"]
+    for pct in ("0", "100"):
+        assert types[pct]["B"]["local"] == pytest.approx(sites[pct]["big"]["local"])
+    assert types["0"]["S"]["remote"] is None and types["100"]["S"]["remote_jobs"] > 0
+    assert "shortest-queue: S machines' local slowdown, 0% minus 100%" in summary["intervals"]
+    assert (out / "slowdown-S.png").stat().st_size > 0
+    assert (out / "slowdown-B.png").stat().st_size > 0
+    assert "by machine type" in (out / "tables.md").read_text()
+
+
+def test_span_days_and_jobs_per_site_together_are_refused(tmp_path, capsys):
+    path = tmp_path / "g.toml"
+    path.write_text(TYPED.replace("span_days = 10", "span_days = 10\njobs_per_site = 5"))
+    assert main(["grid", "--grid", str(path), "--no-progress", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "grid.span_days: give jobs_per_site or span_days, not both" in \
+        capsys.readouterr().err
+
+
+def test_the_sdsc_ctc_grid_file_reads_and_its_models_load():
+    from emulator.grid.experiment import site_jobs
+    from emulator.grid.gridfile import read_grid
+
+    grid = read_grid("hostfiles/grid-sdsc-ctc.toml")
+    assert [s.type for s in grid.sites] == ["SDSC", "SDSC", "CTC", "CTC"]
+    sdsc, ctc = site_jobs(grid, 0, 1), site_jobs(grid, 2, 1)
+    assert len(ctc) > 2 * len(sdsc)  # CTC's machines handle more than twice the jobs

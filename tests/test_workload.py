@@ -259,3 +259,44 @@ def test_gzip_trace_read_like_plain(tmp_path):
     text = HEADER + swf_line(1, 0, 10, 4)
     (tmp_path / "t.swf.gz").write_bytes(gzip.compress(text.encode()))
     assert read_swf(tmp_path / "t.swf.gz").column("run").tolist() == [10]
+
+
+def test_day_periods_find_the_cuts_of_a_step_function():
+    from emulator.workload.model import day_periods
+
+    rates = np.array([1.0] * 6 + [5.0] * 4 + [9.0] * 5 + [4.0] * 5 + [2.0] * 4)
+    rates = np.roll(rates, 3)  # a period wraps past midnight
+    periods = day_periods(rates * 10, np.full(24, 10.0), 5)
+    assert sorted(periods) == sorted([[3, 6, 1.0], [9, 4, 5.0], [13, 5, 9.0], [18, 5, 4.0],
+                                      [23, 4, 2.0]])
+    assert sum(p[1] for p in periods) == 24
+    one = day_periods(rates, np.ones(24), 1)
+    assert one[0][1] == 24 and one[0][2] == pytest.approx(rates.mean())
+    with pytest.raises(ValueError):
+        day_periods(rates, np.ones(24), 25)
+
+
+def test_six_arrival_periods_keep_the_days_arrivals_and_round_trip_gzipped(tmp_path, nasa):
+    model = fit_model(nasa, arrival_periods=6)
+    assert model.period_hours == 24 and len(model.arrival_periods) == 6
+    assert len(set(model.rates_per_hour)) == 6  # a step function of the hour of the day
+    hourly = fit_model(nasa)
+    # the periods keep the arrivals per day: a period's rate is its hours' arrivals / hours
+    assert 24 * np.mean(model.rates_per_hour) == pytest.approx(
+        168 * np.mean(hourly.rates_per_hour) / 7, rel=0.02)
+    path = tmp_path / "m.json.gz"
+    model.write(path)
+    assert gzip.open(path).read(1) == b"{"
+    back = read_model(path)
+    assert back.arrival_periods == model.arrival_periods
+    assert back.rates_per_hour == pytest.approx(model.rates_per_hour)
+
+
+def test_workload_fit_arrival_periods_command(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["workload", "fit", "nasa", "--arrival-periods", "6", "--out", str(out)]) == 0
+    assert "in 6 periods" in capsys.readouterr().out
+    assert len(json.loads(out.read_text())["arrival_periods"]) == 6
+    assert main(["workload", "fit", "nasa", "--arrival-periods", "25", "--out",
+                 str(out)]) == 2
+    assert "a day has 24 hours" in capsys.readouterr().err

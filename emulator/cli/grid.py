@@ -6,7 +6,7 @@ import os
 import sys
 
 from ..errors import UserError
-from .common import command, output_folder, positive_int
+from .common import command, output_folder, positive_float, positive_int
 
 
 def register(sub):
@@ -18,6 +18,8 @@ def register(sub):
                           "0,25,50,75,100 --replications 20 --out results/grid-homogeneous",
                           "nodesel grid --grid hostfiles/grid-heterogeneous.toml --targets "
                           "shortest-queue,weighted-queue,predicted-start --replications 10",
+                          "nodesel grid --grid hostfiles/grid-sdsc-ctc.toml --targets "
+                          "shortest-queue --replications 20 --out results/grid-sdsc-ctc",
                           "mpiexec -n 2 nodesel grid --grid G.toml --replications 20   "
                           "# replications spread over 2 ranks"],
                 handler=cmd_grid)
@@ -34,6 +36,9 @@ def register(sub):
                    help="independent replications, each with its own workloads (default 20)")
     g.add_argument("--jobs-per-site", type=positive_int,
                    help="jobs sampled per site and replication (default: the grid file's)")
+    g.add_argument("--span-days", type=positive_float,
+                   help="instead, every model site samples the jobs of this many days of its "
+                        "arrivals (default: the grid file's)")
     g.add_argument("--seed", type=int, default=1, help="base seed (default 1)")
     g.add_argument("--out", help="output folder; its parent must exist (default results/grid,"
                                  " created as needed)")
@@ -72,7 +77,9 @@ def cmd_grid(args):
 
     grid = read_grid(args.grid)
     if args.jobs_per_site:
-        grid.jobs_per_site = args.jobs_per_site
+        grid.jobs_per_site, grid.span_days = args.jobs_per_site, None
+    if args.span_days:
+        grid.span_days = args.span_days
     sharing, targets = _levels(args.sharing), _targets(args.targets)
     rank, size, comm = 0, 1, None
     if under_mpiexec():
@@ -119,10 +126,11 @@ def cmd_grid(args):
 def _write(grid, results, sharing, targets, out, args):
     from ..files import write_json_atomic, write_text_atomic
     from ..grid.experiment import summarize
-    from ..grid.report import plot_slowdown, replications_csv, tables
+    from ..grid.report import plot_slowdown, plot_types, replications_csv, tables
 
     summary = summarize(grid, results, sharing, targets)
-    summary.update(jobs_per_site=grid.jobs_per_site, seed=args.seed,
+    summary.update(jobs_per_site=None if grid.span_days else grid.jobs_per_site,
+                   span_days=grid.span_days, seed=args.seed,
                    simulation_seconds=sum(m["simulation_seconds"] for res in results
                                           for m in res.values()))
     write_json_atomic(os.path.join(out, "summary.json"), summary)
@@ -130,6 +138,7 @@ def _write(grid, results, sharing, targets, out, args):
     text = tables(summary)
     write_text_atomic(os.path.join(out, "tables.md"), text)
     plot_slowdown(summary, os.path.join(out, "slowdown.png"))
+    plot_types(summary, out)
     print(text, end="")
     print(f"results in {out}")
     return 0

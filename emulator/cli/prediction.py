@@ -66,6 +66,14 @@ def register(sub):
                     help="each forward simulation also takes in the jobs of the last HOURS, "
                          "submitted again HOURS later, as the arrivals to come (default: "
                          "no later arrivals)")
+    wt.add_argument("--quantile", type=fraction, metavar="Q",
+                    help="also publish, for each job at submission, an upper bound on its wait "
+                         "meant to hold for a share Q of jobs (e.g. 0.95), beside a "
+                         "QBETS-style peer: jobs.csv gains bound_seconds and "
+                         "qbets_bound_seconds, summary.json 'bounds'")
+    wt.add_argument("--bound-runtimes", metavar="NAME",
+                    help="the --runtimes source whose forecasts the bound scales (default "
+                         "the first)")
     wt.add_argument("--no-technique2", action="store_true",
                     help="skip the prediction from similar scheduler states")
     _common(wt)
@@ -146,6 +154,8 @@ def _log(text):
 
 
 def cmd_runtime(args):
+    import numpy as np
+
     from ..files import write_json_atomic, write_text_atomic
     from ..prediction import evaluate
     from ..prediction.online import completion_times
@@ -177,6 +187,14 @@ def cmd_runtime(args):
     write_text_atomic(os.path.join(out, "table.md"), table)
     evaluate.plot_error_cdf(evaluate.test_errors(result), os.path.join(out, "errors-cdf.png"),
                             f"run-time prediction errors, {os.path.basename(trace.path)}")
+    grid = evaluate.li_grid(summary)
+    if grid:
+        write_text_atomic(os.path.join(out, "li-grid.csv"),
+                          evaluate.li_grid_csv(grid, float(np.mean(
+                              [j.run for j in jobs[:summary["train_jobs"]]]))))
+        evaluate.plot_li_grid(grid, os.path.join(out, "li-grid.png"),
+                              f"Li et al.'s templates and estimators, "
+                              f"{os.path.basename(trace.path)}")
     print(table, end="")
     print(f"results in {out}")
     return 0
@@ -268,6 +286,14 @@ def cmd_wait(args):
             raise UserError(f"--mean-of {','.join(group)}: name two or more different sources "
                             f"of --runtimes ({', '.join(known)})")
     select = _selection_rules(args.select)
+    if args.bound_runtimes is not None:
+        if args.quantile is None:
+            raise UserError("--bound-runtimes needs --quantile")
+        if args.bound_runtimes not in known:
+            raise UserError(f"--bound-runtimes {args.bound_runtimes}: not one of --runtimes "
+                            f"({', '.join(known)})")
+    if args.quantile is not None and not 0 < args.quantile < 1:
+        raise UserError(f"--quantile {args.quantile:g}: must be between 0 and 1")
     split = max(1, min(len(jobs) - 1, int(round(args.train_fraction * len(jobs)))))
     evaluate = [j.index for j in jobs[split:]]
     bar, update = _bar(args, len(jobs), f"{args.policy}, predicting waits")
@@ -277,7 +303,8 @@ def cmd_wait(args):
             evaluate=evaluate, kill_at_requested=args.kill_at_requested,
             technique2=not args.no_technique2, means=means, progress=update,
             future_seconds=3600 * args.future_arrivals if args.future_arrivals else 0.0,
-            train=[j.index for j in jobs[:split]] if select else (), select=select)
+            train=[j.index for j in jobs[:split]] if select else (), select=select,
+            quantile=args.quantile, bound_source=args.bound_runtimes)
     finally:
         if bar is not None:
             bar.close()
@@ -287,7 +314,7 @@ def cmd_wait(args):
     write_text_atomic(os.path.join(out, "jobs.csv"), wait_csv(rows))
     table = wait_table(summary)
     write_text_atomic(os.path.join(out, "table.md"), table)
-    names = [n for n in rows if n not in ("index", "wait")]
+    names = [n for n in rows if n not in ("index", "wait", "bound", "qbets_bound")]
     plot_error_cdf({n: abs(rows[n] - rows["wait"]) for n in names},
                    os.path.join(out, "errors-cdf.png"),
                    f"wait prediction errors, {args.policy}, {os.path.basename(trace.path)}")

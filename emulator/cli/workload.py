@@ -85,6 +85,11 @@ def register(sub):
     fit.add_argument("--components", type=positive_int, default=4,
                      help="Weibulls in the run-time mixture; 1 is England and Weissman's "
                           "single Weibull (default 4)")
+    fit.add_argument("--arrival-periods", type=positive_int, metavar="K",
+                     help="K periods of the day, each with one arrival rate, placed where "
+                          "they fit the hourly rates best (England and Weissman used 6; "
+                          "default: a rate per hour of the week, or of the day on a trace "
+                          "shorter than 4 weeks)")
     fit.add_argument("--size-runtime", choices=("independent", "correlated"),
                      default="independent",
                      help="independent: run time does not depend on size, as England and "
@@ -115,9 +120,12 @@ def cmd_workload(args):
 
     if args.action == "fit":
         check_out(args.out)
+        if args.arrival_periods is not None and args.arrival_periods > 24:
+            raise UserError(f"--arrival-periods {args.arrival_periods}: a day has 24 hours")
         trace = read_trace(args)
         try:
-            model = fit_model(trace, components=args.components, size_runtime=args.size_runtime)
+            model = fit_model(trace, components=args.components, size_runtime=args.size_runtime,
+                              arrival_periods=args.arrival_periods)
         except ValueError as e:
             raise InputFileError(args.trace, None, str(e)) from None
         model.write(args.out)
@@ -127,6 +135,7 @@ def cmd_workload(args):
         print(f"wrote {args.out}: {len(trace)} jobs of {trace.path} on {model.machine_procs} "
               f"processors; arrivals per hour of the "
               f"{'week' if model.period_hours == 168 else 'day'}"
+              f"{f' in {len(model.arrival_periods)} periods' if model.arrival_periods else ''}"
               f", {len(model.sizes)} sizes, {len(model.runtime['weights'])} Weibull(s), "
               f"{len(model.users)} users, run correlation {model.run_correlation:.2f}; "
               f"offered utilisation {100 * offered_utilization(probe):.1f}% "

@@ -34,7 +34,7 @@ def _model(path):
 
     if path == "nasa":
         return "model", fit_model(read_swf(resolve_trace("nasa")))
-    if path.endswith(".json"):
+    if path.endswith((".json", ".json.gz")):
         return "model", read_model(path)
     return "trace", read_swf(path)
 
@@ -53,8 +53,20 @@ def site_jobs(grid, site_index, seed):
             raise UserError(f"{grid.path}: sites[{site_index}].workload: {e}") from None
         raise UserError(f"{grid.path}: sites[{site_index}].workload: cannot read {path}: "
                         f"{e}") from None
-    trace = source if kind == "trace" else sample(source, grid.jobs_per_site, seed=seed,
-                                                  modal_requests=True)
+    if kind == "trace":
+        trace = source
+    elif grid.span_days is None:
+        trace = sample(source, grid.jobs_per_site, seed=seed, modal_requests=True)
+    else:
+        # as many jobs as the site's arrivals bring in span_days (after the load scaling)
+        factor = 1.0
+        if site.load is not None:
+            probe = sample(source, 20000, seed=seed, modal_requests=True)
+            offered = offered_utilization(probe, site.processors)
+            factor = offered / site.load if offered > 0 else 1.0
+        per_day = 24 * float(np.mean(source.rates_per_hour)) / factor
+        count = int(math.ceil(1.1 * per_day * grid.span_days)) + 100
+        trace = sample(source, count, seed=seed, modal_requests=True)
     too_big = int(np.sum(trace.procs > site.processors))
     if too_big:
         raise UserError(f"{grid.path}: sites[{site_index}].processors: {site.processors} "
@@ -66,6 +78,9 @@ def site_jobs(grid, site_index, seed):
             factor = offered / site.load
             for j in jobs:
                 j.submit = math.floor(j.submit * factor)
+    if kind == "model" and grid.span_days is not None:
+        first = min(j.submit for j in jobs)
+        jobs = [j for j in jobs if j.submit - first < grid.span_days * 86400]
     return jobs
 
 
@@ -112,6 +127,10 @@ def run_one(grid, drawn, sharing_pct, target, bandwidth):
     return metrics(grid, jobs, seconds)
 
 
+def site_type(site):
+    return site.type or site.name
+
+
 def metrics(grid, jobs, seconds):
     n = len(grid.sites)
     slow = {"local": [[] for _ in range(n)], "remote": [[] for _ in range(n)]}
@@ -133,12 +152,20 @@ def metrics(grid, jobs, seconds):
                       "remote_jobs": len(slow["remote"][i]),
                       "mean_wait_seconds": mean(waits[i])}
              for i, s in enumerate(grid.sites)}
+    types = {}
+    for kind in dict.fromkeys(site_type(s) for s in grid.sites):
+        members = [i for i, s in enumerate(grid.sites) if site_type(s) == kind]
+        local = [v for i in members for v in slow["local"][i]]
+        remote = [v for i in members for v in slow["remote"][i]]
+        types[kind] = {"local": mean(local), "remote": mean(remote), "local_jobs": len(local),
+                       "remote_jobs": len(remote), "sites": len(members),
+                       "mean_wait_seconds": mean([v for i in members for v in waits[i]])}
     every_local = [v for values in slow["local"] for v in values]
     every_remote = [v for values in slow["remote"] for v in values]
     every_wait = [v for values in waits for v in values]
     return {"local": mean(every_local), "remote": mean(every_remote),
             "all": mean(every_local + every_remote), "mean_wait_seconds": mean(every_wait),
-            "moved_jobs": moved, "jobs": len(jobs), "sites": sites,
+            "moved_jobs": moved, "jobs": len(jobs), "sites": sites, "types": types,
             "simulation_seconds": seconds}
 
 
@@ -204,6 +231,28 @@ def summarize(grid, results, sharing, targets, confidence=0.90):
             str(p): {s.name: {k: mean_of([res[(t, p)]["sites"][s.name][k] for res in results])
                               for k in ("local", "remote", "mean_wait_seconds")}
                      for s in grid.sites} for p in sharing}
+    kinds = list(dict.fromkeys(site_type(s) for s in grid.sites))
+    summary["types"] = {
+        t: {str(p): {k: {key: mean_of([res[(t, p)]["types"][k][key] for res in results])
+                         for key in ("local", "remote", "mean_wait_seconds", "local_jobs",
+                                     "remote_jobs")}
+                     for k in kinds} for p in sharing} for t in targets}
+    summary["type_sites"] = {k: [s.name for s in grid.sites if site_type(s) == k]
+                             for k in kinds}
+    if reps >= 2 and len(kinds) < len(grid.sites) and 0 in sharing:
+        for t in targets:
+            for k in kinds:
+                for p in sharing:
+                    if not p:
+                        continue
+                    pairs = [(res[(t, 0)]["types"][k]["local"], res[(t, p)]["types"][k]["local"])
+                             for res in results]
+                    if any(a is None or b is None for a, b in pairs):
+                        continue
+                    m, lo, hi = paired_t([a for a, _ in pairs], [b for _, b in pairs],
+                                         confidence)
+                    summary["intervals"][f"{t}: {k} machines' local slowdown, 0% minus {p}%"] \
+                        = {"mean": m, "low": lo, "high": hi, "excludes_0": lo > 0 or hi < 0}
     if reps >= 2:
         for t in targets:
             if 0 in sharing:

@@ -4,7 +4,9 @@ network between them.
 ::
 
     [grid]
-    jobs_per_site = 10000
+    jobs_per_site = 10000           # jobs sampled per site from a model, or instead:
+    # span_days = 60                # every model site samples the jobs of 60 days of its
+    #                               #   arrivals (a busier site type gets more jobs)
     data_mb = [1, 100, 1000]        # triangular: least, mode, most (the paper: 1 MB..1 GB)
     bandwidth_mbps = 40             # between any two sites (the paper: 5 MB/s)
     wan = "constant"                # or "varying": Goteti and Subhlok's stream model on each site's
@@ -13,6 +15,7 @@ network between them.
 
     [[sites]]
     name = "sdsc1"
+    type = "SDSC"                   # the machine type results are also grouped by (optional)
     processors = 128
     workload = "nasa"               # the built-in trace's fitted model, a model JSON from
     load = 0.85                     #   'nodesel workload fit', or an SWF trace
@@ -35,9 +38,9 @@ from ..errors import InputFileError
 from ..files import read_input_text
 from ..scheduling.scheduler import POLICIES
 
-GRID_KEYS = {"jobs_per_site", "data_mb", "bandwidth_mbps", "wan", "wan_floor_mbps",
+GRID_KEYS = {"jobs_per_site", "span_days", "data_mb", "bandwidth_mbps", "wan", "wan_floor_mbps",
              "wan_interval_seconds"}
-SITE_KEYS = {"name", "processors", "workload", "load", "policy"}
+SITE_KEYS = {"name", "type", "processors", "workload", "load", "policy"}
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Site:
     workload: str
     load: float = None
     policy: str = "easy"
+    type: str = None  # the machine type; the site's name if none
 
 
 @dataclass
@@ -54,6 +58,7 @@ class Grid:
     path: str
     sites: list
     jobs_per_site: int = 10000
+    span_days: float = None
     data_mb: tuple = (1.0, 100.0, 1000.0)
     bandwidth_mbps: float = 40.0
     wan: str = "constant"
@@ -94,6 +99,11 @@ def grid_from_dict(data, path="<grid>"):
     if "jobs_per_site" in top:
         grid.jobs_per_site = _number(path, "grid.jobs_per_site", top["jobs_per_site"],
                                      integer=True)
+    if "span_days" in top:
+        if "jobs_per_site" in top:
+            raise InputFileError(path, "grid.span_days", "give jobs_per_site or span_days, "
+                                                         "not both")
+        grid.span_days = float(_number(path, "grid.span_days", top["span_days"]))
     for key in ("bandwidth_mbps", "wan_floor_mbps", "wan_interval_seconds"):
         if key in top:
             setattr(grid, key, float(_number(path, f"grid.{key}", top[key])))
@@ -143,7 +153,10 @@ def grid_from_dict(data, path="<grid>"):
         if policy not in POLICIES:
             raise InputFileError(path, f"{where}.policy", f"unknown policy {policy!r}; choose "
                                                           f"from {', '.join(POLICIES)}")
-        grid.sites.append(Site(name, procs, workload, load, policy))
+        kind = s.get("type", name)
+        if not isinstance(kind, str) or not kind.strip():
+            raise InputFileError(path, f"{where}.type", "must be a non-empty name")
+        grid.sites.append(Site(name, procs, workload, load, policy, kind))
     if len(grid.sites) < 2:
         raise InputFileError(path, "sites", "a grid needs at least two sites")
     return grid

@@ -28,7 +28,8 @@ def tables(summary):
         return "-" if v is None else f"{v:.2f}"
 
     rows = [f"{summary['grid']}: {summary['replications']} replications, "
-            f"{summary.get('jobs_per_site', '?')} jobs per site", ""]
+            + (f"{summary['span_days']:g} days of arrivals per site" if summary.get("span_days")
+               else f"{summary.get('jobs_per_site', '?')} jobs per site"), ""]
     for target, levels in summary["slowdown"].items():
         rows += [f"### {target}", "", "| sharing | local slowdown | remote slowdown | all | "
                  "mean wait [s] | jobs moved |", "|---|---|---|---|---|---|"]
@@ -37,6 +38,19 @@ def tables(summary):
                         f"{f(summary['mean_wait_seconds'][target][pct])} | "
                         f"{f(summary['moved_jobs'][target][pct])} |")
         rows.append("")
+    kinds = summary.get("type_sites", {})
+    if kinds and len(kinds) < sum(len(v) for v in kinds.values()):
+        rows += ["### by machine type (jobs of every site of the type)", ""]
+        for target, levels in summary["types"].items():
+            rows += [f"{target}:", "", "| type | sharing | local slowdown | remote slowdown | "
+                     "mean wait [s] | local jobs | remote jobs |", "|---|---|---|---|---|---|---|"]
+            for kind in kinds:
+                for pct, by_type in levels.items():
+                    s = by_type[kind]
+                    rows.append(f"| {kind} | {pct}% | {f(s['local'])} | {f(s['remote'])} | "
+                                f"{f(s['mean_wait_seconds'])} | {f(s['local_jobs'])} | "
+                                f"{f(s['remote_jobs'])} |")
+            rows.append("")
     if summary["intervals"]:
         pct = round(100 * summary["confidence"])
         rows += [f"{pct}% paired-t intervals", "", "| difference | mean | interval | "
@@ -48,7 +62,32 @@ def tables(summary):
     return "\n".join(rows) + "\n"
 
 
+def plot_types(summary, folder):
+    """England and Weissman Figs. 6-7: one plot per machine type (where sites share a type),
+    local and remote slowdown against the sharing level. Returns the files written."""
+    import os
+
+    kinds = summary.get("type_sites", {})
+    if not kinds or len(kinds) == sum(len(v) for v in kinds.values()):
+        return []
+    paths = []
+    for kind in kinds:
+        levels = {t: {p: by_type[kind] for p, by_type in per.items()}
+                  for t, per in summary["types"].items()}
+        name = "".join(c if c.isalnum() or c in "-_" else "_" for c in kind)
+        path = os.path.join(folder, f"slowdown-{name}.png")
+        _plot(levels, path, f"{kind} machines ({', '.join(kinds[kind])}), "
+                            f"{summary['replications']} replications")
+        paths.append(path)
+    return paths
+
+
 def plot_slowdown(summary, path):
+    _plot(summary["slowdown"], path, f"{summary['grid']} ({summary['replications']} "
+                                     "replications)")
+
+
+def _plot(slowdown, path, title):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,7 +96,7 @@ def plot_slowdown(summary, path):
     from ..files import save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for target, levels in summary["slowdown"].items():
+    for target, levels in slowdown.items():
         pcts = [int(p) for p in levels]
         for kind, style in (("local", "-o"), ("remote", "--s")):
             ys = [np.nan if levels[str(p)][kind] is None else levels[str(p)][kind]
@@ -65,7 +104,7 @@ def plot_slowdown(summary, path):
             ax.plot(pcts, ys, style, label=f"{target}, {kind} jobs")
     ax.set_xlabel("load sharing [% of jobs migratable]")
     ax.set_ylabel("mean slowdown")
-    ax.set_title(f"{summary['grid']} ({summary['replications']} replications)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -111,7 +111,9 @@ def build(names, training, *, seed=1, log=None, fit="error", scheduler_of=None):
             predictor = Li(pairs, mode, name=name)
             config = {"pairs": [pair_label(p) for p in pairs],
                       "training_mae_seconds": errors[best] if mode == "temp-est"
-                      else min(errors[p] for p in pairs)}
+                      else min(errors[p] for p in pairs),
+                      "grid_training_mae_seconds": {pair_label(p): e
+                                                    for p, e in errors.items()}}
         config["training_seconds"] = seconds + time.perf_counter() - started
         return predictor, config
 
@@ -240,3 +242,54 @@ def fit_predictor(name, jobs, ends, **kwargs):
     """One predictor, as :func:`fit_predictors`. Returns (predictor, config)."""
     predictors, config = fit_predictors([name], jobs, ends, **kwargs)
     return predictors[0], config[name]
+
+
+def li_grid(summary):
+    """Li et al.'s template x estimator x history-length grid (their Figure 1) from a run-time
+    evaluation's summary: rows of (template, estimator, history, training MAE seconds), or
+    [] if no Li predictor was fitted."""
+    for config in summary["predictors"].values():
+        grid = config.get("grid_training_mae_seconds")
+        if grid:
+            rows = []
+            for label, mae in grid.items():
+                template, estimator = label.rsplit(" ", 1)
+                rows.append((template, estimator[:2], int(estimator[3:-1]), mae))
+            return rows
+    return []
+
+
+def li_grid_csv(rows, mean_run_seconds):
+    lines = ["template,estimator,history_jobs,training_mae_seconds,training_mae_pct_of_mean_run"]
+    for template, est, n, mae in rows:
+        pct = 100 * mae / mean_run_seconds if mean_run_seconds > 0 else float("nan")
+        lines.append(f'"{template}",{est},{n},{mae:.1f},{pct:.2f}')
+    return "\n".join(lines) + "\n"
+
+
+def plot_li_grid(rows, path, title):
+    """Li et al.'s Figure 1: the training error against the history length, a line per
+    template, a panel per estimator (WM, LR)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..files import save_figure
+
+    kinds = sorted({r[1] for r in rows}, reverse=True)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 4), sharey=True,
+                             squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for template in dict.fromkeys(r[0] for r in rows):
+            pts = sorted((n, mae) for t, k, n, mae in rows if t == template and k == kind)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", label=template)
+        ax.set_xlabel(f"{kind}(n): history length n [jobs]")
+        ax.set_title(f"{kind} estimator")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("mean absolute error on the training prefix [s]")
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)

@@ -73,6 +73,13 @@ def replayed_arrivals(recent, now, horizon_seconds, run_of, *, knows_estimates=T
     return out
 
 
+def _runs_for(job, kill_at_requested):
+    """How long a started copy runs: its believed run time, cut at its request if asked."""
+    if kill_at_requested and job.requested is not None and job.run > job.requested:
+        return job.requested
+    return job.run
+
+
 def run_forward(sim, now, targets, *, kill_at_requested=False, arrivals=()):
     """Run the copy ``sim`` from ``now`` until every job of ``targets`` has started (or
     nothing is left to happen), taking in ``arrivals`` (jobs in submit order, after
@@ -86,10 +93,7 @@ def run_forward(sim, now, targets, *, kill_at_requested=False, arrivals=()):
     def started(jobs, t):
         for c in jobs:
             left.discard(c)
-            run = c.run
-            if kill_at_requested and c.requested is not None and run > c.requested:
-                run = c.requested
-            heapq.heappush(ends, (t + run, c.index, c))
+            heapq.heappush(ends, (t + _runs_for(c, kill_at_requested), c.index, c))
 
     if sim.granted:
         started(sim.start_reservations(now)[0], now)
@@ -118,12 +122,45 @@ def run_forward(sim, now, targets, *, kill_at_requested=False, arrivals=()):
     return {c: c.start for c in targets}
 
 
+def run_stepped(sim, now, targets, step_seconds, *, kill_at_requested=False):
+    """The time-stepped form of :func:`run_forward` (Maui's simulation mode, before Li et
+    al. drove it from event to event): the clock advances ``step_seconds`` at a time,
+    whether or not anything happens; jobs that ended within a step are seen at its end, and
+    the scheduler runs at every step. Returns {target: start time or None}."""
+    ends = {c: c.start + c.run for c in sim.running}
+    left = set(targets)
+
+    def started(jobs, t):
+        for c in jobs:
+            left.discard(c)
+            ends[c] = t + _runs_for(c, kill_at_requested)
+
+    if sim.granted:
+        started(sim.start_reservations(now)[0], now)
+    started(sim.schedule(now), now)
+    t = now
+    while left and ends:
+        t += step_seconds
+        for c in [c for c, end in ends.items() if end <= t]:
+            del ends[c]
+            if c in sim.running:
+                sim.finish(c, t)
+        if sim.granted:
+            started(sim.start_reservations(t)[0], t)
+        started(sim.schedule(t), t)
+    return {c: c.start for c in targets}
+
+
 def predict_start(scheduler, now, job, run_of, *, knows_estimates=True,
-                  kill_at_requested=False, arrivals=()):
+                  kill_at_requested=False, arrivals=(), step_seconds=None):
     """Technique 1 for one queued ``job``: its predicted start time (``arrivals``: later
-    jobs the copy takes in, as :func:`run_forward`)."""
+    jobs the copy takes in, as :func:`run_forward`; ``step_seconds``: simulate
+    time-stepped instead, as :func:`run_stepped`, without arrivals)."""
     sim, mapping = forward_snapshot(scheduler, now, run_of, knows_estimates=knows_estimates)
     target = mapping[job]
+    if step_seconds is not None:
+        return run_stepped(sim, now, [target], step_seconds,
+                           kill_at_requested=kill_at_requested)[target]
     return run_forward(sim, now, [target], kill_at_requested=kill_at_requested,
                        arrivals=arrivals)[target]
 

@@ -96,9 +96,22 @@ def work_error(predicted, jobs, window=WORK_WINDOW_JOBS):
     return float(np.abs(sums[window:] - sums[:-window]).mean())
 
 
+def edg_wait(sched, processors):
+    """The European DataGrid's published wait (Li et al. §1, their baseline): the requested
+    time of every job already queued, as FCFS would run them one after another over the
+    whole machine (processor-seconds requested / processors); None if one has no request."""
+    work = 0.0
+    for job in sched.waiting():
+        if job.requested is None:
+            return None
+        work += job.requested * job.procs
+    return work / processors
+
+
 def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
                    evaluate=None, train=(), select=("work",), kill_at_requested=False,
-                   technique2=True, means=(), future_seconds=0.0, progress=None):
+                   technique2=True, means=(), future_seconds=0.0, progress=None,
+                   quantile=None, bound_source=None):
     """Predict the wait of every job in ``evaluate`` (job indices; default all) at its
     submission, inside the real schedule of ``policy`` with ``estimator``.
 
@@ -107,6 +120,11 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
     ``mean(a;b;...)``. ``train``: job indices (the training prefix) on which each rule of
     ``select`` (:data:`SELECTION_RULES`) chooses a forecast with predicted run times; the
     forecast each chose is scored on ``evaluate`` as ``summary["selected"][rule]``.
+    ``quantile``: also publish each job an upper bound on its wait meant to hold for that
+    share of jobs (:mod:`.bounds`), from the forecasts with ``bound_source`` (a source name;
+    default the first), and the QBETS-style peer's; scored as ``summary["bounds"]``.
+    The European DataGrid's linear forecast (:func:`edg_wait`) is scored as
+    ``summary["edg"]`` where every job has a requested time.
     Returns (summary, rows): rows are per evaluated job (index, actual wait, predictions).
     """
     unknown = [r for r in select if r not in SELECTION_RULES]
@@ -124,6 +142,20 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
     evaluate = set(range(len(jobs))) if evaluate is None else set(evaluate)
     train = set(train) - evaluate
     forecast_for = evaluate | train if "wait" in select else evaluate
+    if quantile is not None:
+        from .bounds import ForecastBound, QBETSBound
+
+        if not 0 < quantile < 1:
+            raise ValueError(f"a bound's quantile must be between 0 and 1, got {quantile}")
+        bound_source = bound_source or sources[0].name
+        if bound_source not in names:
+            raise ValueError(f"the bound's run-time source {bound_source!r} is not one of "
+                             f"{', '.join(sorted(names))}")
+        # bounds learn from every job's forecast, so every job is forecast
+        forecast_for = set(range(len(jobs))) | forecast_for
+        bounders = (ForecastBound(quantile), QBETSBound(quantile))
+        bounds = {b.name: {} for b in bounders}
+    edg = {} if all(j.requested is not None for j in jobs) else None
     predicted = {s.name: {} for s in sources}
     seconds = {s.name: 0.0 for s in sources}
     queue_sizes = []
@@ -144,6 +176,10 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
                 state = states.pop(job, None)
                 if state is not None:
                     state_predictor.observe(state, job.start - job.submit)
+        if quantile is not None:
+            for job in started:
+                for b in bounders:
+                    b.started(job, job.start - job.submit)
         for job in arrived:
             if job.index not in forecast_for:
                 continue
@@ -152,6 +188,11 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
                     predicted[s.name][job.index] = now
                 if state_predictor is not None:
                     t2[job.index] = now
+                if quantile is not None:
+                    bounds["forecast"][job.index] = 0.0
+                    bounds["qbets"][job.index] = bounders[1].bound(job, now)
+                if edg is not None:
+                    edg[job.index] = now
                 continue
             queue_sizes.append(len(sched.queue) - sched._stale)
             for s in sources:
@@ -166,6 +207,13 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
             if state_predictor is not None:
                 wait = state_predictor.predict(states[job])
                 t2[job.index] = now + (0.0 if wait is None else wait)
+            if quantile is not None:
+                forecast = predicted[bound_source][job.index] - now
+                for b in bounders:
+                    bounds[b.name][job.index] = b.bound(job, now, forecast)
+            if edg is not None:
+                wait = edg_wait(sched, processors)
+                edg[job.index] = now + (wait - job.requested * job.procs / processors)
         done[0] += len(arrived)
         if progress is not None and done[0] >= 256:
             progress(done[0])
@@ -253,6 +301,20 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
         pred = np.array([t2[i] for i in chosen])
         rows["technique2"] = pred - np.array([by_index[i].submit for i in chosen])
         summary["technique2"] = score(pred)
+    if edg is not None:
+        pred = np.array([edg[i] for i in chosen])
+        rows["edg"] = pred - np.array([by_index[i].submit for i in chosen])
+        summary["edg"] = score(pred)
+    if quantile is not None:
+        from .bounds import CONFIDENCE, TAU_SECONDS, bound_summary
+
+        ours = np.array([bounds["forecast"][i] for i in chosen])
+        peer = np.array([bounds["qbets"][i] for i in chosen])
+        rows["bound"], rows["qbets_bound"] = ours, peer
+        summary["bounds"] = {
+            "quantile": quantile, "runtimes": bound_source, "confidence": CONFIDENCE,
+            "tau_seconds": TAU_SECONDS, **bound_summary(quantile, waits, ours),
+            "peer": {"name": "qbets", **bound_summary(quantile, waits, peer)}}
     summary["simulation_seconds"] = sim.seconds
     return summary, rows
 
@@ -279,6 +341,27 @@ def wait_table(summary):
         s = summary["technique2"]
         pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
         rows.append(f"| technique 2 (similar states) | {s['mae_minutes']:.1f} | {pct} | |")
+    if "edg" in summary:
+        s = summary["edg"]
+        pct = "n/a" if s["mae_pct_of_mean_wait"] is None else f"{s['mae_pct_of_mean_wait']:.1f}"
+        rows.append(f"| EDG (requested times of the jobs queued, FCFS) | {s['mae_minutes']:.1f} "
+                    f"| {pct} | |")
+    if "bounds" in summary:
+        b = summary["bounds"]
+        rows += ["", f"Wait bounds at quantile {b['quantile']:g} (forecasts with "
+                 f"{b['runtimes']} run times):", "",
+                 "| bound | jobs within their bound | of the jobs that waited | median bound / "
+                 "wait | no bound |", "|---|---|---|---|---|"]
+        for label, s in (("forecast x recent ratio (ours)", b), ("QBETS-style, per queue",
+                                                                  b["peer"])):
+            def pct(v):
+                return "n/a" if v is None else f"{100 * v:.1f}%"
+
+            med = "n/a" if s["median_bound_over_wait"] is None \
+                else f"{s['median_bound_over_wait']:.2f}"
+            rows.append(f"| {label} | {pct(s['coverage'])} | "
+                        f"{pct(s['coverage_of_jobs_that_waited'])} | {med} | "
+                        f"{s['unbounded_jobs']} |")
     return "\n".join(rows) + "\n"
 
 
@@ -289,4 +372,5 @@ def wait_csv(rows):
     for k, index in enumerate(rows["index"]):
         lines.append(f"{index},{rows['wait'][k]:.0f}," + ",".join(f"{rows[n][k]:.0f}"
                                                                    for n in names))
+    # an unbounded wait is written "inf"
     return "\n".join(lines) + "\n"

@@ -20,13 +20,13 @@ A model is plain JSON; the same model and seed give the same SWF file, byte for 
 import datetime
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
 
 from ..errors import InputFileError
-from ..files import write_json_atomic
+from ..files import write_atomic, write_json_atomic
 from .runtimes import RunTimes, fit_runtimes, runtimes_from_json
 from .swf import COLUMN, FIELDS, Trace
 
@@ -104,12 +104,21 @@ class WorkloadModel:
     size_runtime_correlation: float  # 0: independent of size, as England and Weissman found
     users: list  # [user id, share of jobs, group id, [executable ids], [their weights]]
     requested_log_ratio_quantiles: list  # log(requested/actual) at 0, 1, ..., 100 %; [] if none
+    arrival_periods: list = field(default_factory=list)  # [[first hour, hours, rate]] or []
 
     def to_json(self):
         return asdict(self)
 
     def write(self, path):
-        write_json_atomic(path, self.to_json())
+        """As JSON, gzip-compressed if ``path`` ends in ``.gz``."""
+        if not str(path).endswith(".gz"):
+            write_json_atomic(path, self.to_json())
+            return
+        import gzip
+
+        data = gzip.compress(json.dumps(self.to_json(), separators=(",", ":")).encode(),
+                             mtime=0)
+        write_atomic(path, lambda f: f.write(data), mode="wb")
 
     @property
     def runtimes(self):
@@ -131,8 +140,59 @@ def size_runtime_correlation(trace):
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def fit_model(trace, *, components=4, size_runtime="independent"):
+def day_periods(counts, exposure, periods):
+    """The hours of the day cut into ``periods`` runs of consecutive hours (wrapping past
+    midnight), each with one arrival rate, as England and Weissman's six exponential
+    inter-arrival distributions: the cut whose constant rates fit the hourly rates best
+    (least squared error weighted by the hours observed), found exactly by dynamic
+    programming over every rotation. ``counts``, ``exposure``: arrivals and hours observed
+    per hour of the day. Returns [[first hour, hours, arrivals per hour], ...]."""
+    counts, exposure = np.asarray(counts, float), np.asarray(exposure, float)
+    n = len(counts)
+    if not 1 <= periods <= n:
+        raise ValueError(f"arrival periods must be between 1 and {n}, got {periods}")
+    best = (math.inf, None)
+    for shift in range(n if periods > 1 else 1):
+        c, e = np.roll(counts, -shift), np.roll(exposure, -shift)
+        cc, ce = np.r_[0.0, np.cumsum(c)], np.r_[0.0, np.cumsum(e)]
+        rate = np.divide(c, e, out=np.zeros(n), where=e > 0)
+        c2 = np.r_[0.0, np.cumsum(e * rate ** 2)]
+
+        def cost(i, j):  # hours i..j-1 at one rate: sum e (r - mean)^2
+            if ce[j] - ce[i] <= 0:
+                return 0.0
+            return c2[j] - c2[i] - (cc[j] - cc[i]) ** 2 / (ce[j] - ce[i])
+
+        table = np.full((periods + 1, n + 1), math.inf)
+        cut = np.zeros((periods + 1, n + 1), dtype=int)
+        table[0, 0] = 0.0
+        for k in range(1, periods + 1):
+            for j in range(k, n + 1):
+                for i in range(k - 1, j):
+                    v = table[k - 1, i] + cost(i, j)
+                    if v < table[k, j] - 1e-12:
+                        table[k, j], cut[k, j] = v, i
+        if table[periods, n] < best[0] - 1e-12:
+            edges, j = [n], n
+            for k in range(periods, 0, -1):
+                j = cut[k, j]
+                edges.append(j)
+            edges = edges[::-1]
+            out = []
+            for a, b in zip(edges[:-1], edges[1:]):
+                hours = ce[b] - ce[a]
+                out.append([int((a + shift) % n), int(b - a),
+                            float((cc[b] - cc[a]) / hours) if hours > 0 else 0.0])
+            best = (table[periods, n], out)
+    return best[1]
+
+
+def fit_model(trace, *, components=4, size_runtime="independent", arrival_periods=None):
     """Fit the workload model to a trace (a :class:`~emulator.workload.swf.Trace`).
+
+    ``arrival_periods``: None for a rate per hour (of the week, on a trace of several weeks,
+    else of the day); a number k for k periods of the day, each with one rate (England and
+    Weissman used six; :func:`day_periods` places them).
 
     ``size_runtime="correlated"`` keeps the trace's correlation of size and run time (England
     and Weissman found none; NASA's iPSC log has one), through the same copula, so the marginals stay
@@ -150,6 +210,8 @@ def fit_model(trace, *, components=4, size_runtime="independent"):
     offsets = local_offsets(trace)
     span = float(submit.max() - submit.min())
     period = WEEK_HOURS if span >= MIN_WEEKS_FOR_WEEKLY * WEEK_HOURS * HOUR else 24
+    if arrival_periods is not None:
+        period = 24
     cells = hour_of_week(trace) % period
     counts = np.bincount(cells, minlength=period).astype(float)
     first = start + submit.min() + offsets[np.argmin(submit)]
@@ -158,6 +220,11 @@ def fit_model(trace, *, components=4, size_runtime="independent"):
     rates = np.divide(counts, exposure, out=np.zeros(period), where=exposure > 0)
     if rates.sum() == 0:
         rates[:] = len(trace) / max(span / HOUR, 1.0)
+    periods = []
+    if arrival_periods is not None:
+        periods = day_periods(counts, exposure, arrival_periods)
+        for first, hours, rate in periods:
+            rates[(first + np.arange(hours)) % 24] = rate
 
     sizes, size_counts = np.unique(procs, return_counts=True)
     runtime = fit_runtimes(run, components=components)
@@ -206,7 +273,7 @@ def fit_model(trace, *, components=4, size_runtime="independent"):
         runtime=runtime.to_json(), run_lengths=[int(v) for v in values],
         run_length_probabilities=[float(c / length_counts.sum()) for c in length_counts],
         run_correlation=correlation, size_runtime_correlation=coupling, users=users,
-        requested_log_ratio_quantiles=quantiles)
+        requested_log_ratio_quantiles=quantiles, arrival_periods=periods)
 
 
 def _arrivals(model, jobs, rng):
@@ -376,6 +443,11 @@ def model_from_json(data, path="<model>"):
                                                                "weights, shapes and scales")
     except (KeyError, TypeError):
         raise InputFileError(path, "runtime", "needs weights, shapes and scales") from None
+    periods = model.arrival_periods
+    check(isinstance(periods, list) and all(
+        isinstance(p, list) and len(p) == 3 and isinstance(p[0], int) and isinstance(p[1], int)
+        and 0 <= p[0] < 24 and p[1] > 0 for p in periods), "arrival_periods",
+        "must be a list of [first hour, hours, rate]")
     q = model.requested_log_ratio_quantiles
     check(isinstance(q, list) and (not q or len(q) == 101), "requested_log_ratio_quantiles",
           "must be empty or 101 values")
@@ -384,13 +456,19 @@ def model_from_json(data, path="<model>"):
 
 def read_model(path):
     try:
-        with open(path) as f:
-            data = json.load(f)
+        if str(path).endswith(".gz"):
+            import gzip
+
+            with gzip.open(path, "rt") as f:
+                data = json.load(f)
+        else:
+            with open(path) as f:
+                data = json.load(f)
     except FileNotFoundError:
         raise InputFileError(path, None, "no such file") from None
     except IsADirectoryError:
         raise InputFileError(path, None, "is a folder, not a model file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, json.JSONDecodeError, EOFError) as e:
         raise InputFileError(path, None, f"not JSON: {e}") from None
     except OSError as e:
         raise InputFileError(path, None, f"cannot be read: {e.strerror}") from None

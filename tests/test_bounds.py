@@ -1,0 +1,197 @@
+"""Wait bounds (ours and the QBETS-style peer), the EDG baseline and the time-stepped
+forward simulation."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from emulator.cli import main
+from emulator.prediction.bounds import (ForecastBound, QBETSBound, bound_summary, min_history,
+                                        order_index, replay_bounds)
+from emulator.prediction.forward import predict_start
+from emulator.prediction.waits import edg_wait
+from emulator.scheduling.estimates import Actual
+from emulator.scheduling.job import Job
+from emulator.scheduling.scheduler import Scheduler
+from emulator.scheduling.simulate import simulate
+from test_prediction import _schedule_until, _trace
+
+
+def test_order_index_by_the_binomial_definition():
+    # the (k+1)-th smallest of n bounds the q quantile with probability P(Bin(n, q) <= k)
+    for n in (59, 100, 1000):
+        k = order_index(n, 0.95, 0.95)
+        assert binom.cdf(k, n, 0.95) >= 0.95 > binom.cdf(k - 1, n, 0.95)
+    assert min_history(0.95, 0.95) == 59
+    assert order_index(58, 0.95, 0.95) is None  # 0.95^58 > 0.05: even the largest may fall short
+    assert order_index(59, 0.95, 0.95) == 58  # the largest of 59
+
+
+def test_the_binomial_bound_holds_for_the_share_asked_on_a_stationary_series():
+    rng = np.random.default_rng(3)
+    b = QBETSBound(0.9)
+    held = []
+    for i, wait in enumerate(rng.exponential(1000, 3000)):
+        job = Job(i, float(i), 1, 1.0)
+        bound = b.bound(job, float(i))
+        if math.isfinite(bound):
+            held.append(wait <= bound)
+        b.started(job, wait)
+    assert len(held) > 2900
+    assert 0.9 <= np.mean(held) <= 0.95  # at least the quantile, not far more
+
+
+def test_qbets_cuts_its_history_at_a_change_point():
+    b = QBETSBound(0.95)
+    for i in range(500):
+        b.started(Job(i, 0.0, 1, 1.0), 100.0)
+    assert b.bound(Job(500, 0.0, 1, 1.0), 0.0) == 100.0
+    for i in range(501, 505):  # the queue slows down tenfold
+        b.started(Job(i, 0.0, 1, 1.0), 1000.0)
+    q = b.queues[-1]
+    # two misses in a row are unlikely at 5% each: the history was cut to the most recent
+    # observations (and two more came after), so the bound is now 1000 s; without the cut,
+    # 500 waits of 100 s would keep it at 100 s for another 25 observations
+    assert len(q["waits"]) == min_history(0.95) + 2
+    assert b.bound(Job(505, 0.0, 1, 1.0), 0.0) == 1000.0
+
+
+def test_ours_scales_the_forecast_by_the_recent_ratios():
+    b = ForecastBound(0.9, tau_seconds=0.0, step=0.0)
+    for i in range(200):  # every job waited twice its forecast
+        job = Job(i, 0.0, 4, 1.0)
+        b.bound(job, 0.0, 50.0 + i)
+        b.started(job, 2 * (50.0 + i))
+    assert b.bound(Job(999, 0.0, 4, 1.0), 0.0, 300.0) == pytest.approx(600.0)
+
+
+def test_ours_counts_long_waits_before_they_end():
+    b = ForecastBound(0.9, tau_seconds=0.0, step=0.0)
+    for i in range(100):
+        job = Job(i, 0.0, 1, 1.0)
+        b.bound(job, 0.0, 100.0)
+        b.started(job, 100.0)
+    calm = b.bound(Job(1000, 5000.0, 1, 1.0), 5000.0, 100.0)
+    b.started(Job(1000, 5000.0, 1, 1.0), 100.0)
+    # 30 jobs submitted at 10,000 s with forecasts of 100 s are still queued at 20,000 s
+    for i in range(30):
+        b.bound(Job(2000 + i, 10000.0, 1, 1.0), 10000.0, 100.0)
+    stormy = b.bound(Job(3000, 20000.0, 1, 1.0), 20000.0, 100.0)
+    assert calm == pytest.approx(100.0)
+    assert stormy == pytest.approx(10000.0)  # their wait so far, 100 x the forecast
+
+
+def test_ours_grows_bolder_never_than_nominal_and_warier_after_misses():
+    b = ForecastBound(0.9, tau_seconds=0.0, step=0.01)
+    for i in range(300):
+        job = Job(i, 0.0, 1, 1.0)
+        b.bound(job, 0.0, 100.0)
+        b.started(job, 50.0)  # never a miss
+    assert b.miss == pytest.approx(0.1)  # capped at 1 - quantile
+    bounds = []
+    for i in range(300, 330):
+        job = Job(i, 0.0, 1, 1.0)
+        bounds.append(b.bound(job, 0.0, 100.0))
+        b.started(job, 1e6)  # the workload changes: every wait is 10,000 x its forecast
+    # each miss lowers the miss rate aimed at until the rare large ratios are above it
+    assert bounds[0] == 50.0 and bounds[-1] == pytest.approx(1e6)
+    first = bounds.index(bounds[-1])
+    assert 3 <= first <= 10
+    assert b.miss < 0.1
+
+
+def test_bound_summary_by_hand():
+    s = bound_summary(0.95, [0, 10, 20, 40], [5, 30, 10, math.inf])
+    assert s["coverage"] == 0.75
+    assert s["coverage_of_jobs_that_waited"] == pytest.approx(2 / 3)
+    assert s["median_bound_over_wait"] == pytest.approx(3.0)  # of 3, 0.5 and inf
+    assert s["unbounded_jobs"] == 1
+
+
+def test_replayed_qbets_matches_the_one_inside_the_wait_evaluation(tmp_path):
+    out = tmp_path / "w"
+    assert main(["predict", "wait", str(_trace(tmp_path, n=400)), "--compress-arrivals", "6",
+                 "--runtimes", "requested", "--quantile", "0.9", "--no-technique2",
+                 "--train-fraction", "0.3", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    b = summary["bounds"]
+    assert b["quantile"] == 0.9 and b["runtimes"] == "requested"
+    assert 0 <= b["coverage"] <= 1 and b["peer"]["name"] == "qbets"
+    assert {"coverage", "median_bound_over_wait", "coverage_of_jobs_that_waited"} <= set(b)
+    assert "edg" in summary and summary["edg"]["mae_seconds"] > 0
+    lines = (out / "jobs.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert {"bound_seconds", "qbets_bound_seconds", "edg_seconds"} <= set(header)
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    waits = [float(r["wait_seconds"]) for r in rows]
+    ours = [float(r["bound_seconds"]) for r in rows]
+    assert bound_summary(0.9, waits, ours)["coverage"] == pytest.approx(b["coverage"])
+    assert "Wait bounds at quantile 0.9" in (out / "table.md").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--quantile", "1"], "--quantile 1: must be between 0 and 1"),
+    (["--bound-runtimes", "actual"], "--bound-runtimes needs --quantile"),
+    (["--quantile", "0.9", "--bound-runtimes", "last2"], "--bound-runtimes last2: not one of"),
+])
+def test_bad_bound_requests_get_one_line(tmp_path, capsys, argv, message):
+    assert main(["predict", "wait", str(_trace(tmp_path)), "--runtimes", "actual"]
+                + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_edg_is_the_requested_work_queued_over_the_machine():
+    sched = Scheduler(10, "fcfs")
+    jobs = [Job(0, 0.0, 10, 500.0, requested=1000.0), Job(1, 1.0, 4, 100.0, requested=300.0),
+            Job(2, 2.0, 5, 100.0, requested=200.0)]
+    simulate(jobs[:1], sched, estimator=Actual())
+    for j in jobs[1:]:
+        j.estimate = j.requested
+        sched.submit(j, j.submit)
+    assert edg_wait(sched, 10) == pytest.approx((4 * 300 + 5 * 200) / 10)
+    sched.submit(Job(3, 3.0, 1, 10.0, estimate=10.0), 3.0)
+    assert edg_wait(sched, 10) is None  # a job without a request: no linear forecast
+
+
+def test_time_stepped_starts_are_the_event_driven_ones_rounded_up_to_a_step():
+    rng = np.random.default_rng(4)
+    jobs = [Job(i, float(i), int(rng.integers(1, 9)), float(rng.integers(1, 30)) * 60)
+            for i in range(30)]
+    now = 29.0
+    sched = _schedule_until([j.fresh() for j in jobs], 8, "fcfs", now)
+    waiting = sched.waiting()
+    assert len(waiting) > 5
+    run = lambda j, e: j.run  # noqa: E731
+    first = waiting[0]
+    exact = predict_start(sched, now, first, run, knows_estimates=False)
+    stepped = predict_start(sched, now, first, run, knows_estimates=False, step_seconds=60.0)
+    assert exact < stepped <= exact + 60  # the head waits only for running jobs
+    assert (stepped - now) % 60 == 0
+    for q in waiting:  # later jobs wait a step at each start before them, at most
+        exact = predict_start(sched, now, q, run, knows_estimates=False)
+        stepped = predict_start(sched, now, q, run, knows_estimates=False, step_seconds=60.0)
+        assert exact <= stepped <= exact + 60 * (waiting.index(q) + 1)
+        # a step as small as the trace's time unit is the event-driven simulation
+        assert predict_start(sched, now, q, run, knows_estimates=False,
+                             step_seconds=1.0) == exact
+
+
+def test_predict_runtime_writes_li_grid(tmp_path):
+    out = tmp_path / "rt"
+    assert main(["predict", "runtime", str(_trace(tmp_path)), "--predictor", "li-aver",
+                 "--out", str(out)]) == 0
+    lines = (out / "li-grid.csv").read_text().splitlines()
+    assert lines[0].startswith("template,estimator,history_jobs,training_mae_seconds")
+    rows = [line.rsplit(",", 4) for line in lines[1:]]
+    summary = json.loads((out / "summary.json").read_text())
+    grid = summary["predictors"]["li-aver"]["grid_training_mae_seconds"]
+    assert len(rows) == len(grid) > 8
+    assert {r[1] for r in rows} == {"WM", "LR"}
+    # the selected pairs' error is the least of the grid's for them
+    assert min(float(r[3]) for r in rows) <= summary["predictors"]["li-aver"][
+        "training_mae_seconds"] + 0.05
+    assert (out / "li-grid.png").stat().st_size > 0
