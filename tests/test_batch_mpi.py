@@ -70,8 +70,9 @@ def test_tiny_batch_run_end_to_end(tiny):
     cells = summary["deviation_pct"]["normal+fcfs"]["0.17"]
     assert set(cells) == set(summary["estimators"]) and all(v >= 0 for v in cells.values())
     assert summary["estimation_ms"] > 0
-    # CPU of the coordinator's thread never exceeds the wall time it took
-    assert 0 < summary["estimation_cpu_ms"] <= summary["estimation_ms"] * 1.01
+    # CPU of the coordinator's thread never exceeds the wall time it took (the two clocks
+    # tick apart by a few microseconds per reading on sub-millisecond runs)
+    assert 0 < summary["estimation_cpu_ms"] <= summary["estimation_ms"] * 1.05 + 0.05
     assert 0 < summary["estimation_ms_median"] <= summary["estimation_ms_max"]
     for name in ("table.md", "deviation.png", "gantt-normal+fcfs-0.17-0.png",
                  "characterization.json"):
@@ -183,7 +184,7 @@ def test_killed_node_job_is_requeued_and_completes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "emulator", "batch", "--nodes", "5",
                              "--job-count", "6", "--loaded-fraction", "0", "--class", "W",
                              "--mean-gap-seconds", "0.5", "--no-progress", "--out", str(out),
-                             "--timeout-seconds", "60"],
+                             "--timeout-seconds", "25"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         killed = False

@@ -68,6 +68,22 @@ def test_ours_scales_the_forecast_by_the_recent_ratios():
     assert b.bound(Job(999, 0.0, 4, 1.0), 0.0, 300.0) == pytest.approx(600.0)
 
 
+def test_ours_takes_the_ratios_of_the_nearest_forecasts():
+    b = ForecastBound(0.9, tau_seconds=0.0, step=0.0, neighbours=100)
+    for i in range(400):  # forecasts of a minute wait ten times as long, of a day 1.5 times
+        forecast = 60.0 if i % 2 else 86400.0
+        job = Job(i, 0.0, 1, 1.0)
+        b.bound(job, 0.0, forecast)
+        b.started(job, forecast * (10.0 if i % 2 else 1.5))
+    assert b.bound(Job(1000, 0.0, 1, 1.0), 0.0, 50.0) == pytest.approx(500.0)
+    assert b.bound(Job(1001, 0.0, 1, 1.0), 0.0, 80000.0) == pytest.approx(120000.0)
+    # queued one-minute jobs already 21 minutes in count as misses only for short forecasts
+    for i in range(30):
+        b.bound(Job(2000 + i, 0.0, 1, 1.0), 0.0, 60.0)
+    assert b.bound(Job(1002, 1260.0, 1, 1.0), 1260.0, 50.0) == pytest.approx(50.0 * 21)
+    assert b.bound(Job(1003, 1260.0, 1, 1.0), 1260.0, 80000.0) == pytest.approx(120000.0)
+
+
 def test_ours_counts_long_waits_before_they_end():
     b = ForecastBound(0.9, tau_seconds=0.0, step=0.0)
     for i in range(100):

@@ -72,7 +72,7 @@ FORMATS = {
                     ["select", "--network", "NET", "--pattern", "FILE"]),
     "pattern-matrix-json": ("p.json", json.dumps({"bytes": [[0, 5, 0], [5, 0, 7], [0, 7, 0]]}),
                             ["select", "--network", "NET", "--pattern", "FILE"]),
-    "swf": ("w.swf", SWF, ["workload", "show", "FILE"]),
+    "swf": ("w.swf", SWF, ["workload", "show", "FILE", "--components", "1"]),
     "policy-maui": ("site.cfg", "GROUPCFG[1] PRIORITY=300 MAXPROC=8\nUSERCFG[2] MAXPROC=4\n"
                                 "USERCFG[3] PRIORITY=10\n",
                     ["schedule", "SWF", "--policy", "easy", "--policy-file", "FILE", "--out",

@@ -229,7 +229,7 @@ MPICC = os.path.join(os.path.dirname(sys.executable), "mpicc")
 @pytest.mark.skipif(mpiexec_path() is None or not os.path.exists(MPICC)
                     or shutil.which("gcc") is None and shutil.which("cc") is None,
                     reason="needs the mpich wheel's mpicc and a C compiler")
-def test_run_with_a_c_program_built_by_the_wheels_mpicc_three_times_in_a_row(slow_n5):
+def test_run_with_a_c_program_built_by_the_wheels_mpicc_twice_in_a_row(slow_n5):
     tmp_path = slow_n5
     ring = tmp_path / "ring"
     build = subprocess.run([MPICC, "-O2", "-o", str(ring),
@@ -239,7 +239,7 @@ def test_run_with_a_c_program_built_by_the_wheels_mpicc_three_times_in_a_row(slo
     launcher = tmp_path / f"{NAME}-launcher"
     launch = f"{mpiexec_path()} -launcher ssh -launcher-exec {launcher}" \
              " -f {machinefile} -n {nprocs}"
-    for attempt in range(3):  # the measurement once ended with SIGPIPE in most runs
+    for attempt in range(2):  # the measurement once ended with SIGPIPE in 5 runs of 6
         out = tmp_path / f"run{attempt}"
         run = nodesel("run", "--pattern", "ring", "--nprocs", "4", "--skeleton-cmd",
                       f"{launch} {ring} 3", "--app-cmd", f"{launch} {ring} 10",

@@ -247,7 +247,7 @@ def test_show_prints_the_figures_and_plots(tmp_path, capsys):
     path = write(tmp_path, "".join(swf_line(i + 1, i * 3600, 10 + 7 * i, 2 ** (i % 4))
                                    for i in range(60)))
     plot = tmp_path / "w.png"
-    assert main(["workload", "show", path, "--plot", str(plot)]) == 0
+    assert main(["workload", "show", path, "--plot", str(plot), "--components", "2"]) == 0
     out = capsys.readouterr().out
     assert "60 jobs" in out and "offered utilisation" in out and plot.stat().st_size > 10_000
     summary = summarize(read_swf(path), components=2)

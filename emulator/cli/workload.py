@@ -113,6 +113,8 @@ def register(sub):
     trace_options(show)
     show.add_argument("--plot", help="PNG: arrivals by hour, sizes, run times against the fits")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    show.add_argument("--components", type=positive_int, default=4,
+                      help="Weibulls in the mixture compared with the trace (default 4)")
 
 
 def cmd_workload(args):
@@ -154,7 +156,7 @@ def cmd_workload(args):
 
     trace = read_trace(args)
     try:
-        summary = summarize(trace)
+        summary = summarize(trace, components=args.components)
     except ValueError as e:  # too few jobs to fit run times
         raise InputFileError(args.trace, None, str(e)) from None
     if args.plot:

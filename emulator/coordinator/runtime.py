@@ -301,8 +301,10 @@ def serve_node(world, control, data, settings, model=None):
                 sleeper.sleep()
             op = msg["op"]
             if op == "stop":
+                # the coordinator stops once it has every reply it waits for: a job thread
+                # still running is one whose peer died, and it would wait out the timeout
                 for t in threads.values():
-                    t.join(timeout=settings.timeout_seconds)
+                    t.join(timeout=min(settings.timeout_seconds, GRACE_SECONDS))
                 reply_to_coordinator({"ok": True}, CONTROL_TAG)
                 return
             if op == "work" and msg.get("threaded"):

@@ -7,15 +7,17 @@ probability ``confidence`` when P(Binomial(n, quantile) <= k - 1) >= confidence 
 Brevik and Wolski's QBETS). Observations arrive as jobs start, when their waits become known.
 
 ``ForecastBound`` (ours) scales the forward simulation's forecast: the observations are the
-ratios (wait + tau) / (forecast + tau) of recently started jobs of the job's size class
-(processors in powers of four), the bound is (forecast + tau) * r - tau. A job still
-queued whose ratio has already passed the candidate r is a known miss, so it joins the
-sample at its current ratio (a lower bound on its final one): the long waits that are not
-yet over count before they end. A job the scheduler starts at once is bounded by 0. When the
-workload shifts, past ratios stop being a sample of the next ones; the share of misses the
-quantile aims at then follows the misses seen, as adaptive conformal inference does (Gibbs
-and Candès): after each bounded job, miss += step * (1 - quantile - missed), capped at
-1 - quantile so a calm stretch never makes the bound bolder than nominal.
+ratios (wait + tau) / (forecast + tau) of recently started jobs, and a job's bound takes the
+ratios of the ``neighbours`` whose forecasts were nearest its own (in log(forecast + tau)):
+a forecast of hours errs in other ways than one of minutes, and the nearest forecasts say
+how. The bound is (forecast + tau) * r - tau. A job still queued, with a forecast within the
+neighbourhood, whose ratio has already passed the candidate r is a known miss, so it joins
+the sample at its current ratio (a lower bound on its final one): the long waits that are
+not yet over count before they end. A job the scheduler starts at once is bounded by 0.
+When the workload shifts, past ratios stop being a sample of the next ones; the share of
+misses the quantile aims at then follows the misses seen, as adaptive conformal inference
+does (Gibbs and Candès): after each bounded job, miss += step * (1 - quantile - missed),
+capped at 1 - quantile so a calm stretch never makes the bound bolder than nominal.
 
 ``QBETSBound`` (the peer) bounds the waits themselves per queue, with QBETS's change-point
 rule: a run of misses (waits above the bound) too long to be chance (its probability under
@@ -29,11 +31,13 @@ import collections
 import functools
 import math
 
+import numpy as np
+
 CONFIDENCE = 0.95
 TAU_SECONDS = 300.0  # the ratio's offset: a forecast of a few seconds is not exact
-HISTORY_JOBS = 512  # observations kept per size class
+HISTORY_JOBS = 2048  # started jobs whose ratios are kept
+NEIGHBOURS = 300  # of them, those with the nearest forecasts make a job's sample
 ADAPT_STEP = 0.002  # how fast the aimed-at miss rate follows the misses seen
-SIZE_BASE = 4
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,73 +84,66 @@ class SortedWindow:
         return len(self.order)
 
 
-def size_class(procs):
-    return int(math.log(max(procs, 1), SIZE_BASE))
-
-
 class ForecastBound:
-    """Ours: the forecast wait scaled by a binomial upper quantile of recent forecast
-    ratios, per size class (all classes together where a class has too few)."""
+    """Ours: the forecast wait scaled by a binomial upper quantile of the forecast ratios of
+    the recently started jobs whose forecasts were nearest."""
 
     name = "forecast"
 
     def __init__(self, quantile, *, confidence=CONFIDENCE, tau_seconds=TAU_SECONDS,
-                 history=HISTORY_JOBS, step=ADAPT_STEP):
+                 history=HISTORY_JOBS, neighbours=NEIGHBOURS, step=ADAPT_STEP):
         self.quantile, self.confidence, self.tau = quantile, confidence, tau_seconds
-        self.history = history
-        self.step = step
+        self.neighbours, self.step = neighbours, step
         self.miss = 1 - quantile  # the miss rate aimed at, adapted to the misses seen
-        self.classes = collections.defaultdict(lambda: SortedWindow(history))
-        self.all = SortedWindow(history)
         self.need = min_history(quantile, confidence)
-        self.waiting = {}  # job -> (submit, forecast wait, class), until it starts
+        # a ring of the last ``history`` started jobs: log(forecast + tau) and ratio
+        self.log_forecast = np.empty(history)
+        self.ratio = np.empty(history)
+        self.count = 0
+        self.waiting = {}  # job -> (submit, forecast wait, its log, bound), until it starts
 
-    def _ratio(self, wait, forecast):
-        return (wait + self.tau) / (forecast + self.tau)
-
-    def _quantile(self, window, extra):
-        """The binomial upper quantile of ``window``'s values and the sorted ``extra``."""
-        values = window.sorted
-        if extra:
-            values = sorted(values + extra)
-        if not values:
-            return None
+    def _quantile(self, values):
+        """The binomial upper quantile of the sorted ``values`` at the aimed-at level."""
         if self.miss <= 0:
             return values[-1]
         k = order_index(len(values), round(1 - self.miss, 4), self.confidence)
-        return values[-1] if k is None and len(values) >= self.need else \
-            (None if k is None else values[k])
+        return values[-1] if k is None else values[k]
 
     def bound(self, job, now, forecast_wait):
         """The bound on ``job``'s wait, published at its submission ``now``."""
-        cls = size_class(job.procs)
-        window = self.classes[cls]
-        if len(window) < min_history(self.quantile, self.confidence):
-            window, members = self.all, None
-        else:
-            members = cls
-        r = self._quantile(window, ())
-        if r is not None:
-            # known misses: queued jobs whose wait so far already exceeds the ratio
-            late = [x for x in (self._ratio(now - s, f) for s, f, c, _ in self.waiting.values()
-                                if members is None or c == members) if x > r]
+        here = math.log(forecast_wait + self.tau)
+        n = min(self.count, len(self.ratio))
+        bound = math.inf
+        if n >= self.need:
+            distance = np.abs(self.log_forecast[:n] - here)
+            k = min(self.neighbours, n)
+            near = np.argpartition(distance, k - 1)[:k]
+            radius = distance[near].max()
+            sample = np.sort(self.ratio[near])
+            r = self._quantile(sample)
+            # known misses: queued neighbours whose wait so far already passes the ratio
+            late = [x for x in ((now - s + self.tau) / (f + self.tau)
+                                for s, f, lf, _ in self.waiting.values()
+                                if abs(lf - here) <= radius) if x > r]
             if late:
-                r = self._quantile(window, sorted(late))
-        bound = math.inf if r is None else max(0.0, (forecast_wait + self.tau) * r - self.tau)
-        self.waiting[job] = (job.submit, forecast_wait, cls, bound)
+                r = self._quantile(np.sort(np.concatenate([sample, late])))
+            bound = max(0.0, (forecast_wait + self.tau) * float(r) - self.tau)
+        self.waiting[job] = (job.submit, forecast_wait, here, bound)
         return bound
 
     def started(self, job, wait):
         entry = self.waiting.pop(job, None)
         if entry is None:
             return
-        if self.step and math.isfinite(entry[3]):
-            missed = wait > entry[3]
+        submit, forecast, here, bound = entry
+        if self.step and math.isfinite(bound):
+            missed = wait > bound
             self.miss = min(1 - self.quantile,
                             self.miss + self.step * ((1 - self.quantile) - missed))
-        ratio = self._ratio(wait, entry[1])
-        self.classes[entry[2]].add(ratio)
-        self.all.add(ratio)
+        slot = self.count % len(self.ratio)
+        self.log_forecast[slot] = here
+        self.ratio[slot] = (wait + self.tau) / (forecast + self.tau)
+        self.count += 1
 
 
 class QBETSBound:
