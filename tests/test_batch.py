@@ -129,6 +129,16 @@ def test_basic_runs_one_job_per_node_and_random_is_seeded():
     assert r1 == r2 and len(set(r1)) == 3
 
 
+def test_simulating_forward_leaves_the_random_placements_as_they_were():
+    nodes = [f"n{i}" for i in range(16)]
+    alone = Placement("random", nodes, seed=7)
+    watched = Placement("random", nodes, seed=7)
+    for i in range(6):
+        forecast = watched.copy()  # what an estimator does at each arrival
+        forecast.place(_job(100 + i, 3))
+        assert watched.place(_job(i, 2)) == alone.place(_job(i, 2))
+
+
 def test_pattern_policy_picks_the_widest_links():
     import networkx as nx
 

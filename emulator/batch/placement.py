@@ -188,11 +188,13 @@ class Placement:
 
     def copy(self):
         """An independent placement in the same state (for simulating forward); the random
-        policy's copy draws from its own generator."""
+        policy's copy draws from a copy of the generator, so simulating forward leaves the
+        live run's draws as they were."""
         other = copy.copy(self)
         other.state = {n: NodeState(s.name, s.local_cpu, dict(s.tasks))
                        for n, s in self.state.items()}
         other.jobs = dict(self.jobs)
-        other.rng = random.Random(self.rng.random())
+        other.rng = random.Random()
+        other.rng.setstate(self.rng.getstate())
         other._choice = None
         return other
