@@ -218,6 +218,23 @@ def test_algorithm_1_advances_cpu_time_of_the_jobs_left():
     assert cisne.estimate_ends(s, p, 0.0, {}, "net-net") == pytest.approx({1: 14.8, 2: 14.8})
 
 
+def test_algorithm_1_calls_the_equations_checked_above(monkeypatch):
+    calls = []
+    for name in ("remain_prop", "remain_mpl", "remain_cpu", "cputime_mpl", "cputime_cpu"):
+        real = getattr(cisne, name)
+
+        def counted(*a, _real=real, _name=name):
+            calls.append(_name)
+            return _real(*a)
+        monkeypatch.setattr(cisne, name, counted)
+    for est in ("prop-mpl", "mpl-cpu", "cpu-mpl", "cpu-cpu"):
+        a, b = _job(1, 2, cpu=0.8, exe=10.0), _job(2, 2, cpu=0.8, exe=10.0)
+        s, p = _state_with([a, b], [], mpl=2)
+        cisne.estimate_ends(s, p, 0.0, {}, est)
+    assert set(calls) == {"remain_prop", "remain_mpl", "remain_cpu", "cputime_mpl",
+                          "cputime_cpu"}
+
+
 def test_algorithm_1_follows_easy_backfilling():
     # 2 nodes, MPL 1: A runs (ends at 10); head B needs both nodes; C (1 task, 3 s) fits
     # before B's reservation only if a node is free: none is, so C waits behind A too

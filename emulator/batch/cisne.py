@@ -101,12 +101,11 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 def _node_load(s):
     """(MPL, CPU demand, CPU factor) of one node: Hanzich et al. Eq. 3 and 7's terms and the
     processor-sharing pace ``net-net`` uses."""
-    paral = sum(s.tasks.values())
-    local = s.local_cpu
+    paral, local = s.parallel_cpu, s.local_cpu
     factor = 1.0
     if local + paral > 1.0 and paral > 0:
         factor = max(max(1.0 - local, 0.0) / paral, 1e-6)
-    return (len(s.tasks) + (1 if local > 0 else 0), local + paral, factor)
+    return (s.mpl, s.demand, factor)
 
 
 def _view(nodes, loads):
@@ -127,14 +126,15 @@ def _constants(info):
 
 
 def _remaining(remain, k, exe_cur, cpu_cur, view):
-    """RemainTime (Alg. 1:4) of a job of constants ``k`` (:func:`_constants`)."""
+    """RemainTime (Alg. 1:4) of a job of constants ``k`` (:func:`_constants`) seeing
+    ``view`` (:func:`_view`: MPL_max, CPU_max, CPU factor)."""
     exe_tot, cpu_tot, cpu_j, comm_factor = k
     if remain == "prop":
         return remain_prop(exe_cur, cpu_cur, exe_tot, cpu_tot)
     if remain == "mpl":
-        return remain_isol(exe_tot, cpu_tot, cpu_cur) * view[0]
+        return remain_mpl(exe_tot, cpu_tot, cpu_cur, view[0])
     if remain == "cpu":
-        return remain_isol(exe_tot, cpu_tot, cpu_cur) * cpu_j / cpu_feas(cpu_j, view[1])
+        return remain_cpu(exe_tot, cpu_tot, cpu_cur, view[1])
     return max(cpu_tot - cpu_cur, 0.0) / net_rate(exe_tot, cpu_tot, comm_factor, view[2])
 
 
@@ -142,9 +142,9 @@ def _cputime(how, k, cpu_cur, dt, view):
     """CPUtime_cur after ``dt`` more seconds (Alg. 1:7)."""
     exe_tot, cpu_tot, cpu_j, comm_factor = k
     if how == "mpl":
-        cpu = cpu_cur + dt * cpu_tot / (view[0] * exe_tot)  # Eq. 8
+        cpu = cputime_mpl(cpu_cur, dt, exe_tot, cpu_tot, view[0])
     elif how == "cpu":
-        cpu = cpu_cur + dt * cpu_feas(cpu_j, view[1])  # Eq. 9
+        cpu = cputime_cpu(cpu_cur, dt, cpu_feas(cpu_j, view[1]))
     else:
         cpu = cpu_cur + dt * net_rate(exe_tot, cpu_tot, comm_factor, view[2])
     return min(cpu, cpu_tot)
