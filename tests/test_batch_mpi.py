@@ -150,6 +150,22 @@ def test_live_easy_queues_and_backfills_as_the_engine_does(tmp_path):
     assert order != sorted(order)
 
 
+def test_two_jobs_sharing_a_node_both_run_longer_by_the_shared_cpu():
+    """README: compute phases that overlap on a node split its CPU. EP (all compute) alone
+    on two nodes, then two EPs on the same two nodes: each takes twice as long."""
+    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable,
+                           os.path.join(ROOT, "tests", "mpi_programs", "time_sharing.py")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    alone, shared = got["alone_seconds"], got["shared_seconds"]
+    assert shared == pytest.approx([2 * alone] * 2, rel=0.1), got
+    # each job's CPU time is its work, shared or not
+    assert got["shared_cpu_seconds"] == pytest.approx([got["alone_cpu_seconds"]] * 2, rel=0.02)
+    # with a local user at 15%, the job gets 85% of the CPU
+    assert got["loaded_seconds"] == pytest.approx(alone / 0.85, rel=0.1), got
+
+
 def test_two_communicating_jobs_on_the_same_nodes_share_the_network(tmp_path):
     """Two IS class-A jobs start together on the same 4 nodes of a network with no competing
     streams (a static matrix at the ports' 100 Mbit/s). The model shares every pair and port
