@@ -260,13 +260,11 @@ load = 0.45
 
 def test_span_days_and_machine_types(tmp_path):
     from emulator.grid.experiment import site_jobs
-    from emulator.grid.gridfile import grid_from_dict
+    from emulator.grid.gridfile import read_grid
 
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    grid = grid_from_dict(tomllib.loads(TYPED), "typed.toml")
+    path = tmp_path / "g.toml"
+    path.write_text(TYPED)
+    grid = read_grid(str(path))
     assert [s.type for s in grid.sites] == ["S", "S", "B"] and grid.span_days == 10
     small, big = site_jobs(grid, 0, 7), site_jobs(grid, 2, 7)
     for jobs in (small, big):  # ten days of arrivals each, however many jobs that is
@@ -275,8 +273,6 @@ def test_span_days_and_machine_types(tmp_path):
     # one arrival process scaled to 90% of 128 processors and to 45% of 256: the same work
     # per day, so about as many jobs in ten days
     assert len(big) == pytest.approx(len(small), rel=0.25)
-    path = tmp_path / "g.toml"
-    path.write_text(TYPED)
     out = tmp_path / "out"
     assert main(["grid", "--grid", str(path), "--sharing", "0,100", "--replications", "2",
                  "--targets", "shortest-queue", "--span-days", "3", "--no-progress",

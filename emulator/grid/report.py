@@ -38,8 +38,8 @@ def tables(summary):
                         f"{f(summary['mean_wait_seconds'][target][pct])} | "
                         f"{f(summary['moved_jobs'][target][pct])} |")
         rows.append("")
-    kinds = summary.get("type_sites", {})
-    if kinds and len(kinds) < sum(len(v) for v in kinds.values()):
+    kinds = _shared_types(summary)
+    if kinds:
         rows += ["### by machine type (jobs of every site of the type)", ""]
         for target, levels in summary["types"].items():
             rows += [f"{target}:", "", "| type | sharing | local slowdown | remote slowdown | "
@@ -62,14 +62,19 @@ def tables(summary):
     return "\n".join(rows) + "\n"
 
 
+def _shared_types(summary):
+    """{machine type: its sites} where some sites share a type, else {} (a type per site
+    says nothing the per-site figures do not)."""
+    kinds = summary.get("type_sites", {})
+    return kinds if len(kinds) < sum(len(v) for v in kinds.values()) else {}
+
+
 def plot_types(summary, folder):
     """England and Weissman Figs. 6-7: one plot per machine type (where sites share a type),
     local and remote slowdown against the sharing level. Returns the files written."""
     import os
 
-    kinds = summary.get("type_sites", {})
-    if not kinds or len(kinds) == sum(len(v) for v in kinds.values()):
-        return []
+    kinds = _shared_types(summary)
     paths = []
     for kind in kinds:
         levels = {t: {p: by_type[kind] for p, by_type in per.items()}

@@ -59,26 +59,20 @@ def min_history(quantile, confidence=CONFIDENCE):
 
 
 class SortedWindow:
-    """The last ``size`` values in arrival order, also kept sorted."""
+    """Values in arrival order, also kept sorted; the oldest can be cut."""
 
-    def __init__(self, size=None):
+    def __init__(self):
         self.order = collections.deque()
         self.sorted = []
-        self.size = size
 
     def add(self, value):
         self.order.append(value)
         bisect.insort(self.sorted, value)
-        if self.size is not None and len(self.order) > self.size:
-            self.remove_oldest()
-
-    def remove_oldest(self):
-        old = self.order.popleft()
-        del self.sorted[bisect.bisect_left(self.sorted, old)]
 
     def keep_last(self, count):
         while len(self.order) > count:
-            self.remove_oldest()
+            old = self.order.popleft()
+            del self.sorted[bisect.bisect_left(self.sorted, old)]
 
     def __len__(self):
         return len(self.order)

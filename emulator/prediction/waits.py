@@ -352,11 +352,12 @@ def wait_table(summary):
                  f"{b['runtimes']} run times):", "",
                  "| bound | jobs within their bound | of the jobs that waited | median bound / "
                  "wait | no bound |", "|---|---|---|---|---|"]
+
+        def pct(v):
+            return "n/a" if v is None else f"{100 * v:.1f}%"
+
         for label, s in (("forecast x recent ratio (ours)", b), ("QBETS-style, per queue",
                                                                   b["peer"])):
-            def pct(v):
-                return "n/a" if v is None else f"{100 * v:.1f}%"
-
             med = "n/a" if s["median_bound_over_wait"] is None \
                 else f"{s['median_bound_over_wait']:.2f}"
             rows.append(f"| {label} | {pct(s['coverage'])} | "
