@@ -40,6 +40,7 @@ class MPIComm(Collectives):
     """Wraps an mpi4py communicator: buffer point-to-point calls, no spinning, counting."""
 
     dilation = 1.0  # real traffic: emulated time is wall time
+    poll_max_seconds = POLL_MAX_SECONDS  # the longest sleep of wait_any between tests
 
     def __init__(self, comm):
         self.comm = comm
@@ -80,7 +81,7 @@ class MPIComm(Collectives):
             if timeout is not None and time.monotonic() - start > timeout:
                 raise TimeoutError("no message in time")
             time.sleep(max(0.0, min(pause, until - time.time())))
-            pause = min(pause * 1.5, POLL_MAX_SECONDS)
+            pause = min(pause * 1.5, self.poll_max_seconds)
 
     def compute(self, seconds):
         if self.shared_cpu is not None:

@@ -102,6 +102,10 @@ def test_run_job_times_each_candidate_and_runs_the_app_on_the_fastest(tmp_path):
     assert json.loads((tmp_path / "run.json").read_text()) == result
     assert (tmp_path / "machinefile").read_text().split() == \
         [f"{chosen['mapping'][str(r)]}:1" for r in range(4)]
+    # the same placement for Open MPI and for srun
+    assert (tmp_path / "rankfile").read_text().splitlines() == \
+        [f"rank {r}={chosen['mapping'][str(r)]} slot=0" for r in range(4)]
+    assert result["nodelist"] == str(tmp_path / "nodelist")
 
 
 def test_a_hanging_application_is_named_and_recorded(tmp_path):

@@ -106,13 +106,18 @@ def cluster_options(p, probe_kib=256):
                         "machine")
     p.add_argument("--testbed-name", default="nselx",
                    help="name of the testbed a tc run brings up (default nselx)")
+    p.add_argument("--testbed-queue", choices=("fair", "fifo"), default="fair",
+                   help="on a tree testbed, how a link serves the node pairs crossing it: "
+                        "fair, round robin among them (default); fifo, one drop-tail queue")
 
 
-def load_cluster(path, nodes=None):
-    """The cluster of ``path`` (default: the 10-node crossbar), trimmed to ``nodes``."""
+def load_cluster(path, nodes=None, *, allocation=False):
+    """The cluster of ``path`` (default: the 10-node crossbar, or with ``allocation`` the
+    nodes of the batch allocation this runs in), trimmed to ``nodes``."""
     from ..network import cluster as clusters
 
-    graph = clusters.load_cluster(path)
+    graph = allocation_cluster() if path is None and allocation else None
+    graph = clusters.load_cluster(path) if graph is None else graph
     names = clusters.node_names(graph)
     if nodes is not None:
         if nodes > len(names):
@@ -123,10 +128,26 @@ def load_cluster(path, nodes=None):
     return graph
 
 
+def allocation_cluster():
+    """A crossbar of the nodes of the Slurm or PBS allocation this runs in (None outside
+    one); says so once, on rank 0 or outside mpiexec."""
+    from ..network import cluster as clusters
+    from ..network.allocation import allocation_hosts
+
+    found = allocation_hosts()
+    if found is None:
+        return None
+    source, hosts = found
+    if os.environ.get("PMI_RANK", "0") == "0":
+        print(f"nodesel: the allocation's {len(hosts)} nodes ({source})", file=sys.stderr)
+    return clusters.crossbar(list(hosts), slots=hosts)
+
+
 DEFAULT_SCENARIO_SECONDS = 86400.0
 
 
-def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=True):
+def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=True,
+               allocation=False):
     """Run ``program(coordinator)`` on the emulated cluster of ``args``.
 
     Outside mpiexec this launches ``mpiexec -n N+1`` on the same command line; under
@@ -137,7 +158,8 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
     from ..network import cluster as clusters
     from ..network.scenario import default_timeline, full_capacity_timeline, load_scenario
 
-    cluster = load_cluster(args.cluster, args.nodes) if cluster is None else cluster
+    if cluster is None:
+        cluster = load_cluster(args.cluster, args.nodes, allocation=allocation)
     if args.scenario:
         timeline = load_scenario(args.scenario, cluster)
     elif streams:
@@ -204,17 +226,28 @@ def _on_testbed(args, cluster, mpiexec):
     from ..network import cluster as clusters
 
     names = clusters.node_names(cluster)
-    capacities = {cluster.nodes[n]["capacity_mbps"] for n in names}
-    if cluster.graph.get("topology") != "crossbar" or len(capacities) != 1 \
-            or names != [f"n{i}" for i in range(1, len(names) + 1)]:
-        raise UserError("the namespace testbed emulates a crossbar of nodes n1..nN with one "
-                        "port capacity; use the default cluster or --nodes")
-    layout = Layout(args.testbed_name, len(names))
-    require_root()
-    testbed = Testbed(layout)
-    capacity = capacities.pop()
+    if cluster.graph.get("topology") == "tree":
+        from ..kernel.treebed import TreeTestbed
+
+        testbed = TreeTestbed.for_cluster(args.testbed_name, cluster, path=args.cluster,
+                                          queue=args.testbed_queue)
+        require_root()
+
+        def up(out_dir):
+            return testbed.up(out_dir=out_dir)
+    else:
+        capacities = {cluster.nodes[n]["capacity_mbps"] for n in names}
+        if len(capacities) != 1 or names != [f"n{i}" for i in range(1, len(names) + 1)]:
+            raise UserError("the namespace testbed emulates a crossbar of nodes n1..nN with "
+                            "one port capacity, or a tree cluster file; use the default "
+                            "cluster, --nodes, or a tree")
+        require_root()
+        testbed, capacity = Testbed(Layout(args.testbed_name, len(names))), capacities.pop()
+
+        def up(out_dir):
+            return testbed.up(capacity, lambda a, b: capacity, out_dir=out_dir)
     with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
-        files = testbed.up(capacity, lambda a, b: capacity, out_dir=tmp)
+        files = up(tmp)
         try:
             return run_mpiexec([mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh",
                                 "-launcher-exec", files["launcher"], "-f", files["hostfile"],

@@ -90,7 +90,9 @@ def register(sub):
     run.add_argument("--app-cmd", required=True, help="command run on the chosen group")
     run.add_argument("--candidates", type=positive_int, default=3,
                      help="candidate groups tried with the skeleton command (default 3)")
-    run.add_argument("--hostfile", help="a real cluster's hostfile (default: the namespace testbed)")
+    run.add_argument("--hostfile", help="a real cluster's hostfile (default: the nodes of the "
+                                        "Slurm or PBS allocation this runs in, else the "
+                                        "namespace testbed)")
     run.add_argument("--testbed-name", default="nsel",
                      help="the testbed that is up, without --hostfile (default nsel)")
     run.add_argument("--state-dir", default="/run/nodesel",
@@ -166,6 +168,7 @@ def cmd_run(args):
     from ..experiments.userjob import command_argv, measure, run_job
     from ..files import write_json_atomic, write_text_atomic
     from ..network import cluster as clusters
+    from ..network.allocation import allocation_hosts
     from ..network.netgraph import to_node_link
     from ..selection.patterns import resolve_pattern
 
@@ -179,14 +182,22 @@ def cmd_run(args):
         raise UserError(f"the parent of the output folder, {os.path.dirname(out)}, does not exist")
     os.makedirs(out, exist_ok=True)
     mpiexec = require_mpiexec()
-    if args.hostfile:
-        hosts = list(clusters.parse_hostfile(args.hostfile))
+    found = None if args.hostfile else allocation_hosts()
+    if args.hostfile or found:
+        hosts = list(clusters.parse_hostfile(args.hostfile) if args.hostfile else found[1])
+        if found:
+            print(f"the allocation's {len(hosts)} nodes ({found[0]})", flush=True)
         machinefile = os.path.join(out, "measure.machinefile")
         # rank 0 (the coordinator) shares the first host with node 1
         write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
         launch = [mpiexec, *cleanup_flags(one_host=len(set(hosts)) == 1), "-f", machinefile,
                   "-n", str(len(hosts) + 1)]
-        extra = ["--cluster", os.path.abspath(args.hostfile)]
+        if args.hostfile:
+            extra = ["--cluster", os.path.abspath(args.hostfile)]
+        else:
+            allocated = os.path.join(out, "allocation.hosts")
+            write_text_atomic(allocated, "".join(f"{h}:{n}\n" for h, n in found[1].items()))
+            extra = ["--cluster", allocated]
 
         def host_of(node):
             return node
@@ -209,5 +220,6 @@ def cmd_run(args):
                      host_of=host_of, out_dir=out, candidates=args.candidates,
                      timeout_seconds=args.timeout_seconds)
     print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
-          f"results in {out}/run.json, machinefile {result['machinefile']}")
+          f"results in {out}/run.json; the placement as {result['machinefile']} (MPICH), "
+          f"{result['rankfile']} (Open MPI) and {result['nodelist']} (srun --nodelist)")
     return 0

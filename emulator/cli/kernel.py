@@ -1,7 +1,6 @@
 """Kernel-shaping commands: ``testbed`` (network namespaces shaped by tc on this machine) and
 ``tc`` (shaping scripts for the hosts of a real cluster)."""
 
-import json
 import os
 import sys
 
@@ -27,10 +26,17 @@ def register(sub):
     tup = command(tsub, "up", help="create namespaces, veths, a bridge and HTB shaping",
                   examples=["sudo nodesel testbed up --nodes 10 --capacity-mbps 100",
                             "sudo nodesel testbed up --nodes 4 --scenario s.json --out /tmp",
+                            "sudo nodesel testbed up --cluster hostfiles/racks12.toml",
                             f"then: {LAUNCH_HINT}"],
                   handler=cmd_testbed)
-    tup.add_argument("--nodes", type=positive_int, default=10,
-                     help="node namespaces n1..nN to create (default 10)")
+    tup.add_argument("--nodes", type=positive_int,
+                     help="node namespaces n1..nN of a crossbar (default 10)")
+    tup.add_argument("--cluster", help="a tree cluster file (switches and links, e.g. "
+                                       "hostfiles/racks12.toml): a namespace per switch and "
+                                       "node, trunks shaped at the links' capacities")
+    tup.add_argument("--queue", choices=("fair", "fifo"), default="fair",
+                     help="on a tree, how a link serves the node pairs crossing it: fair, "
+                          "round robin among them (default); fifo, one drop-tail queue")
     tup.add_argument("--capacity-mbps", type=positive_float, default=100.0,
                      help="port capacity of every node (default 100)")
     tup.add_argument("--scenario", help="shape pairs at the scenario's bandwidths at time 0 "
@@ -78,25 +84,20 @@ def register(sub):
 
 def testbed_that_is_up(name, state_dir):
     """The testbed ``name`` that is up, and its state."""
-    from ..kernel.testbed import Layout, Testbed, state_path
+    from ..kernel.treebed import open_testbed
 
-    try:
-        with open(state_path(name, state_dir)) as f:
-            state = json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"no testbed named {name!r} is up (no {state_path(name, state_dir)})") \
-            from None
-    return Testbed(Layout(name, state["nodes"], state["subnet"]), state_dir=state_dir), state
+    return open_testbed(name, state_dir)
 
 
 def _play(testbed, state, scenario, time_scale):
-    from ..kernel.tcplayer import ScenarioPlayer
+    from ..kernel.tcplayer import player_for
     from ..network import cluster as clusters
     from ..network.scenario import load_scenario
 
-    cluster = clusters.crossbar(state["nodes"], capacity_mbps=state["capacity_mbps"])
+    cluster = getattr(testbed, "cluster", None) or \
+        clusters.crossbar(state["nodes"], capacity_mbps=state["capacity_mbps"])
     timeline = load_scenario(scenario, cluster)
-    player = ScenarioPlayer(cluster, timeline, testbed.set_pair, clusters.node_names(cluster))
+    player = player_for(cluster, timeline, testbed)
     print(f"playing {len(timeline.events)} changes over {timeline.duration_seconds():g} "
           f"scenario seconds at time scale {time_scale:g}; Ctrl-C stops", flush=True)
     player.play(time_scale=time_scale,
@@ -107,7 +108,10 @@ def _play(testbed, state, scenario, time_scale):
 def cmd_testbed(args):
     from ..kernel.testbed import Layout, Testbed, require_root
 
+    if args.action == "up" and args.cluster:
+        return _tree_up(args)
     if args.action == "up":
+        args.nodes = 10 if args.nodes is None else args.nodes
         testbed = Testbed(Layout(args.name, args.nodes, args.subnet), state_dir=args.state_dir)
         require_root()  # after the names and addresses are checked
         if args.scenario and args.bandwidth_mbps:
@@ -151,6 +155,38 @@ def cmd_testbed(args):
         return 0
     testbed, state = testbed_that_is_up(args.name, args.state_dir)
     return _play(testbed, state, args.scenario, args.time_scale)
+
+
+def _tree_up(args):
+    """``testbed up --cluster TREE``: switches, trunks and ports as the cluster file says."""
+    from ..kernel.tcplayer import player_for
+    from ..kernel.testbed import require_root
+    from ..kernel.treebed import TreeTestbed
+    from ..network import cluster as clusters
+    from ..network.scenario import load_scenario
+
+    if args.bandwidth_mbps or args.nodes is not None:
+        raise UserError("--cluster gives the nodes and link capacities: leave out --nodes and "
+                        "--bandwidth-mbps (a scenario changes links: --scenario)")
+    cluster = clusters.load_cluster(args.cluster)
+    testbed = TreeTestbed.for_cluster(args.name, cluster, path=args.cluster, subnet=args.subnet,
+                                      queue=args.queue, state_dir=args.state_dir)
+    timeline = load_scenario(args.scenario, cluster) if args.scenario else None
+    require_root()
+    files = testbed.up(out_dir=args.out)
+    if timeline is not None:
+        player_for(cluster, timeline, testbed).apply(0.0)
+    L = testbed.layout
+    print(f"testbed {args.name}: {L.nodes} node namespaces ({L.namespace('n1')} ...) on "
+          f"{len(testbed.switch_index)} switch namespaces ({testbed.switch_namespace(testbed.root)} "
+          f"is {testbed.root}, joined to bridge {L.bridge}, {L.bridge_address}); state in "
+          f"{testbed.path}")
+    for node in testbed.names[:3]:
+        print(f"  {node} is {L.namespace(testbed.host(node))} at {L.ip(testbed.host(node))}")
+    print(f"hostfile {files['hostfile']}, launcher {files['launcher']}")
+    print(f"run on it: nodesel run --testbed-name {args.name} --state-dir {args.state_dir} ..., "
+          f"or play a scenario: nodesel testbed play --name {args.name} --scenario S.json")
+    return 0
 
 
 def cmd_tc(args):

@@ -13,6 +13,7 @@ from .common import (
     cluster_options,
     command,
     echo,
+    allocation_cluster,
     load_cluster,
     on_cluster,
     positive_float,
@@ -57,7 +58,9 @@ def register(sub):
     show = command(csub, "show", help="print nodes and links",
                    examples=["nodesel cluster show", "nodesel cluster show hostfiles/tree16.toml --json"],
                    handler=cmd_cluster)
-    show.add_argument("file", nargs="?", help="cluster TOML/JSON or hostfile (default: 10-node crossbar)")
+    show.add_argument("file", nargs="?",
+                      help="cluster TOML/JSON or hostfile (default: the Slurm or PBS "
+                           "allocation's nodes inside one, else a 10-node crossbar)")
     show.add_argument("--json", action="store_true", help="networkx node-link JSON")
 
     ssub = actions(sub, "scenario", help="bandwidth scenarios",
@@ -111,7 +114,7 @@ def cmd_measure(args):
              f"{sum(errors.values()) / len(errors):.1f}%, max {max(errors.values()):.1f}% "
              f"({len(errors)} pairs, {monitor.seconds:.1f} s per measurement)")
 
-    return on_cluster(args, program)
+    return on_cluster(args, program, allocation=True)
 
 
 def cmd_flows(args):
@@ -205,7 +208,8 @@ def _plot_flows(rows, path):
 def cmd_cluster(args):
     from ..network import cluster as clusters
 
-    graph = clusters.load_cluster(args.file)
+    graph = (allocation_cluster() if args.file is None else None) or \
+        clusters.load_cluster(args.file)
     if args.json:
         print(clusters.dumps(graph))
     else:

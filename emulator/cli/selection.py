@@ -16,7 +16,9 @@ def register(sub):
     sel = command(sub, "select", help="select node groups for a job",
                   examples=["nodesel select --network G.json --pattern cg --nprocs 4",
                             "nodesel select --network G.json --pattern cg --nprocs 4 --candidates 3 "
-                            "--method pattern --seed 1"],
+                            "--method pattern --seed 1",
+                            "nodesel select --network G.json --pattern cg --nprocs 4 --out place/"
+                            "   # inside a Slurm or PBS job: only its nodes"],
                   handler=cmd_select)
     sel.add_argument("--network", required=True, help="network status graph (node-link JSON)")
     sel.add_argument("--pattern", required=True, help="built-in pattern name or pattern file")
@@ -33,6 +35,8 @@ def register(sub):
                      help="dominance threshold for matrix pattern files (default 0.1)")
     sel.add_argument("--time-budget-seconds", type=positive_float, default=5.0,
                      help="past this, return the best found, marked \"exact\": false (default 5)")
+    sel.add_argument("--out", help="write the best group as machinefile (MPICH), rankfile "
+                                   "(Open MPI) and nodelist (srun --nodelist) in this folder")
 
     tr = command(sub, "trace", help="trace a skeleton's traffic into a pattern (launches mpiexec)",
                  examples="nodesel trace cg --nprocs 4 --class S --out cg4.json --plot cg4.png",
@@ -59,11 +63,24 @@ def register(sub):
 
 
 def cmd_select(args):
+    from ..network.allocation import allocation_hosts, write_placement
     from ..network.netgraph import read_graph
     from ..selection.maxmin import all_all_select, max_min_select, random_select
     from ..selection.patterns import resolve_pattern
 
     network = read_graph(args.network)
+    found = allocation_hosts()
+    if found:  # inside a batch job: only the nodes it was given
+        source, hosts = found
+        outside = [n for n, k in network.nodes(data="kind") if k == "compute" and n not in hosts]
+        network.remove_nodes_from(outside)
+        if not any(k == "compute" for _, k in network.nodes(data="kind")):
+            raise UserError(f"{args.network}: none of the allocation's nodes ({source}) is in "
+                            "the network")
+        print(f"nodesel: the allocation's nodes only ({source}; {len(outside)} others left "
+              "out)", file=sys.stderr)
+    if args.out and not os.path.isdir(args.out):
+        raise UserError(f"output folder {args.out} does not exist")
     pattern = resolve_pattern(args.pattern, args.nprocs, npb_class=args.npb_class,
                               threshold=args.threshold)
     if args.method == "pattern":
@@ -75,6 +92,10 @@ def cmd_select(args):
     else:
         result = random_select(network, pattern, seed=args.seed, candidates=args.candidates)
     print(json.dumps(result.to_json(), indent=1))
+    if args.out and result.candidates:
+        best = result.candidates[0].mapping
+        paths = write_placement(args.out, [best[r] for r in sorted(best)])
+        print(f"nodesel: wrote {', '.join(paths.values())}", file=sys.stderr)
     return 0
 
 

@@ -139,6 +139,9 @@ def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_secon
     return (time.time() - start) / comm.dilation
 
 
+FLOW_POLL_SECONDS = 0.001
+
+
 @work
 def flows(comm, *, flows, start_wall, timeout_seconds):
     """The flows of ``nodesel flows``: ``flows`` is a list of ``(id, start_seconds, src,
@@ -146,10 +149,23 @@ def flows(comm, *, flows, start_wall, timeout_seconds):
     wall time ``start_wall`` + start_seconds (dilated), and takes the time each of its incoming
     flows is delivered. Returns ``{id: delivery wall time}`` of the flows it received."""
     me, dilation = comm.rank, comm.dilation
+    if isinstance(comm, MPIComm):
+        # real traffic: tests every millisecond at most, which times flows of tens of ms
+        # well and leaves the cores to the kernel's TCP (at 0.2 ms, twelve ranks polling on
+        # two cores delayed some flows by a third)
+        comm.poll_max_seconds = FLOW_POLL_SECONDS
     out = sorted((f for f in flows if f[2] == me), key=lambda f: (f[1], f[0]))
     # a source's messages come in the order it sends them (MPI's order on one tag)
     incoming = sorted((f for f in flows if f[3] == me), key=lambda f: (f[2], f[1], f[0]))
     payload = np.ones(max((f[4] for f in out), default=1), dtype=np.uint8)  # pre-faulted
+    # one byte each way between every pair that has a flow, before the clock starts: real
+    # MPI connects a pair on its first message (TCP and the transport's wire-up), which
+    # would land on the first flow's time
+    peers = sorted({f[3] for f in out} | {f[2] for f in incoming})
+    hello = [np.zeros(1, dtype=np.uint8) for _ in range(2 * len(peers))]
+    wait_all([comm.Irecv(hello[2 * k], p, tag=1) for k, p in enumerate(peers)]
+             + [comm.Isend(hello[2 * k + 1], p, tag=1) for k, p in enumerate(peers)])
+    comm.Barrier()
     ids = [f[0] for f in incoming]
     pending = [comm.Irecv(np.empty(f[4], dtype=np.uint8), f[2], tag=0) for f in incoming]
     sends, ends = [], {}

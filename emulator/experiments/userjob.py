@@ -23,6 +23,7 @@ from ..coordinator.pipeline import trial_rounds
 from ..coordinator.supervise import rank_command
 from ..errors import UserError
 from ..files import write_json_atomic, write_text_atomic
+from ..network.allocation import write_placement
 from ..network.netgraph import graph_from_node_link
 from ..selection.maxmin import max_min_select
 
@@ -163,8 +164,9 @@ def run_job(graph, pattern, *, skeleton_cmd, app_cmd, host_of, out_dir, candidat
                             timeout_seconds=timeout_seconds, progress=progress)
     best = min(range(len(trials)), key=trials.__getitem__)
     chosen = selection.candidates[best]
-    machinefile = os.path.join(out_dir, "machinefile")
-    write_machinefile(machinefile, [host_of(chosen.mapping[r]) for r in sorted(chosen.mapping)])
+    placement = write_placement(out_dir, [host_of(chosen.mapping[r])
+                                          for r in sorted(chosen.mapping)])
+    machinefile = placement["machinefile"]
     argv = command_argv(app_cmd, machinefile=machinefile, nprocs=len(chosen.mapping))
     progress(f"running the application on candidate {best + 1}: {shlex.join(argv)}")
     app = Step("the application command", argv, echo_stderr=True)
@@ -176,7 +178,7 @@ def run_job(graph, pattern, *, skeleton_cmd, app_cmd, host_of, out_dir, candidat
         raise
     finally:
         result = {"selection": selection.to_json(), "trial_seconds": trials, "chosen": best,
-                  "machinefile": machinefile, "app_command": argv,
+                  **placement, "app_command": argv,
                   "app_seconds": time.monotonic() - app.started, "app_exit_status": status}
         write_json_atomic(os.path.join(out_dir, "run.json"), result)
     return result

@@ -114,6 +114,35 @@ def add_bridge(bridge, address):
             ["ip", "link", "set", "dev", bridge, "up"]]
 
 
+def add_switch(ns, bridge):
+    """A bridge with no address inside namespace ``ns`` (a switch of a tree), loopback up."""
+    check_name(ns, "namespace"), check_name(bridge, "bridge")
+    return [["ip", "-n", ns, "link", "add", "name", bridge, "type", "bridge"],
+            ["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+            ["ip", "-n", ns, "link", "set", "dev", bridge, "up"]]
+
+
+def add_trunk(ns_a, end_a, ns_b, end_b, capacity_mbps):
+    """A veth pair from namespace ``ns_a`` (``end_a``) to ``ns_b`` (``end_b``); ``None`` is
+    the host. Packet size for the link's capacity on both ends, neither end up yet."""
+    where = [] if ns_a is None else ["-n", check_name(ns_a, "namespace")]
+    peer = [] if ns_b is None else ["netns", check_name(ns_b, "namespace")]
+    check_name(end_a, "interface"), check_name(end_b, "interface")
+    return [["ip", *where, "link", "add", "name", end_a, "type", "veth", "peer", "name", end_b,
+             *peer],
+            ["ip", *where, "link", "set", "dev", end_a] + segment_limit(capacity_mbps),
+            ["ip"] + ([] if ns_b is None else ["-n", ns_b]) + ["link", "set", "dev", end_b]
+            + segment_limit(capacity_mbps)]
+
+
+def attach(ns, dev, bridge):
+    """Put ``dev`` on ``bridge`` (both in namespace ``ns``; None: the host) and bring it up."""
+    where = [] if ns is None else ["-n", check_name(ns, "namespace")]
+    check_name(dev, "interface"), check_name(bridge, "bridge")
+    return [["ip", *where, "link", "set", "dev", dev, "master", bridge],
+            ["ip", *where, "link", "set", "dev", dev, "up"]]
+
+
 def show_addresses():
     """The host's IPv4 addresses, as JSON (read-only)."""
     return ["ip", "-j", "-4", "addr", "show"]
@@ -160,24 +189,33 @@ def add_shaping(ns, dev, capacity_mbps, destinations):
     ``destinations`` is a list of ``(minor, destination address, rate_mbps)``; minors must
     be distinct, between 2 and 0xFFE. ``ns`` None shapes the host's own interface.
     """
-    tc = _tc(ns, dev)
     cap = check_rate(capacity_mbps, "port capacity")
+    return _classes(_tc(ns, dev), dev, cap, _htb(cap), [
+        (minor, _htb(min(check_rate(rate), cap)), ["dst", f"{check_address(address)}/32"])
+        for minor, address, rate in destinations])
+
+
+def _classes(tc, dev, cap, default_leaf, leaves):
+    """HTB root, the port or link class at ``cap``, its default leaf, and one leaf and u32
+    filter per ``(minor, htb arguments, [ip match words])``."""
     cmds = [tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
                   f"{DEFAULT_CLASS:x}"],
             tc + ["class", "add", "dev", dev, "parent", "1:", "classid", class_id(PORT_CLASS)]
             + _htb(cap),
             tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
-                  class_id(DEFAULT_CLASS)] + _htb(cap)]
+                  class_id(DEFAULT_CLASS)] + default_leaf]
     seen = set()
-    for minor, address, rate in destinations:
+    for minor, leaf, match in leaves:
         if not 2 <= minor < DEFAULT_CLASS or minor in seen:
-            raise InvalidTestbedValue(f"destination class minor {minor} invalid or repeated")
+            raise InvalidTestbedValue(f"class minor {minor} invalid or repeated")
         seen.add(minor)
+        words = []
+        for k in range(0, len(match), 2):
+            words += ["match", "ip", *match[k:k + 2]]
         cmds += [tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
-                       class_id(minor)] + _htb(min(check_rate(rate), cap)),
+                       class_id(minor)] + leaf,
                  tc + ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
-                       "1", "u32", "match", "ip", "dst", f"{check_address(address)}/32",
-                       "flowid", class_id(minor)]]
+                       "1", "u32", *words, "flowid", class_id(minor)]]
     return cmds
 
 
@@ -197,6 +235,34 @@ def change_rate(ns, dev, minor, rate_mbps, capacity_mbps):
     rate = min(check_rate(rate_mbps), check_rate(capacity_mbps, "port capacity"))
     return [_tc(ns, dev) + ["class", "change", "dev", dev, "parent", class_id(PORT_CLASS),
              "classid", class_id(minor)] + _htb(rate)]
+
+
+def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
+    """HTB on ``dev`` for one direction of a link served round robin among the node pairs
+    that cross it: the link's class (rate = ceil = capacity), and under it one leaf per pair,
+    selected by a u32 filter on source and destination address. The leaves' own rates are
+    the smallest tc takes, so they share the link by borrowing, and HTB's deficit round
+    robin with one ``quantum_bytes`` for all gives each active pair an equal turn (fair
+    queuing across pairs; flows of one pair share its leaf's FIFO). Other traffic (control,
+    ARP) goes to a default leaf of the same kind.
+
+    ``pairs`` is a list of ``(minor, source address, destination address)``; minors distinct,
+    between 2 and 0xFFE.
+    """
+    cap = check_rate(capacity_mbps, "link capacity")
+    leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
+            "burst", str(burst_bytes(cap)), "cburst", str(burst_bytes(cap)),
+            "quantum", str(int(quantum_bytes))]
+    return _classes(_tc(ns, dev), dev, cap, leaf, [
+        (minor, leaf, ["src", f"{check_address(src)}/32", "dst", f"{check_address(dst)}/32"])
+        for minor, src, dst in pairs])
+
+
+def change_port_rate(ns, dev, rate_mbps):
+    """``tc class change`` of the single class of :func:`add_port_limit` to ``rate_mbps``."""
+    rate = check_rate(rate_mbps)
+    return [_tc(ns, dev) + ["class", "change", "dev", dev, "parent", "1:", "classid",
+                            class_id(PORT_CLASS)] + _htb(rate)]
 
 
 def delete_shaping(ns, dev):

@@ -11,17 +11,14 @@ import math
 import threading
 import time
 
-from ..network import cluster as clusters
-from .tcplayer import ScenarioPlayer
-from .testbed import Layout, Testbed
+from .tcplayer import player_for
+from .treebed import open_testbed_of
 
 
 class KernelShaper:
-    def __init__(self, testbed, cluster, timeline, time_scale, capacity_mbps):
-        self.names = clusters.node_names(cluster)
-        self.player = ScenarioPlayer(cluster, timeline, testbed.set_pair, self.names)
+    def __init__(self, testbed, cluster, timeline, time_scale):
+        self.player = player_for(cluster, timeline, testbed)
         self.time_scale = time_scale
-        self.capacity_mbps = capacity_mbps
         self.epoch, self.dedicated = None, False
         self.errors = []
         self._lock = threading.Lock()
@@ -32,11 +29,8 @@ class KernelShaper:
 
     @classmethod
     def from_settings(cls, settings):
-        info = settings.extra["testbed"]  # see testbed.shaping_info
-        testbed = Testbed(Layout(info["name"], info["nodes"], info["subnet"]),
-                          state_dir=info["state_dir"])
-        return cls(testbed, settings.cluster, settings.timeline, settings.time_scale,
-                   info["capacity_mbps"])
+        testbed = open_testbed_of(settings.extra["testbed"])  # see testbed.shaping_info
+        return cls(testbed, settings.cluster, settings.timeline, settings.time_scale)
 
     def scenario_time(self):
         return (time.time() - self.epoch) * self.time_scale
@@ -48,8 +42,7 @@ class KernelShaper:
                 return
             self.epoch, self.dedicated = epoch, dedicated
             if dedicated:
-                self.player.apply_rates({(a, b): self.capacity_mbps for a in self.names
-                                         for b in self.names if a != b})
+                self.player.apply_rates(self.player.dedicated_rates())
             else:
                 self.player.apply(self.scenario_time())
         self._wake.set()

@@ -1,10 +1,12 @@
 """Play a bandwidth scenario into the kernel: ``tc class change`` as scenario time passes.
 
-:class:`ScenarioPlayer` knows, for every ordered pair of nodes, the available bandwidth at
-any scenario time (:func:`emulator.scenario.pair_bandwidth_function`). ``apply(t)`` sets
-every pair to its bandwidth at time t; ``play`` then applies each change when its time comes,
-only for the pairs it changes, both directions. ``plan_scripts`` writes the same plan as one
-script per host of a real cluster, for an administrator to run.
+On a crossbar, :class:`ScenarioPlayer` knows, for every ordered pair of nodes, the available
+bandwidth at any scenario time (:func:`emulator.network.scenario.pair_bandwidth_function`) and
+drives one HTB class per pair. On a tree, :class:`LinkPlayer` drives the link a change belongs
+to (a node's port or a switch-to-switch trunk, both directions). ``apply(t)`` sets everything
+to its bandwidth at time t; ``play`` then applies each change when its time comes, only where
+something changes. ``plan_scripts`` writes the crossbar's plan as one script per host of a
+real cluster, for an administrator to run.
 """
 
 import bisect
@@ -15,31 +17,27 @@ from ..network.scenario import pair_bandwidth_function
 from . import iproute
 
 
-class ScenarioPlayer:
-    """Drives ``set_pair(a, b, rate_mbps)`` (e.g. :meth:`Testbed.set_pair`) from a timeline."""
+class _Player:
+    """What both players share: a setter ``set(a, b, rate_mbps)`` driven from a timeline;
+    subclasses say what exists (``rates_at``) and what the dedicated network is."""
 
-    def __init__(self, cluster, timeline, set_pair, nodes):
-        self.pair = pair_bandwidth_function(cluster, timeline)
+    def __init__(self, timeline, setter):
         self.timeline = timeline
-        self.set_pair = set_pair
-        self.nodes = list(nodes)
+        self.setter = setter
         self.times = sorted({t for t, _, _ in timeline.events})  # when anything changes
         self.current = {}
 
-    def rates_at(self, t):
-        return {(a, b): self.pair(a, b, t) for a in self.nodes for b in self.nodes if a != b}
-
     def apply(self, t):
-        """Bring every pair to its bandwidth at scenario time ``t``; returns the number of
+        """Bring everything to its bandwidth at scenario time ``t``; returns the number of
         ``tc class change`` commands run."""
         return self.apply_rates(self.rates_at(t))
 
     def apply_rates(self, rates):
-        """Bring the pairs of ``rates`` ({(a, b): Mbit/s}) there, changing only what differs."""
+        """Bring the keys of ``rates`` ({(a, b): Mbit/s}) there, changing only what differs."""
         count = 0
         for (a, b), rate in rates.items():
             if self.current.get((a, b)) != rate:
-                self.set_pair(a, b, rate)
+                self.setter(a, b, rate)
                 self.current[(a, b)] = rate
                 count += 1
         return count
@@ -68,6 +66,45 @@ class ScenarioPlayer:
             n = self.apply(t)
             if progress:
                 progress(t, n)
+
+
+class ScenarioPlayer(_Player):
+    """Drives ``set_pair(a, b, rate_mbps)`` (e.g. :meth:`Testbed.set_pair`) for every ordered
+    pair of ``nodes`` (a crossbar)."""
+
+    def __init__(self, cluster, timeline, set_pair, nodes):
+        super().__init__(timeline, set_pair)
+        self.pair = pair_bandwidth_function(cluster, timeline)
+        self.nodes = list(nodes)
+        self.capacity_mbps = {n: cluster.nodes[n]["capacity_mbps"] for n in self.nodes}
+
+    def rates_at(self, t):
+        return {(a, b): self.pair(a, b, t) for a in self.nodes for b in self.nodes if a != b}
+
+    def dedicated_rates(self):
+        return {(a, b): min(self.capacity_mbps[a], self.capacity_mbps[b])
+                for a in self.nodes for b in self.nodes if a != b}
+
+
+class LinkPlayer(_Player):
+    """Drives ``set_link(a, b, rate_mbps)`` (e.g. :meth:`TreeTestbed.set_link`, both
+    directions of link a-b) for every link of a tree's timeline."""
+
+    def rates_at(self, t):
+        return {(a, b): self.timeline.bandwidth_mbps(i, t)
+                for i, (a, b, _) in enumerate(self.timeline.links)}
+
+    def dedicated_rates(self):
+        return {(a, b): float(cap) for a, b, cap in self.timeline.links}
+
+
+def player_for(cluster, timeline, testbed):
+    """The player of ``timeline`` on ``testbed``: per link on a tree, per pair otherwise."""
+    from ..network import cluster as clusters
+
+    if cluster.graph.get("topology") == "tree":
+        return LinkPlayer(timeline, testbed.set_link)
+    return ScenarioPlayer(cluster, timeline, testbed.set_pair, clusters.node_names(cluster))
 
 
 def plan_scripts(cluster, timeline, addresses, *, interface="eth0", time_scale=1.0,

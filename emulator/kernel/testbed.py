@@ -121,7 +121,8 @@ def shaping_info(name, state_dir=STATE_DIR):
     with open(state_path(name, state_dir)) as f:
         state = json.load(f)
     return {"name": name, "nodes": state["nodes"], "subnet": state["subnet"],
-            "state_dir": state_dir, "capacity_mbps": state["capacity_mbps"]}
+            "state_dir": state_dir, "capacity_mbps": state["capacity_mbps"],
+            "cluster": state.get("cluster")}  # a tree's cluster (node-link JSON)
 
 
 def require_root():
@@ -150,19 +151,7 @@ class Testbed:
         """Create everything; shape node i -> node j at ``pair_mbps(ni, nj)`` under a port of
         ``capacity_mbps``. Returns the paths of the hostfile and launcher."""
         L = self.layout
-        iproute.check_rate(capacity_mbps, "port capacity")
-        if out_dir is not None and not os.path.isdir(out_dir):
-            raise UserError(f"output folder {out_dir} does not exist")
-        if os.path.exists(self.path):
-            raise UserError(f"testbed {L.name!r} is already up ({self.path}); run "
-                            f"'nodesel testbed down --name {L.name}' first")
-        self.check_subnet_free()
-        os.makedirs(self.state_dir, exist_ok=True)
-        self.created = []
-        self.capacity_mbps = float(capacity_mbps)
-        self.state = {"name": L.name, "nodes": L.nodes, "subnet": L.subnet,
-                      "capacity_mbps": float(capacity_mbps), "created": self.created,
-                      "files": []}
+        self._begin(capacity_mbps, out_dir)
         try:
             self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
             for host in L.hosts():
@@ -185,6 +174,23 @@ class Testbed:
             self.down()
             raise
         return files
+
+    def _begin(self, capacity_mbps, out_dir, **state):
+        """Checks before anything is made, then an empty state (``state`` adds fields)."""
+        L = self.layout
+        iproute.check_rate(capacity_mbps, "port capacity")
+        if out_dir is not None and not os.path.isdir(out_dir):
+            raise UserError(f"output folder {out_dir} does not exist")
+        if os.path.exists(self.path):
+            raise UserError(f"testbed {L.name!r} is already up ({self.path}); run "
+                            f"'nodesel testbed down --name {L.name}' first")
+        self.check_subnet_free()
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.created = []
+        self.capacity_mbps = float(capacity_mbps)
+        self.state = {"name": L.name, "nodes": L.nodes, "subnet": L.subnet,
+                      "capacity_mbps": float(capacity_mbps), "created": self.created,
+                      "files": [], **state}
 
     def check_subnet_free(self):
         """Refuse a subnet that another testbed's state records or that an address of this

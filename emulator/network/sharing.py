@@ -105,7 +105,7 @@ def resources(cluster):
     return Resources(nodes, names, capacity, paths, {n: i for i, n in enumerate(names)})
 
 
-def _link_resources(res, cluster, a, b):
+def link_resources(res, cluster, a, b):
     """The two directed resources of a scenario link a-b."""
     if cluster.graph.get("topology") == "crossbar":
         return [res.index[("pair", a, b)], res.index[("pair", b, a)]]
@@ -127,7 +127,7 @@ def timeline_arrays(res, cluster, timeline):
     if timeline is None:
         return times, which, caps, bgs, init_cap, init_bg, math.inf
     streams = timeline.streams
-    link_res = [_link_resources(res, cluster, a, b) for a, b, _ in timeline.links]
+    link_res = [link_resources(res, cluster, a, b) for a, b, _ in timeline.links]
 
     def state(link, mbps, count):
         if count is None:  # a bandwidth: the link's capacity, nobody else on it

@@ -1,0 +1,136 @@
+"""The tree testbed's plan (switches, trunks, per-pair classes), its refusals and its scenario
+player, with the fake runner of test_iproute (no root needed)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from emulator.errors import UserError
+from emulator.kernel.tcplayer import LinkPlayer, player_for
+from emulator.kernel import treebed
+from emulator.kernel.treebed import TreeTestbed, check_tree
+from emulator.network import cluster as clusters
+from emulator.network.scenario import Timeline
+from test_iproute import FakeRunner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TWO_RACKS = {"topology": "tree", "capacity_mbps": 100, "switches": ["core", "r1", "r2"],
+             "nodes": [{"name": "a", "switch": "r1"}, {"name": "b", "switch": "r1"},
+                       {"name": "c", "switch": "r2"}],
+             "links": [{"a": "r1", "b": "core", "capacity_mbps": 150},
+                       {"a": "r2", "b": "core", "capacity_mbps": 150}]}
+
+
+def two_racks():
+    return clusters.cluster_from_dict(json.loads(json.dumps(TWO_RACKS)))
+
+
+def test_up_builds_switches_trunks_and_ports_and_down_removes_them(tmp_path):
+    run = FakeRunner()
+    bed = TreeTestbed.for_cluster("tt", two_racks(), state_dir=str(tmp_path), run=run)
+    files = bed.up(out_dir=str(tmp_path))
+    assert run.namespaces == {"tt-c", "tt-s1", "tt-s2", "tt-s3", "tt-n1", "tt-n2", "tt-n3"}
+    assert bed.root == "core" and bed.switch_namespace("core") == "tt-s1"
+    # every direction of every link is shaped once, at its capacity (payload rate plus frames)
+    roots = [(a[2], a[a.index("dev") + 1]) for a in run.argvs
+             if a[0] == "tc" and a[3:5] == ["qdisc", "add"]]
+    assert sorted(roots) == sorted([("tt-n1", "eth0"), ("tt-n2", "eth0"), ("tt-n3", "eth0"),
+                                    ("tt-s2", "p1"), ("tt-s2", "p2"), ("tt-s3", "p3"),
+                                    ("tt-s2", "t1"), ("tt-s1", "t2"), ("tt-s3", "t1"),
+                                    ("tt-s1", "t3")])
+    link_classes = [a for a in run.argvs if a[0] == "tc" and "classid" in a
+                    and a[a.index("classid") + 1] == "1:1"]
+    rates = {(a[2], a[a.index("dev") + 1]): a[a.index("rate") + 1] for a in link_classes}
+    assert rates[("tt-s2", "t1")] == "156837kbit"  # 150 Mbit/s of payload in 1514-byte frames
+    assert rates[("tt-n1", "eth0")] == "104558kbit"
+    # the rack-1 uplink carries a->c and b->c: one leaf and filter for each
+    filters = [a for a in run.argvs if a[:3] == ["tc", "-n", "tt-s2"] and "filter" in a
+               and a[a.index("dev") + 1] == "t1"]
+    assert [(f[f.index("src") + 1], f[f.index("dst") + 1]) for f in filters] == \
+        [("10.77.0.1/32", "10.77.0.3/32"), ("10.77.0.2/32", "10.77.0.3/32")]
+    state = json.load(open(bed.path))
+    assert state["topology"] == "tree" and state["queue"] == "fair"
+    again, _ = treebed.open_testbed("tt", str(tmp_path), run=run)
+    assert isinstance(again, TreeTestbed) and again.end("r1", "core") == ("tt-s2", "t1")
+    assert bed.down() and not run.namespaces and not run.links
+    assert not os.path.exists(files["hostfile"]) and bed.down() == []
+
+
+def test_fifo_queues_give_one_class_per_link_direction(tmp_path):
+    run = FakeRunner()
+    TreeTestbed.for_cluster("tt", two_racks(), queue="fifo", state_dir=str(tmp_path),
+                            run=run).up()
+    assert not [a for a in run.argvs if "filter" in a]
+    assert len([a for a in run.argvs if a[0] == "tc" and "class" in a]) == 10
+
+
+def test_a_failure_part_way_leaves_nothing(tmp_path):
+    run = FakeRunner(fail_on="dev t1", fail_at=3)
+    bed = TreeTestbed.for_cluster("tt", two_racks(), state_dir=str(tmp_path), run=run)
+    with pytest.raises(UserError, match="injected failure"):
+        bed.up()
+    assert not run.namespaces and not run.links and not os.path.exists(bed.path)
+
+
+def test_set_link_changes_both_directions_and_refuses_what_is_no_link(tmp_path):
+    run = FakeRunner()
+    bed = TreeTestbed.for_cluster("tt", two_racks(), state_dir=str(tmp_path), run=run)
+    bed.set_link("r1", "core", 60)
+    bed.set_link("a", "r1", 500)  # capped at the port's 100
+    changes = [(a[2], a[a.index("dev") + 1], a[a.index("rate") + 1]) for a in run.argvs]
+    assert changes == [("tt-s2", "t1", "62735kbit"), ("tt-s1", "t2", "62735kbit"),
+                       ("tt-n1", "eth0", "104558kbit"), ("tt-s2", "p1", "104558kbit")]
+    with pytest.raises(UserError, match="not a link"):
+        bed.set_link("a", "core", 10)
+    with pytest.raises(UserError, match="shapes links, not pairs"):
+        bed.set_pair("a", "c", 10)
+
+
+def test_a_tree_scenario_is_played_per_link():
+    cluster = two_racks()
+    links = clusters.links(cluster)
+    uplink = [i for i, (a, b, _) in enumerate(links) if {a, b} == {"r1", "core"}][0]
+    timeline = Timeline(links, [c for _, _, c in links], [(10.0, uplink, 50.0)])
+    calls = []
+    player = LinkPlayer(timeline, lambda a, b, r: calls.append((a, b, r)))
+    assert player.apply(0.0) == len(links)
+    calls.clear()
+    assert player.next_event(0.0) == 10.0
+    assert player.apply(10.0) == 1 and calls == [(links[uplink][0], links[uplink][1], 50.0)]
+    assert player.apply_rates(player.dedicated_rates()) == 1
+    bed = TreeTestbed.for_cluster("tt", cluster, run=FakeRunner())
+    assert isinstance(player_for(cluster, timeline, bed), LinkPlayer)
+
+
+def test_a_graph_with_a_cycle_or_a_node_on_two_switches_is_no_tree():
+    looped = two_racks()
+    looped.add_edge("r1", "r2", capacity_mbps=10.0)
+    with pytest.raises(UserError, match="f.toml: the links do not form a tree: cycle"):
+        check_tree(looped, "f.toml")
+    doubled = two_racks()
+    doubled.remove_edge("r2", "core")
+    doubled.add_edge("a", "r2", capacity_mbps=100.0)
+    with pytest.raises(UserError, match="node a is not on exactly one switch"):
+        check_tree(doubled, "f.toml")
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"links": TWO_RACKS["links"] + [{"a": "r1", "b": "r2", "capacity_mbps": 10}]},
+     "has a cycle"),
+    ({"links": TWO_RACKS["links"][:1]}, "is not connected"),
+    ({"topology": "crossbar", "nodes": 3, "switches": [], "links": []},
+     "not 'tree' (a crossbar testbed takes --nodes"),
+])
+def test_a_file_whose_links_are_no_tree_is_refused_in_one_line(tmp_path, extra, message):
+    data = dict(TWO_RACKS, **extra)
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps(data))
+    proc = subprocess.run([sys.executable, "-m", "emulator", "testbed", "up", "--cluster",
+                           str(path), "--name", "tl", "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr
+    assert str(path) in proc.stderr and not (tmp_path / "tl.json").exists()

@@ -1,0 +1,115 @@
+"""The tree testbed for real: switch namespaces, shaped trunks, TCP across them, a scenario
+change on a trunk, and MPI flows through it.
+
+Needs root (and the ip, tc and unshare programs); skips with a reason elsewhere.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator.coordinator.launch import mpiexec_path
+from emulator.kernel import transfer
+from emulator.kernel.treebed import open_testbed
+from emulator.network import cluster as clusters
+from emulator.network.scenario import Timeline
+from test_testbed_root import nodesel, pytestmark, traces_of  # noqa: F401 (pytestmark: root, skips)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+NAME = "ntree"
+CLUSTER = """topology = "tree"
+capacity_mbps = 100
+switches = ["core", "r1", "r2"]
+nodes = [{name = "n1", switch = "r1"}, {name = "n2", switch = "r1"},
+         {name = "n3", switch = "r2"}, {name = "n4", switch = "r2"}]
+links = [{a = "r1", b = "core", capacity_mbps = 150}, {a = "r2", b = "core", capacity_mbps = 150}]
+"""
+
+
+@pytest.fixture
+def tree(tmp_path):
+    path = tmp_path / "racks.toml"
+    path.write_text(CLUSTER)
+    up = nodesel("testbed", "up", "--cluster", str(path), "--name", NAME, "--out",
+                 str(tmp_path), "--state-dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    bed, _ = open_testbed(NAME, str(tmp_path))
+    yield bed, tmp_path
+    down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
+    assert down.returncode == 0, down.stderr
+    assert not traces_of(NAME)
+
+
+def transfers(bed, flows, seconds):
+    return transfer.run_transfers(lambda n: bed.layout.namespace(bed.host(n)),
+                                  lambda n: bed.layout.ip(bed.host(n)), flows, seconds=seconds)
+
+
+def test_two_racks_up_and_down_leave_nothing(tree):
+    bed, tmp_path = tree
+    names = {t for t in traces_of(NAME) if t.startswith(f"{NAME}-") and "-v" not in t}
+    assert {f"{NAME}-s{k}" for k in (1, 2, 3)} <= names
+    assert {f"{NAME}-n{i}" for i in (1, 2, 3, 4)} <= names
+    bridges = subprocess.run(["ip", "-n", f"{NAME}-s2", "-o", "link", "show", "type", "bridge"],
+                             capture_output=True, text=True, check=True).stdout
+    assert "br0" in bridges
+    down = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
+    assert down.returncode == 0 and not traces_of(NAME)
+    again = nodesel("testbed", "down", "--name", NAME, "--state-dir", str(tmp_path))
+    assert again.returncode == 0 and "nothing to remove" in again.stdout
+
+
+def test_two_transfers_share_the_uplink_they_cross(tree):
+    bed, _ = tree
+    reports = transfers(bed, [("n1", "n3"), ("n2", "n4")], seconds=3.5)
+    window = transfer.common_window(reports, settle_seconds=0.75)
+    rates = [transfer.rate_mbps(r, *window) for r in reports]
+    # 150 Mbit/s between two flows whose ports would each carry 100
+    assert all(75 * 0.95 <= r <= 75 * 1.05 for r in rates), rates
+    alone = transfers(bed, [("n1", "n2")], seconds=2.0)  # within a rack: the port's 100
+    window = transfer.common_window(alone, settle_seconds=0.5)
+    assert 95 <= transfer.rate_mbps(alone[0], *window) <= 105
+
+
+def test_a_scenario_change_on_a_trunk_reaches_a_running_transfer(tree):
+    bed, tmp_path = tree
+    cluster = bed.cluster
+    links = clusters.links(cluster)
+    uplink = [i for i, (a, b, _) in enumerate(links) if {a, b} == {"r1", "core"}][0]
+    path = tmp_path / "uplink.json"
+    Timeline(links, [c for _, _, c in links], [(1.5, uplink, 40.0)],
+             {"duration_seconds": 1.5}).write(str(path))
+    player = subprocess.Popen([sys.executable, "-m", "emulator", "testbed", "play",
+                               "--scenario", str(path), "--name", NAME, "--state-dir",
+                               str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    start = time.time()
+    (report,) = transfers(bed, [("n1", "n3")], seconds=3.5)
+    out, err = player.communicate(timeout=30)
+    assert player.returncode == 0, err
+    changed = start + 1.5
+    before = transfer.rate_mbps(report, report["first"] + 0.3, changed - 0.3)
+    after = transfer.rate_mbps(report, changed + 0.5, report["last"] - 0.2)
+    assert 95 <= before <= 105 and 38 <= after <= 42, (before, after)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
+def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
+    cluster = tmp_path / "racks.toml"
+    cluster.write_text(CLUSTER)
+    flows = tmp_path / "flows.csv"
+    flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n3,3000000\n0,n2,n4,3000000\n"
+                     "0.1,n3,n1,2000000\n")
+    proc = nodesel("flows", "--cluster", str(cluster), "--flows", str(flows), "--shaping",
+                   "tc", "--testbed", "netns", "--testbed-name", "ntrf", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not traces_of("ntrf")
+    for row in json.loads(proc.stdout)["flows"]:
+        span = row["model_end_seconds"] - row["start_seconds"]
+        assert abs(row["end_seconds"] - row["model_end_seconds"]) <= 0.1 * span, row
