@@ -248,6 +248,32 @@ def test_algorithm_1_follows_easy_backfilling():
     assert ends == pytest.approx({1: 10.0, 3: 3.0, 2: 20.0})
 
 
+@pytest.mark.parametrize("node_aware", [True, False])
+def test_easy_reserves_the_heads_nodes_not_only_slots(monkeypatch, node_aware):
+    # 3 nodes, MPL 2, Uniform. A runs alone on a; B and its partner D fill b and c until 50.
+    # The head H needs all three nodes: at 50 it takes a's last slot. C (1 task, long) would
+    # pair with A on a (Uniform joins a job of its size), which the slot count allows (2
+    # slots to spare at 50) but which leaves H no node a: with the head's nodes reserved, C
+    # waits and H starts at 50.
+    if not node_aware:  # the slot count alone, to show what the reservation prevents
+        monkeypatch.setattr(Placement, "reserve", None)
+    p = Placement("uniform", ["a", "b", "c"], mpl=2)
+    s = Scheduler(6, "easy", nodes=p)
+    a, b, d = _job(1, 1, exe=100.0), _job(2, 2, exe=50.0), _job(3, 2, exe=50.0)
+    h, c = _job(4, 3, exe=10.0), _job(5, 1, exe=1000.0)
+    for j in (a, b, d, h, c):
+        s.submit(j, 0.0)
+    started = s.schedule(0.0)
+    assert [j.nodes for j in (a, b, d)] == [["a"], ["b", "c"], ["b", "c"]]
+    for j in (b, d):
+        s.finish(j, 50.0)
+    s.schedule(50.0)
+    if node_aware:
+        assert started == [a, b, d] and h.start == 50.0 and sorted(h.nodes) == ["a", "b", "c"]
+    else:
+        assert c in started and c.nodes == ["a"] and h.start is None
+
+
 def test_deviation_keeps_the_sign():
     assert cisne.deviation_pct(12.0, 10.0) == pytest.approx(20.0)
     assert cisne.deviation_pct(8.0, 10.0) == pytest.approx(-20.0)

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from emulator.errors import UserError
-from emulator.kernel.tcplayer import LinkPlayer, player_for
-from emulator.kernel import treebed
+from emulator.kernel import streams, treebed
+from emulator.kernel.tcplayer import LinkPlayer, StreamPlayer, player_for
 from emulator.kernel.treebed import TreeTestbed, check_tree
 from emulator.network import cluster as clusters
-from emulator.network.scenario import Timeline
+from emulator.network.scenario import Timeline, generate_streams
 from test_iproute import FakeRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,3 +134,42 @@ def test_a_file_whose_links_are_no_tree_is_refused_in_one_line(tmp_path, extra, 
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr
     assert str(path) in proc.stderr and not (tmp_path / "tl.json").exists()
+
+
+def test_real_background_gives_each_switch_a_host_and_each_stream_a_leaf(tmp_path):
+    run = FakeRunner()
+    bed = TreeTestbed.for_cluster("tt", two_racks(), background="real",
+                                  state_dir=str(tmp_path), run=run)
+    bed.up()
+    assert {"tt-b1", "tt-b2", "tt-b3"} <= run.namespaces
+    assert bed.address_of("r1") == "10.77.0.5"  # after the 3 nodes: switch 2's host
+    link, direction = bed.link_direction("r1", "core")
+    uplink = [a for a in run.argvs if a[:3] == ["tc", "-n", "tt-s2"] and "filter" in a
+              and a[a.index("dev") + 1] == "t1"]
+    stream_leaves = [f for f in uplink if "sport" in f]
+    assert len(stream_leaves) == streams.SLOTS_PER_DIRECTION
+    first = stream_leaves[0]
+    assert first[first.index("src") + 1] == "10.77.0.5/32"  # r1's host to core's
+    assert first[first.index("dst") + 1] == "10.77.0.4/32"
+    assert first[first.index("sport") + 1] == str(streams.stream_port(link, direction, 0))
+    bed.down()
+    assert not run.namespaces
+
+
+def test_stream_counts_are_played_per_link_and_need_a_stream_model():
+    cluster = two_racks()
+    timeline = generate_streams(cluster, seed=3, duration_seconds=300)
+    calls = []
+    player = StreamPlayer(timeline, lambda a, b, n: calls.append((a, b, n)))
+    player.apply(0.0)
+    assert [n for _, _, n in calls] == list(timeline.streams[0])
+    t, link, _ = timeline.events[0]
+    calls.clear()
+    player.apply(t)
+    assert calls == [(*timeline.links[link][:2], timeline.streams[1][0])]
+    assert set(player.dedicated_rates().values()) == {0}
+    links = clusters.links(cluster)
+    with pytest.raises(UserError, match="need a stream-model scenario"):
+        StreamPlayer(Timeline(links, [c for _, _, c in links]), lambda a, b, n: None)
+    bed = TreeTestbed.for_cluster("tt", cluster, background="real", run=FakeRunner())
+    assert isinstance(player_for(cluster, timeline, bed), StreamPlayer)

@@ -113,3 +113,42 @@ def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
     for row in json.loads(proc.stdout)["flows"]:
         span = row["model_end_seconds"] - row["start_seconds"]
         assert abs(row["end_seconds"] - row["model_end_seconds"]) <= 0.1 * span, row
+
+
+def test_real_background_streams_take_their_max_min_share(tmp_path):
+    path = tmp_path / "racks.toml"
+    path.write_text(CLUSTER)
+    up = nodesel("testbed", "up", "--cluster", str(path), "--name", "ntbg", "--background",
+                 "real", "--state-dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+    try:
+        bed, _ = open_testbed("ntbg", str(tmp_path))
+        links = clusters.links(bed.cluster)
+        uplink = [i for i, (a, b, _) in enumerate(links) if {a, b} == {"r1", "core"}][0]
+        initial = [0] * len(links)
+        initial[uplink] = 2  # two competing streams each way from t=0, none after 2 s
+        scenario = tmp_path / "streams.json"
+        Timeline(links, [c / (s + 1) for (_, _, c), s in zip(links, initial)],
+                 [(2.0, uplink, 150.0)], {"duration_seconds": 2.0},
+                 (initial, [0])).write(str(scenario))
+        player = subprocess.Popen([sys.executable, "-m", "emulator", "testbed", "play",
+                                   "--scenario", str(scenario), "--name", "ntbg",
+                                   "--state-dir", str(tmp_path)], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.7)  # the agents start and their streams settle
+        start = time.time()
+        (report,) = transfers(bed, [("n1", "n3")], seconds=3.0)
+        out, err = player.communicate(timeout=30)
+        assert player.returncode == 0, err
+        changed = start + 1.3  # the streams stop 2 s after play started
+        beside = transfer.rate_mbps(report, report["first"] + 0.3, changed - 0.2)
+        alone = transfer.rate_mbps(report, changed + 0.5, report["last"] - 0.2)
+        # beside two streams the flow gets a third of the 150 Mbit/s uplink; then its port
+        assert 50 * 0.9 <= beside <= 50 * 1.1 and 95 <= alone <= 105, (beside, alone)
+        agents = subprocess.run(["pgrep", "-f", "emulator.kernel.streams"], capture_output=True,
+                                text=True).stdout.split()
+        assert not agents  # the agents end with the play
+    finally:
+        down = nodesel("testbed", "down", "--name", "ntbg", "--state-dir", str(tmp_path))
+        assert down.returncode == 0, down.stderr
+        assert not traces_of("ntbg")

@@ -81,6 +81,8 @@ def choose_uniform(state, mpl, info, jobs):
     for jid, (tasks, kind, names) in jobs.items():
         if tasks != size:
             continue
+        if any(n not in state for n in names):
+            continue  # on a node it may not use
         nodes = [state[n] for n in names]
         if not all(eligible(n, mpl, cpu) for n in nodes):
             continue
@@ -149,10 +151,28 @@ class Placement:
             return choose_random(self.state, self.mpl, info, self.rng)
         return choose_pattern(self.state, self.mpl, info, self.graph, self.pattern_of)
 
-    def can_place(self, job):
-        nodes = self.choose(job.info)
+    def can_place(self, job, avoid=None):
+        """Can ``job`` start now (on none of the nodes in ``avoid``)?"""
+        if avoid:
+            kept = {n: s for n, s in self.state.items() if n not in avoid}
+            nodes = self.copy_with(kept).choose(job.info)
+        else:
+            nodes = self.choose(job.info)
         self._choice = (job.id, nodes)
         return nodes is not None
+
+    def reserve(self, head, ending):
+        """EASY's reservation on nodes: the nodes ``head`` will need all of once the jobs
+        ``ending`` have released theirs (those where it takes the last free slot), which a
+        job still running then must not take; empty if the head would not fit even then."""
+        then = self.copy()
+        for job in ending:
+            if job.id in then.jobs:
+                then.release(job)
+        nodes = then.choose(head.info)
+        if nodes is None:
+            return frozenset()
+        return frozenset(n for n in nodes if len(then.state[n].tasks) + 1 >= then.mpl)
 
     def place(self, job):
         nodes = self._choice[1] if self._choice and self._choice[0] == job.id else None
@@ -190,9 +210,13 @@ class Placement:
         """An independent placement in the same state (for simulating forward); the random
         policy's copy draws from a copy of the generator, so simulating forward leaves the
         live run's draws as they were."""
+        return self.copy_with(self.state)
+
+    def copy_with(self, state):
+        """:meth:`copy`, over the nodes of ``state`` only."""
         other = copy.copy(self)
         other.state = {n: NodeState(s.name, s.local_cpu, dict(s.tasks))
-                       for n, s in self.state.items()}
+                       for n, s in state.items()}
         other.jobs = dict(self.jobs)
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())

@@ -109,6 +109,9 @@ def cluster_options(p, probe_kib=256):
     p.add_argument("--testbed-queue", choices=("fair", "fifo"), default="fair",
                    help="on a tree testbed, how a link serves the node pairs crossing it: "
                         "fair, round robin among them (default); fifo, one drop-tail queue")
+    p.add_argument("--testbed-background", choices=("rates", "real"), default="rates",
+                   help="on a tree testbed, the scenario's competing streams as link rates "
+                        "(default) or as real TCP streams")
 
 
 def load_cluster(path, nodes=None, *, allocation=False):
@@ -230,7 +233,8 @@ def _on_testbed(args, cluster, mpiexec):
         from ..kernel.treebed import TreeTestbed
 
         testbed = TreeTestbed.for_cluster(args.testbed_name, cluster, path=args.cluster,
-                                          queue=args.testbed_queue)
+                                          queue=args.testbed_queue,
+                                          background=args.testbed_background)
         require_root()
 
         def up(out_dir):

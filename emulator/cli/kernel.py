@@ -37,6 +37,10 @@ def register(sub):
     tup.add_argument("--queue", choices=("fair", "fifo"), default="fair",
                      help="on a tree, how a link serves the node pairs crossing it: fair, "
                           "round robin among them (default); fifo, one drop-tail queue")
+    tup.add_argument("--background", choices=("rates", "real"), default="rates",
+                     help="on a tree, a scenario's competing streams as a change of the "
+                          "link's rate (default) or as real TCP streams (started by 'play' "
+                          "and by tc runs, from a background host per switch)")
     tup.add_argument("--capacity-mbps", type=positive_float, default=100.0,
                      help="port capacity of every node (default 100)")
     tup.add_argument("--scenario", help="shape pairs at the scenario's bandwidths at time 0 "
@@ -98,6 +102,14 @@ def _play(testbed, state, scenario, time_scale):
         clusters.crossbar(state["nodes"], capacity_mbps=state["capacity_mbps"])
     timeline = load_scenario(scenario, cluster)
     player = player_for(cluster, timeline, testbed)
+    try:
+        return _play_with(player, timeline, time_scale)
+    finally:
+        if hasattr(testbed, "stop_streams"):
+            testbed.stop_streams()
+
+
+def _play_with(player, timeline, time_scale):
     print(f"playing {len(timeline.events)} changes over {timeline.duration_seconds():g} "
           f"scenario seconds at time scale {time_scale:g}; Ctrl-C stops", flush=True)
     player.play(time_scale=time_scale,
@@ -170,12 +182,16 @@ def _tree_up(args):
                         "--bandwidth-mbps (a scenario changes links: --scenario)")
     cluster = clusters.load_cluster(args.cluster)
     testbed = TreeTestbed.for_cluster(args.name, cluster, path=args.cluster, subnet=args.subnet,
-                                      queue=args.queue, state_dir=args.state_dir)
+                                      queue=args.queue, background=args.background,
+                                      state_dir=args.state_dir)
     timeline = load_scenario(args.scenario, cluster) if args.scenario else None
+    player = None if timeline is None else player_for(cluster, timeline, testbed)
     require_root()
     files = testbed.up(out_dir=args.out)
-    if timeline is not None:
-        player_for(cluster, timeline, testbed).apply(0.0)
+    if player is not None and args.background == "rates":
+        player.apply(0.0)
+    elif player is not None:
+        print("real background streams start with 'nodesel testbed play' or a tc run")
     L = testbed.layout
     print(f"testbed {args.name}: {L.nodes} node namespaces ({L.namespace('n1')} ...) on "
           f"{len(testbed.switch_index)} switch namespaces ({testbed.switch_namespace(testbed.root)} "

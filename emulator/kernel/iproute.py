@@ -191,7 +191,7 @@ def add_shaping(ns, dev, capacity_mbps, destinations):
     """
     cap = check_rate(capacity_mbps, "port capacity")
     return _classes(_tc(ns, dev), dev, cap, _htb(cap), [
-        (minor, _htb(min(check_rate(rate), cap)), ["dst", f"{check_address(address)}/32"])
+        (minor, _htb(min(check_rate(rate), cap)), [("dst", f"{check_address(address)}/32")])
         for minor, address, rate in destinations])
 
 
@@ -210,8 +210,8 @@ def _classes(tc, dev, cap, default_leaf, leaves):
             raise InvalidTestbedValue(f"class minor {minor} invalid or repeated")
         seen.add(minor)
         words = []
-        for k in range(0, len(match), 2):
-            words += ["match", "ip", *match[k:k + 2]]
+        for selector in match:
+            words += ["match", "ip", *selector]
         cmds += [tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
                        class_id(minor)] + leaf,
                  tc + ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
@@ -246,16 +246,24 @@ def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
     queuing across pairs; flows of one pair share its leaf's FIFO). Other traffic (control,
     ARP) goes to a default leaf of the same kind.
 
-    ``pairs`` is a list of ``(minor, source address, destination address)``; minors distinct,
-    between 2 and 0xFFE.
+    ``pairs`` is a list of ``(minor, source address, destination address)``, or of
+    ``(minor, source, destination, source port)`` for a leaf of one TCP stream; minors
+    distinct, between 2 and 0xFFE.
     """
     cap = check_rate(capacity_mbps, "link capacity")
     leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
             "burst", str(burst_bytes(cap)), "cburst", str(burst_bytes(cap)),
             "quantum", str(int(quantum_bytes))]
     return _classes(_tc(ns, dev), dev, cap, leaf, [
-        (minor, leaf, ["src", f"{check_address(src)}/32", "dst", f"{check_address(dst)}/32"])
-        for minor, src, dst in pairs])
+        (minor, leaf, [("src", f"{check_address(src)}/32"), ("dst", f"{check_address(dst)}/32")]
+         + ([] if sport is None else [("sport", str(_port(sport)), "0xffff")]))
+        for minor, src, dst, *rest in pairs for sport in [rest[0] if rest else None]])
+
+
+def _port(port):
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidTestbedValue(f"invalid port {port!r}")
+    return port
 
 
 def change_port_rate(ns, dev, rate_mbps):

@@ -17,7 +17,13 @@ from .treebed import open_testbed_of
 
 class KernelShaper:
     def __init__(self, testbed, cluster, timeline, time_scale):
+        self.testbed = testbed
         self.player = player_for(cluster, timeline, testbed)
+        if getattr(testbed, "background", "rates") == "real":
+            # agents and the scenario's first streams before any job: opening dozens of
+            # streams takes seconds, which must not land on a job's clock
+            testbed.start_streams()
+            self.player.apply(0.0)
         self.time_scale = time_scale
         self.epoch, self.dedicated = None, False
         self.errors = []
@@ -70,3 +76,6 @@ class KernelShaper:
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=5)
+        stop_streams = getattr(self.testbed, "stop_streams", None)
+        if stop_streams is not None:  # real background streams end with the run
+            stop_streams()

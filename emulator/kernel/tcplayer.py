@@ -13,6 +13,7 @@ import bisect
 import shlex
 import time
 
+from ..errors import UserError
 from ..network.scenario import pair_bandwidth_function
 from . import iproute
 
@@ -98,10 +99,39 @@ class LinkPlayer(_Player):
         return {(a, b): float(cap) for a, b, cap in self.timeline.links}
 
 
+class StreamPlayer(_Player):
+    """Drives ``set_streams(a, b, count)`` (:meth:`TreeTestbed.set_streams`): the stream
+    model's streams of every link, as real TCP streams."""
+
+    def __init__(self, timeline, set_streams):
+        if timeline.streams is None:
+            raise UserError("real background streams need a stream-model scenario (one that "
+                            "counts each link's streams, as 'nodesel scenario generate' writes)")
+        super().__init__(timeline, set_streams)
+        initial, per_event = timeline.streams
+        self.counts = [([0.0], [int(c)]) for c in initial]
+        for (t, link, _), count in zip(timeline.events, per_event):
+            self.counts[link][0].append(t)
+            self.counts[link][1].append(int(count))
+
+    def rates_at(self, t):
+        """The number of streams on each link at ``t`` (the player's values)."""
+        out = {}
+        for (a, b, _), (times, counts) in zip(self.timeline.links, self.counts):
+            out[(a, b)] = counts[max(bisect.bisect_right(times, t) - 1, 0)]
+        return out
+
+    def dedicated_rates(self):
+        return {(a, b): 0 for a, b, _ in self.timeline.links}
+
+
 def player_for(cluster, timeline, testbed):
-    """The player of ``timeline`` on ``testbed``: per link on a tree, per pair otherwise."""
+    """The player of ``timeline`` on ``testbed``: per link on a tree (class rates, or real
+    streams with ``--background real``), per pair otherwise."""
     from ..network import cluster as clusters
 
+    if getattr(testbed, "background", "rates") == "real":
+        return StreamPlayer(timeline, testbed.set_streams)
     if cluster.graph.get("topology") == "tree":
         return LinkPlayer(timeline, testbed.set_link)
     return ScenarioPlayer(cluster, timeline, testbed.set_pair, clusters.node_names(cluster))

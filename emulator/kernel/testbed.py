@@ -80,6 +80,17 @@ class Layout:
         net = ipaddress.IPv4Network(self.subnet)
         return f"{net.network_address + host}/{net.prefixlen}"
 
+    def addresses(self):
+        """Host addresses of the subnet."""
+        return ipaddress.IPv4Network(self.subnet).num_addresses - 2
+
+    def prefixlen(self):
+        return ipaddress.IPv4Network(self.subnet).prefixlen
+
+    def host_ip(self, host):
+        """Host number ``host`` of the subnet, without the prefix length."""
+        return self._addr(host).split("/")[0]
+
     @property
     def bridge_address(self):
         net = ipaddress.IPv4Network(self.subnet)

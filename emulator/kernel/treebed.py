@@ -25,11 +25,12 @@ import networkx as nx
 
 from ..errors import UserError
 from ..network import cluster as clusters
-from . import command, iproute
+from . import command, iproute, streams
 from .testbed import NS_DEV, STATE_DIR, WIRE_PER_PAYLOAD, Layout, Testbed, state_path
 
 BRIDGE = "br0"
 QUEUES = ("fair", "fifo")  # how a link direction serves the pairs crossing it
+BACKGROUNDS = ("rates", "real")  # a scenario's streams as class rates, or as TCP streams
 HOST_END = "h0"  # the root switch's end of the host's link
 
 
@@ -57,28 +58,54 @@ def check_tree(cluster, path="<cluster>"):
 class TreeTestbed(Testbed):
     """A :class:`Testbed` whose nodes hang off a tree of switches (see the module)."""
 
-    def __init__(self, layout, cluster, *, queue="fair", state_dir=STATE_DIR, run=command.run):
+    def __init__(self, layout, cluster, *, queue="fair", background="rates",
+                 state_dir=STATE_DIR, run=command.run):
         super().__init__(layout, state_dir=state_dir, run=run)
         if queue not in QUEUES:
             raise UserError(f"queue {queue!r}: use one of {', '.join(QUEUES)}")
-        self.cluster, self.queue = cluster, queue
+        if background not in BACKGROUNDS:
+            raise UserError(f"background {background!r}: use one of {', '.join(BACKGROUNDS)}")
+        self.cluster, self.queue, self.background = cluster, queue, background
+        self.link_index = {frozenset((a, b)): i
+                           for i, (a, b, _) in enumerate(clusters.links(cluster))}
+        self.pool = None  # the stream agents, once a scenario opens streams
         self.names = clusters.node_names(cluster)
         switches = [n for n in cluster.nodes if n not in set(self.names)]
         self.switch_index = {sw: k for k, sw in enumerate(switches, 1)}
         self.node_index = {n: i for i, n in enumerate(self.names, 1)}
         core = cluster.subgraph(switches)
         self.root = min(nx.center(core), key=self.switch_index.get)
+        if len(self.names) + len(switches) + 2 > layout.addresses():
+            raise UserError(f"subnet {layout.subnet} has no room for {len(self.names)} nodes, "
+                            f"{len(switches)} switch hosts, a coordinator and the bridge")
 
     @classmethod
     def for_cluster(cls, name, cluster, *, path="<cluster>", subnet=None, queue="fair",
-                    state_dir=STATE_DIR, run=command.run):
+                    background="rates", state_dir=STATE_DIR, run=command.run):
         check_tree(cluster, path)
         n = len(clusters.node_names(cluster))
         layout = Layout(name, n) if subnet is None else Layout(name, n, subnet)
-        return cls(layout, cluster, queue=queue, state_dir=state_dir, run=run)
+        return cls(layout, cluster, queue=queue, background=background, state_dir=state_dir,
+                   run=run)
 
     def switch_namespace(self, switch):
         return f"{self.layout.name}-s{self.switch_index[switch]}"
+
+    def background_namespace(self, switch):
+        """The namespace of ``switch``'s background host (``--background real``)."""
+        return f"{self.layout.name}-b{self.switch_index[switch]}"
+
+    def address_of(self, x):
+        """A node's address, or a switch's background host's (host N + k of the subnet)."""
+        if x in self.node_index:
+            return self.layout.ip(self.host(x))
+        return self.layout.host_ip(len(self.names) + self.switch_index[x])
+
+    def namespace_of(self, x):
+        """Where traffic from ``x`` starts: a node's namespace, a switch's background host."""
+        if x in self.node_index:
+            return self.layout.namespace(self.host(x))
+        return self.background_namespace(x)
 
     def host(self, node):
         """The testbed host (``n<i>``) that emulates cluster node ``node``."""
@@ -111,7 +138,7 @@ class TreeTestbed(Testbed):
         L, G = self.layout, self.cluster
         fastest = max(d["capacity_mbps"] for _, _, d in G.edges(data=True))
         self._begin(fastest, out_dir, topology="tree", queue=self.queue,
-                    cluster=clusters.to_json(G))
+                    background=self.background, cluster=clusters.to_json(G))
         self._crossing = self.crossing()
         try:
             self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
@@ -130,6 +157,15 @@ class TreeTestbed(Testbed):
                 (ns_a, end_a), (ns_b, end_b) = self.end(a, b), self.end(b, a)
                 self._steps(iproute.add_trunk(ns_a, end_a, ns_b, end_b, d["capacity_mbps"]))
                 self._link_up(a, b, d["capacity_mbps"])
+            if self.background == "real":
+                for switch in self.switch_index:
+                    ns, sw_ns = self.background_namespace(switch), self.switch_namespace(switch)
+                    self._make("netns", ns, iproute.add_namespace(ns))
+                    self._steps(iproute.add_trunk(sw_ns, "b0", ns, NS_DEV, fastest))
+                    self._steps(iproute.attach(sw_ns, "b0", BRIDGE))
+                    self._steps(iproute.configure_namespace(
+                        ns, NS_DEV, f"{self.address_of(switch)}/{L.prefixlen()}", L.gateway,
+                        fastest))
             host_end = f"{L.name}-h"
             self._make("link", host_end, iproute.add_trunk(
                 None, host_end, self.switch_namespace(self.root), HOST_END, fastest))
@@ -161,10 +197,15 @@ class TreeTestbed(Testbed):
             if self.queue == "fifo":
                 self._steps(iproute.add_port_limit(ns, end, rate))
                 continue
-            L = self.layout
-            pairs = [(2 + k, L.ip(self.host(u)), L.ip(self.host(v)))
-                     for k, (u, v) in enumerate(self._crossing.get((x, y), []))]
-            self._steps(iproute.add_fair_link(ns, end, rate, pairs))
+            pairs = [(u, v) for u, v in self._crossing.get((x, y), [])]
+            leaves = [(self.address_of(u), self.address_of(v)) for u, v in pairs]
+            if self.background == "real":  # a leaf per stream the link may carry
+                link, direction = self.link_direction(x, y)
+                leaves += [(self.address_of(x), self.address_of(y),
+                            streams.stream_port(link, direction, slot))
+                           for slot in range(streams.SLOTS_PER_DIRECTION)]
+            self._steps(iproute.add_fair_link(ns, end, rate, [(2 + k, *leaf) for k, leaf
+                                                                in enumerate(leaves)]))
 
     # -- changes ---------------------------------------------------------------------------
 
@@ -176,6 +217,39 @@ class TreeTestbed(Testbed):
         for x, y in ((a, b), (b, a)):
             ns, dev = self.end(x, y)
             self._steps(iproute.change_port_rate(ns, dev, rate * WIRE_PER_PAYLOAD))
+
+    def link_direction(self, x, y):
+        """The link x-y's number (in :func:`clusters.links`) and direction (0: as listed)."""
+        link = self.link_index[frozenset((x, y))]
+        return link, 0 if clusters.links(self.cluster)[link][0] == x else 1
+
+    def set_streams(self, a, b, count):
+        """``count`` real TCP streams each way on link a-b (``--background real``)."""
+        if not self.cluster.has_edge(a, b):
+            raise UserError(f"{a}-{b} is not a link of the testbed's tree")
+        if count > streams.SLOTS_PER_DIRECTION:
+            raise UserError(f"{count} streams on {a}-{b}: the testbed carries at most "
+                            f"{streams.SLOTS_PER_DIRECTION} per link direction")
+        if self.pool is None:
+            self.pool = streams.StreamPool()
+        for x, y in ((a, b), (b, a)):
+            link, direction = self.link_direction(x, y)
+            self.pool.set_count(link, direction, int(count), self.namespace_of(x),
+                                self.namespace_of(y), self.address_of(y))
+
+    def start_streams(self):
+        """Start a stream agent in every node and background host (``--background real``)."""
+        if self.pool is None:
+            self.pool = streams.StreamPool()
+        self.pool.start([self.namespace_of(x) for x in self.cluster.nodes])
+
+    def stop_streams(self):
+        if self.pool is not None:
+            self.pool.close()
+
+    def down(self):
+        self.stop_streams()
+        return super().down()
 
     def set_pair(self, a, b, rate_mbps):
         raise UserError("a tree testbed shapes links, not pairs: change a link "
@@ -197,7 +271,8 @@ def open_testbed(name, state_dir=STATE_DIR, *, run=command.run):
     if state.get("cluster"):
         cluster = nx.node_link_graph(state["cluster"], edges="links")
         return TreeTestbed(layout, cluster, queue=state.get("queue", "fair"),
-                           state_dir=state_dir, run=run), state
+                           background=state.get("background", "rates"), state_dir=state_dir,
+                           run=run), state
     return Testbed(layout, state_dir=state_dir, run=run), state
 
 

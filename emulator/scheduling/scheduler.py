@@ -192,8 +192,10 @@ class Scheduler:
                 or (group_max is not None
                     and self.used_groups.get(job.group, 0) + job.procs > group_max))
 
-    def _placeable(self, job):
-        return self.nodes is None or self.nodes.can_place(job)
+    def _placeable(self, job, avoid=None):
+        if self.nodes is None:
+            return True
+        return self.nodes.can_place(job, avoid=avoid) if avoid else self.nodes.can_place(job)
 
     def _start(self, job, now):
         if job.index >= 0:  # from the queue (not an advance reservation's application)
@@ -312,6 +314,11 @@ class Scheduler:
         shadow, extra = self.shadow(now, head.procs)
         if head.reserved is None:
             head.reserved = shadow
+        # node-aware placements (time-shared nodes) reserve the head's nodes too: a job that
+        # would still run at the shadow time keeps off those the head needs all of then
+        reserve = getattr(self.nodes, "reserve", None)
+        avoid = reserve(head, [r[2] for r in self.releases if r[0] <= shadow]) \
+            if reserve is not None and shadow < math.inf else None
         smallest = min(size for size, count in self._sizes.items() if count)
         while i < n and self.free >= smallest:
             job = queue[i][1]
@@ -322,7 +329,7 @@ class Scheduler:
             end = now + job.estimate
             if end > shadow and procs > extra:
                 continue
-            if self._held(job) or not self._placeable(job):
+            if self._held(job) or not self._placeable(job, avoid if end > shadow else None):
                 continue
             if end > shadow:
                 extra -= procs
