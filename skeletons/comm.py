@@ -39,11 +39,11 @@ def wait_all(requests):
 class MPIComm(Collectives):
     """Wraps an mpi4py communicator: buffer point-to-point calls, no spinning, counting."""
 
-    dilation = 1.0  # real traffic: emulated time is wall time
     poll_max_seconds = POLL_MAX_SECONDS  # the longest sleep of wait_any between tests
 
-    def __init__(self, comm):
+    def __init__(self, comm, dilation=1.0):
         self.comm = comm
+        self.dilation = dilation  # on a dilated testbed: wall seconds per emulated second
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.bytes_sent = 0
         self.messages_sent = 0
@@ -84,6 +84,7 @@ class MPIComm(Collectives):
             pause = min(pause * 1.5, self.poll_max_seconds)
 
     def compute(self, seconds):
+        seconds *= self.dilation
         if self.shared_cpu is not None:
             cpu, job = self.shared_cpu
 

@@ -77,12 +77,15 @@ def test_a_failure_part_way_leaves_nothing(tmp_path):
 
 def test_set_link_changes_both_directions_and_refuses_what_is_no_link(tmp_path):
     run = FakeRunner()
-    bed = TreeTestbed.for_cluster("tt", two_racks(), state_dir=str(tmp_path), run=run)
-    bed.set_link("r1", "core", 60)
-    bed.set_link("a", "r1", 500)  # capped at the port's 100
+    TreeTestbed.for_cluster("tt", two_racks(), state_dir=str(tmp_path), run=run).up(
+        rate_scale=0.5)  # dilation 2: the kernel runs every link at half its rate
+    run.argvs.clear()
+    bed, _ = treebed.open_testbed("tt", str(tmp_path), run=run)
+    bed.set_link("r1", "core", 120)
+    bed.set_link("a", "r1", 500)  # capped at the port's 100 (50 in the kernel)
     changes = [(a[2], a[a.index("dev") + 1], a[a.index("rate") + 1]) for a in run.argvs]
     assert changes == [("tt-s2", "t1", "62735kbit"), ("tt-s1", "t2", "62735kbit"),
-                       ("tt-n1", "eth0", "104558kbit"), ("tt-s2", "p1", "104558kbit")]
+                       ("tt-n1", "eth0", "52279kbit"), ("tt-s2", "p1", "52279kbit")]
     with pytest.raises(UserError, match="not a link"):
         bed.set_link("a", "core", 10)
     with pytest.raises(UserError, match="shapes links, not pairs"):

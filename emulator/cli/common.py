@@ -93,7 +93,8 @@ def cluster_options(p, probe_kib=256):
                         "(bandwidths divided by K, latencies and compute phases multiplied "
                         "by K, the scenario clock slowed by K); every figure is in emulated "
                         "seconds. More ranks than cores want K of about ranks/cores "
-                        "(default 1; in-process shaping only)")
+                        "(default 1; with --shaping tc the testbed runs at 1/K of the "
+                        "bandwidths)")
     p.add_argument("--probe-bytes", type=positive_int, default=probe_kib * 1024,
                    help=f"bytes per bandwidth probe (default {probe_kib} KiB)")
     p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
@@ -177,8 +178,9 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
         raise UserError("--shaping tc needs --testbed netns (node ranks in network namespaces)")
     if args.testbed and args.shaping != "tc":
         raise UserError("--testbed netns goes with --shaping tc")
-    if args.dilation != 1.0 and args.shaping != "inproc":
-        raise UserError("--dilation needs in-process shaping (--shaping inproc)")
+    if args.dilation != 1.0 and args.shaping == "external":
+        raise UserError("--dilation needs shaping nodesel controls (--shaping inproc or tc): "
+                        "a real network runs at its own speed")
     if not under_mpiexec():
         mpiexec = require_mpiexec()
         if args.shaping == "tc":
@@ -238,7 +240,7 @@ def _on_testbed(args, cluster, mpiexec):
         require_root()
 
         def up(out_dir):
-            return testbed.up(out_dir=out_dir)
+            return testbed.up(out_dir=out_dir, rate_scale=1.0 / args.dilation)
     else:
         capacities = {cluster.nodes[n]["capacity_mbps"] for n in names}
         if len(capacities) != 1 or names != [f"n{i}" for i in range(1, len(names) + 1)]:
@@ -249,7 +251,8 @@ def _on_testbed(args, cluster, mpiexec):
         testbed, capacity = Testbed(Layout(args.testbed_name, len(names))), capacities.pop()
 
         def up(out_dir):
-            return testbed.up(capacity, lambda a, b: capacity, out_dir=out_dir)
+            return testbed.up(capacity, lambda a, b: capacity, out_dir=out_dir,
+                              rate_scale=1.0 / args.dilation)
     with tempfile.TemporaryDirectory(prefix="nodesel-testbed-") as tmp:
         files = up(tmp)
         try:

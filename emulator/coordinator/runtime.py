@@ -222,7 +222,9 @@ def _group_comm(data, settings, network, names, msg, *, own=False):
         raw = data.Create_group(group, msg["job"] % 32768)
         group.Free()
     if settings.shaping in ("tc", "external"):
-        return MPIComm(raw), raw, None  # real traffic: a plain communicator over the group
+        # real traffic: a plain communicator over the group (a testbed shaped at 1/K of the
+        # cluster's bandwidths under dilation K: compute phases last K times as long)
+        return MPIComm(raw, dilation=settings.dilation), raw, None
     nodes = [names[r - 1] for r in members]
     if own:
         bell = bells = None

@@ -36,7 +36,10 @@ class KernelShaper:
     @classmethod
     def from_settings(cls, settings):
         testbed = open_testbed_of(settings.extra["testbed"])  # see testbed.shaping_info
-        return cls(testbed, settings.cluster, settings.timeline, settings.time_scale)
+        # under dilation K the scenario clock runs K times slower (the testbed's rates are
+        # already 1/K of the cluster's)
+        return cls(testbed, settings.cluster, settings.timeline,
+                   settings.time_scale / settings.dilation)
 
     def scenario_time(self):
         return (time.time() - self.epoch) * self.time_scale

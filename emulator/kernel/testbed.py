@@ -155,14 +155,22 @@ class Testbed:
         self.path = state_path(layout.name, state_dir)
         self.created = []
         self.capacity_mbps = None  # from the state file, when first needed
+        self.rate_scale = None  # kernel rates per emulated rate (1/K under dilation K)
 
     # -- up --------------------------------------------------------------------------------
 
-    def up(self, capacity_mbps, pair_mbps, *, out_dir=None):
+    def up(self, capacity_mbps, pair_mbps, *, out_dir=None, rate_scale=1.0):
         """Create everything; shape node i -> node j at ``pair_mbps(ni, nj)`` under a port of
-        ``capacity_mbps``. Returns the paths of the hostfile and launcher."""
+        ``capacity_mbps``, each times ``rate_scale`` in the kernel (1/K under dilation K).
+        Returns the paths of the hostfile and launcher."""
         L = self.layout
-        self._begin(capacity_mbps, out_dir)
+        unscaled = pair_mbps
+
+        def pair_mbps(a, b):
+            return unscaled(a, b) * rate_scale
+
+        capacity_mbps = capacity_mbps * rate_scale
+        self._begin(capacity_mbps, out_dir, rate_scale=rate_scale)
         try:
             self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
             for host in L.hosts():
@@ -186,7 +194,7 @@ class Testbed:
             raise
         return files
 
-    def _begin(self, capacity_mbps, out_dir, **state):
+    def _begin(self, capacity_mbps, out_dir, *, rate_scale=1.0, **state):
         """Checks before anything is made, then an empty state (``state`` adds fields)."""
         L = self.layout
         iproute.check_rate(capacity_mbps, "port capacity")
@@ -199,9 +207,10 @@ class Testbed:
         os.makedirs(self.state_dir, exist_ok=True)
         self.created = []
         self.capacity_mbps = float(capacity_mbps)
+        self.rate_scale = float(rate_scale)
         self.state = {"name": L.name, "nodes": L.nodes, "subnet": L.subnet,
-                      "capacity_mbps": float(capacity_mbps), "created": self.created,
-                      "files": [], **state}
+                      "capacity_mbps": float(capacity_mbps), "rate_scale": self.rate_scale,
+                      "created": self.created, "files": [], **state}
 
     def check_subnet_free(self):
         """Refuse a subnet that another testbed's state records or that an address of this
@@ -285,10 +294,13 @@ class Testbed:
         L = self.layout
         if self.capacity_mbps is None:
             with open(self.path) as f:
-                self.capacity_mbps = json.load(f)["capacity_mbps"]
+                state = json.load(f)
+            self.capacity_mbps, self.rate_scale = state["capacity_mbps"], \
+                state.get("rate_scale", 1.0)
         cap = self.capacity_mbps
         self._steps(iproute.change_rate(L.namespace(a), NS_DEV, self.minor(b),
-                                        rate_mbps * WIRE_PER_PAYLOAD, cap * WIRE_PER_PAYLOAD))
+                                        rate_mbps * self.rate_scale * WIRE_PER_PAYLOAD,
+                                        cap * WIRE_PER_PAYLOAD))
 
     # -- down ------------------------------------------------------------------------------
 

@@ -132,12 +132,13 @@ class TreeTestbed(Testbed):
 
     # -- up --------------------------------------------------------------------------------
 
-    def up(self, *, out_dir=None):
-        """Create switches, trunks, nodes and their shaping. Returns the paths of the
-        hostfile and launcher (as :meth:`Testbed.up`)."""
+    def up(self, *, out_dir=None, rate_scale=1.0):
+        """Create switches, trunks, nodes and their shaping, every link at its capacity times
+        ``rate_scale`` (1/K under dilation K). Returns the paths of the hostfile and launcher
+        (as :meth:`Testbed.up`)."""
         L, G = self.layout, self.cluster
-        fastest = max(d["capacity_mbps"] for _, _, d in G.edges(data=True))
-        self._begin(fastest, out_dir, topology="tree", queue=self.queue,
+        fastest = max(d["capacity_mbps"] for _, _, d in G.edges(data=True)) * rate_scale
+        self._begin(fastest, out_dir, rate_scale=rate_scale, topology="tree", queue=self.queue,
                     background=self.background, cluster=clusters.to_json(G))
         self._crossing = self.crossing()
         try:
@@ -193,7 +194,7 @@ class TreeTestbed(Testbed):
             ns, end = self.end(x, y)
             if x not in self.node_index:
                 self._steps(iproute.attach(ns, end, BRIDGE))
-            rate = capacity_mbps * WIRE_PER_PAYLOAD
+            rate = capacity_mbps * self.rate_scale * WIRE_PER_PAYLOAD
             if self.queue == "fifo":
                 self._steps(iproute.add_port_limit(ns, end, rate))
                 continue
@@ -214,9 +215,13 @@ class TreeTestbed(Testbed):
         if not self.cluster.has_edge(a, b):
             raise UserError(f"{a}-{b} is not a link of the testbed's tree")
         rate = min(float(rate_mbps), self.cluster.edges[a, b]["capacity_mbps"])
+        if self.rate_scale is None:
+            with open(self.path) as f:
+                self.rate_scale = json.load(f).get("rate_scale", 1.0)
         for x, y in ((a, b), (b, a)):
             ns, dev = self.end(x, y)
-            self._steps(iproute.change_port_rate(ns, dev, rate * WIRE_PER_PAYLOAD))
+            self._steps(iproute.change_port_rate(ns, dev,
+                                                 rate * self.rate_scale * WIRE_PER_PAYLOAD))
 
     def link_direction(self, x, y):
         """The link x-y's number (in :func:`clusters.links`) and direction (0: as listed)."""
