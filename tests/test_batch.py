@@ -105,6 +105,86 @@ def test_normal_takes_the_least_used_nodes_and_spares_local_users():
     assert p.can_place(_job(4, 4, cpu=0.5))
 
 
+def test_tasks_go_only_where_their_memory_fits_beside_the_local_user():
+    # 512 MB nodes; a's local user holds 35% (179 MB): 333 MB left there, 512 elsewhere
+    p = Placement("normal", ["a", "b"], mpl=4, local_cpu={"a": 0.15},
+                  memory_mb={"a": 512, "b": 512})
+    p.state["a"].local_memory_mb = 0.35 * 512
+    big = _job(1, 1, cpu=0.1)
+    big.info["memory_mb"] = 300.0
+    assert p.place(big) == ["b"]  # least used would be a, but it must fit
+    other = _job(2, 2, cpu=0.1)
+    other.info["memory_mb"] = 250.0  # fits on a (333 free), not beside big on b (212 free)
+    assert not p.can_place(other)
+    small = _job(3, 2, cpu=0.1)
+    small.info["memory_mb"] = 200.0
+    assert sorted(p.place(small)) == ["a", "b"]
+    for policy in ("uniform", "random"):
+        q = Placement(policy, ["a", "b"], mpl=4, memory_mb={"a": 512, "b": 512})
+        q.place(big)
+        assert not q.can_place(other)
+
+
+def test_a_job_whose_tasks_fit_nowhere_yet_waits_for_the_memory():
+    p = Placement("normal", ["a", "b"], mpl=4, memory_mb={"a": 512, "b": 512})
+    s = Scheduler(8, "fcfs", nodes=p)
+    first, second = _job(1, 2, exe=10.0), _job(2, 2, exe=5.0)
+    first.info["memory_mb"] = second.info["memory_mb"] = 300.0
+    for j in (first, second):
+        s.submit(j, 0.0)
+    assert s.schedule(0.0) == [first]  # slots are free, memory is not
+    s.finish(first, 10.0)
+    assert s.schedule(10.0) == [second]
+
+
+def test_jobs_carry_their_memory_from_the_class_or_the_file(tmp_path):
+    f = tmp_path / "jobs.csv"
+    f.write_text("arrival_seconds,benchmark,class,tasks,memory_mb\n0,mg,A,2,\n1,cg,A,4,90\n")
+    mg, cg = read_jobs(f)
+    assert round(mg.task_memory_mb) == 251 and cg.task_memory_mb == 90.0
+    assert read_jobs(f)[0] == mg and "memory_mb" in write_jobs_csv([mg])
+    check_fits([mg, cg], 4, path=str(f), memory_mb=[512] * 4)
+    with pytest.raises(InputFileError, match="MG needs 251 MB per task on 2 nodes; 1 node"):
+        check_fits([mg], 4, path=str(f), memory_mb=[512, 128, 128, 128])
+    f.write_text("arrival_seconds,benchmark,class,tasks,memory_mb\n0,mg,A,2,lots\n")
+    with pytest.raises(InputFileError, match="line 2: memory_mb"):
+        read_jobs(f)
+
+
+def test_predicted_takes_the_choice_with_the_shorter_predicted_turnaround():
+    p = Placement("predicted", list("abcd"), mpl=4)
+    first = p.place(_job(1, 2, kind="compute"))  # no predictor yet: as Normal
+    assert first == ["a", "b"]
+    asked = []
+
+    def predictor(job, nodes):
+        asked.append(sorted(nodes))
+        return 5.0 if sorted(nodes) == ["a", "b"] else 9.0
+
+    p.predictor = predictor
+    # Normal would take the idle c, d; Uniform pairs the job with job 1 on a, b
+    assert p.place(_job(2, 2, kind="communication")) == ["a", "b"]
+    assert sorted(asked) == [["a", "b"], ["c", "d"]]
+    p.predictor = lambda job, nodes: 9.0 if "a" in nodes else 5.0
+    assert sorted(p.place(_job(3, 2))) == ["c", "d"]
+    assert p.copy().predictor is None  # simulating forward places as Normal
+
+
+def test_algorithm_1_can_start_a_queued_job_on_given_nodes_first():
+    # MPL 1: A runs on n1 until 10; B (1 task) waits for nothing on n2 or n3
+    p = Placement("normal", ["n1", "n2", "n3"], mpl=2)
+    s = Scheduler(6, "fcfs", nodes=p)
+    a, b = _job(1, 1, exe=10.0, cpu=1.0), _job(2, 1, exe=10.0, cpu=1.0)
+    s.submit(a, 0.0)
+    s.schedule(0.0)
+    s.submit(b, 0.0)  # queued, not started
+    beside = cisne.estimate_ends(s, p, 0.0, {}, "cpu-cpu", start=(b, ["n1"]))
+    alone = cisne.estimate_ends(s, p, 0.0, {}, "cpu-cpu", start=(b, ["n2"]))
+    assert alone[2] == pytest.approx(10.0)  # a node of its own
+    assert beside[2] > alone[2] and beside[1] > alone[1]  # sharing n1's CPU with A
+    assert b.start is None and not p.pinned  # the live run is left as it was
+
+
 def test_uniform_pairs_jobs_of_a_size_and_mixes_kinds():
     p = Placement("uniform", list("abcdef"), mpl=4)
     first = p.place(_job(1, 2, kind="compute"))

@@ -98,14 +98,22 @@ def test_a_scenario_change_on_a_trunk_reaches_a_running_transfer(tree):
     assert 95 <= before <= 105 and 38 <= after <= 42, (before, after)
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
-def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
-    cluster = tmp_path / "racks.toml"
+def with_mpi(test):
+    return pytest.mark.mpi(pytest.mark.skipif(
+        mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")(test))
+
+
+def cluster_and_flows(tmp_path, rows):
+    cluster, flows = tmp_path / "racks.toml", tmp_path / "flows.csv"
     cluster.write_text(CLUSTER)
-    flows = tmp_path / "flows.csv"
-    flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n3,3000000\n0,n2,n4,3000000\n"
-                     "0.1,n3,n1,2000000\n")
+    flows.write_text("start_seconds,src,dst,size_bytes\n" + rows)
+    return cluster, flows
+
+
+@with_mpi
+def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
+    cluster, flows = cluster_and_flows(tmp_path, "0,n1,n3,3000000\n0,n2,n4,3000000\n"
+                                                 "0.1,n3,n1,2000000\n")
     proc = nodesel("flows", "--cluster", str(cluster), "--flows", str(flows), "--shaping",
                    "tc", "--testbed", "netns", "--testbed-name", "ntrf", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -152,3 +160,25 @@ def test_real_background_streams_take_their_max_min_share(tmp_path):
         down = nodesel("testbed", "down", "--name", "ntbg", "--state-dir", str(tmp_path))
         assert down.returncode == 0, down.stderr
         assert not traces_of("ntbg")
+
+
+@with_mpi
+def test_a_killed_tc_run_leaves_nothing_behind(tmp_path):
+    cluster, flows = cluster_and_flows(tmp_path, "0,n1,n3,3000000\n")
+    run = subprocess.Popen([sys.executable, "-m", "emulator", "flows", "--cluster", str(cluster),
+                            "--flows", str(flows), "--shaping", "tc", "--testbed", "netns",
+                            "--testbed-name", "ntk", "--dilation", "50"], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not subprocess.run(  # until the ranks run
+            ["pgrep", "-f", "supervise.*testbed-name ntk"], capture_output=True,
+            text=True).stdout.split():
+        time.sleep(0.2)
+    time.sleep(1.0)
+    assert traces_of("ntk")
+    run.terminate()  # SIGTERM, as kill or a batch system's time limit sends
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "interrupted" in err
+    assert not traces_of("ntk")
+    left = subprocess.run(["pgrep", "-f", "testbed-name ntk"], capture_output=True, text=True)
+    assert not left.stdout.split()

@@ -150,19 +150,28 @@ def _cputime(how, k, cpu_cur, dt, view):
     return min(cpu, cpu_tot)
 
 
-def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor_of=None):
+def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor_of=None,
+                  start=None):
     """Algorithm 1: the predicted end time of every running and waiting job.
 
     ``scheduler`` (the live :class:`~emulator.scheduling.Scheduler`, with the run's JSP)
     and ``placement`` (its :class:`~.placement.Placement`, the run's NSP) are copied, never
     changed. ``progress`` maps each running job's id to (ExeTime_cur, CPUtime_cur).
     ``comm_factor_of(info, nodes)`` gives ``net-net`` a simulated start's communication
-    factor. Returns {job id: predicted end (same clock as ``now``)}.
+    factor. ``start``, a queued job and nodes, starts that job there at ``now`` first (what
+    a placement would give it). Returns {job id: predicted end (same clock as ``now``)}.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose from {', '.join(ESTIMATORS)}")
     sim, mapping = scheduler.snapshot(now)
-    state = placement.copy_onto(sim, mapping).state
+    copied = placement.copy_onto(sim, mapping)
+    state = copied.state
+    if start is not None:
+        job, nodes = mapping[start[0]], list(start[1])
+        copied.pinned[job.id] = nodes
+        sim.start_now(job, now)
+        if comm_factor_of is not None and estimator == "net-net":
+            job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
     remain, how = estimator.split("-")
     # per running job (DRQ): [ExeTime_cur, CPUtime_cur, constants, view]
     running = {c: [*progress.get(c.id, (0.0, 0.0)), _constants(c.info), None]

@@ -6,7 +6,9 @@ A jobs file is CSV, TOML or SWF. CSV has a header and one job per line::
     0,cg,A,4
     12.5,bt,A,4
 
-TOML lists ``[[job]]`` tables with the same fields (``class`` may be left out: A). An SWF
+TOML lists ``[[job]]`` tables with the same fields (``class`` may be left out: A). An
+optional ``memory_mb`` gives each task's memory; without it the class's problem size does
+(:mod:`emulator.batch.memory`). An SWF
 trace gives arrival (field 2) and tasks (requested processors, field 8, else allocated,
 field 5); its executable number (field 14) picks the benchmark, 1..8 standing for bt, cg,
 ep, ft, is, lu, mg, sp. Every problem names the file, the line (or table) and the field.
@@ -31,8 +33,9 @@ except ModuleNotFoundError:  # Python 3.10
 from ..errors import InputFileError, ProcessCountError
 from ..files import read_input_text
 from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
+from .memory import task_memory_mb
 
-FIELDS = ("arrival_seconds", "benchmark", "class", "tasks")
+FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb")
 # Hanzich et al.'s jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
 # switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
 COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
@@ -52,6 +55,13 @@ class BatchJob:
     benchmark: str
     npb_class: str
     tasks: int
+    memory_mb: float = None  # per task; None: estimated from the class
+
+    @property
+    def task_memory_mb(self):
+        if self.memory_mb is not None:
+            return self.memory_mb
+        return task_memory_mb(self.benchmark, self.npb_class, self.tasks)
 
     @property
     def kind(self):
@@ -61,7 +71,7 @@ class BatchJob:
         return asdict(self)
 
 
-def _job(path, where, k, arrival, benchmark, npb_class, tasks):
+def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None):
     try:
         arrival = float(arrival)
     except (TypeError, ValueError):
@@ -88,7 +98,17 @@ def _job(path, where, k, arrival, benchmark, npb_class, tasks):
         check_nprocs(name, ntasks)
     except ProcessCountError as e:
         raise InputFileError(path, f"{where}: tasks", str(e)) from None
-    return BatchJob(k, arrival, name, npb_class, ntasks)
+    if memory_mb is not None and str(memory_mb).strip() != "":
+        try:
+            memory_mb = float(memory_mb)
+        except (TypeError, ValueError):
+            memory_mb = None
+        if isinstance(memory_mb, bool) or memory_mb is None or not 0 < memory_mb < 1e9:
+            raise InputFileError(path, f"{where}: memory_mb",
+                                 "must be a positive number of MB per task")
+    else:
+        memory_mb = None
+    return BatchJob(k, arrival, name, npb_class, ntasks, memory_mb)
 
 
 def _from_csv(path, text):
@@ -111,7 +131,8 @@ def _from_csv(path, text):
                                  f"{len(row)} fields, the header has {len(header)}")
         cls = row[col["class"]] if "class" in col else "A"
         jobs.append(_job(path, f"line {line}", len(jobs) + 1, row[col["arrival_seconds"]],
-                         row[col["benchmark"]], cls, row[col["tasks"]]))
+                         row[col["benchmark"]], cls, row[col["tasks"]],
+                         row[col["memory_mb"]] if "memory_mb" in col else None))
     return jobs
 
 
@@ -144,8 +165,13 @@ def _from_toml(path, text):
                 or not isinstance(t["arrival_seconds"], (int, float)):
             raise InputFileError(path, f"{where}.arrival_seconds",
                                  f"must be a number of seconds, got {t['arrival_seconds']!r}")
+        memory = t.get("memory_mb")
+        if isinstance(memory, bool) or (memory is not None
+                                        and not isinstance(memory, (int, float))):
+            raise InputFileError(path, f"{where}.memory_mb",
+                                 f"must be a number of MB, got {memory!r}")
         jobs.append(_job(path, where, len(jobs) + 1, t["arrival_seconds"], t["benchmark"],
-                         t.get("class", "A"), t["tasks"]))
+                         t.get("class", "A"), t["tasks"], memory))
     return jobs
 
 
@@ -193,14 +219,22 @@ def read_jobs(path, *, npb_class="A"):
     return sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
 
 
-def check_fits(jobs, nodes, *, path="jobs"):
+def check_fits(jobs, nodes, *, path="jobs", memory_mb=None):
     """Raise InputFileError for a job that could never start: its tasks go on distinct
-    nodes, so it needs at most ``nodes`` tasks."""
+    nodes, so it needs at most ``nodes`` tasks, and (given ``memory_mb``, each node's
+    memory) as many nodes that hold one of its tasks when nothing else runs there."""
     for job in jobs:
         if job.tasks > nodes:
             raise InputFileError(path, f"job {job.id}: tasks",
                                  f"{job.benchmark.upper()} of {job.tasks} tasks cannot run on "
                                  f"{nodes} nodes (a job's tasks go on distinct nodes)")
+        if memory_mb is not None:
+            room = sum(1 for mb in memory_mb if mb >= job.task_memory_mb)
+            if room < job.tasks:
+                raise InputFileError(path, f"job {job.id}: memory_mb",
+                                     f"{job.benchmark.upper()} needs {job.task_memory_mb:.0f} "
+                                     f"MB per task on {job.tasks} nodes; {room} node(s) have "
+                                     "that much")
 
 
 def generate_jobs(count=30, *, seed=1, mean_gap_seconds=15.0, benchmarks=SEED000_BENCHMARKS,
@@ -244,5 +278,6 @@ def write_jobs_csv(jobs):
     out = io.StringIO()
     out.write(",".join(FIELDS) + "\n")
     for j in jobs:
-        out.write(f"{j.arrival_seconds:g},{j.benchmark},{j.npb_class},{j.tasks}\n")
+        out.write(f"{j.arrival_seconds:g},{j.benchmark},{j.npb_class},{j.tasks},"
+                  f"{j.task_memory_mb:.1f}\n")
     return out.getvalue()

@@ -114,7 +114,10 @@ class BatchRun:
             return builtin_pattern(info["benchmark"], info["tasks"], npb_class=info["npb_class"])
 
         self.placement = Placement(settings.nsp, names, mpl=mpl, seed=settings.seed,
-                                   graph=graph, pattern_of=pattern_of)
+                                   graph=graph, pattern_of=pattern_of,
+                                   memory_mb={n: cluster.nodes[n]["memory_mb"] for n in names})
+        if settings.nsp == "predicted":
+            self.placement.predictor = self._predicted_end
         jsp = "fcfs" if settings.nsp == "basic" else settings.jsp
         self.scheduler = Scheduler(len(names) * mpl, order=settings.order or "fcfs",
                                    backfill="easy" if jsp == "easy" else "none",
@@ -124,6 +127,8 @@ class BatchRun:
         self.events = []  # what happened (failures), for the summary
         self.estimation_ms = []  # per Algorithm 1 run: wall time
         self.estimation_cpu_ms = []  # and the CPU time of the coordinator's thread
+        self.decision_ms = []  # per prediction that chose a placement (--nsp predicted)
+        self._progress_at = None  # (now, progress of the running jobs) for those predictions
         self.t0 = None
         self.measured_local = {}
         self.modeled_cpu = False
@@ -140,6 +145,7 @@ class BatchRun:
                 "kind": bj.kind, "exe_seconds": ch["exe_seconds"],
                 "cpu_seconds": ch["cpu_seconds"],
                 "cpu_fraction": min(ch["cpu_seconds"] / ch["exe_seconds"], 1.0),
+                "memory_mb": bj.task_memory_mb,
                 "comm_model_seconds": ch.get("comm_model_seconds")}
 
     def _record(self, job, bj):
@@ -167,7 +173,9 @@ class BatchRun:
             self.c.broadcast({"op": "load", "spec": spec, "modeled_cpu": self.modeled_cpu},
                              ranks)
         for n in self.loaded:
-            self.placement.state[n].local_cpu = spec["cpu_fraction"]
+            state = self.placement.state[n]
+            state.local_cpu = spec["cpu_fraction"]
+            state.local_memory_mb = spec.get("memory_fraction", 0.0) * state.memory_mb
 
     def stop_local_load(self):
         ranks = [self.c.rank_of(n) for n in self.loaded if n not in self.c.down]
@@ -210,6 +218,21 @@ class BatchRun:
         rec["predicted_start"] = start
         rec["predicted_end"][FORWARD] = None if start is None else \
             start + job.info["exe_seconds"]
+
+    def _predicted_end(self, job, nodes):
+        """Algorithm 1's end for ``job`` started on ``nodes`` now (``--nsp predicted``), with
+        net-net (the best estimator in Hanzich et al.'s experiment as run here) or the run's
+        first estimator."""
+        now = self.now()
+        if self._progress_at is None or self._progress_at[0] != now:
+            self._progress_at = (now, self._progress_of_running())
+        estimators = self.s.estimators
+        estimator = "net-net" if "net-net" in estimators or not estimators else estimators[0]
+        t = time.perf_counter()
+        ends = estimate_ends(self.scheduler, self.placement, now, self._progress_at[1],
+                             estimator, comm_factor_of=self.comm_factor_of, start=(job, nodes))
+        self.decision_ms.append((time.perf_counter() - t) * 1000)
+        return ends.get(job.id, float("inf"))
 
     def _forward_start(self, job, now):
         """The predictions' technique 1 (Smith §3.2): the scheduler copied and run

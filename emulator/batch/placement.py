@@ -3,7 +3,10 @@ they read.
 
 A node holds up to ``mpl`` parallel tasks (one per job) beside its local user, if it has
 one. Its CPU demand is its local user's CPU share plus the isolated CPU share CPU(J) of each
-parallel task on it (Hanzich et al. Eq. 7 without the max). A job's tasks go on distinct nodes.
+parallel task on it (Hanzich et al. Eq. 7 without the max). A job's tasks go on distinct nodes,
+and a task only where its memory fits beside the local user's and the other tasks' (every
+policy; CISNE's never let a parallel job page the local user out): a job whose tasks fit
+nowhere waits.
 
 ``normal``   the ``tasks`` least-used eligible nodes (by CPU demand, then parallel tasks,
              then name). A node with a local user takes a parallel task only while the
@@ -16,6 +19,10 @@ parallel task on it (Hanzich et al. Eq. 7 without the max). A job's tasks go on 
 ``random``   any eligible nodes, seeded.
 ``pattern``  Goteti and Subhlok: max-min bandwidth pruning for the job's communication pattern on
              the status graph, among the eligible nodes.
+``predicted`` Normal's and Uniform's choices, and of them the one whose predicted turnaround
+             for the job (``predictor(job, nodes)``: Algorithm 1 run with the job started
+             there) is least, the estimates deciding as Hanzich et al. leave for future
+             work. Copies made to simulate forward have no predictor and place as Normal.
 
 :class:`Placement` gives the scheduler engine (:class:`~emulator.scheduling.Scheduler`) its
 ``can_place``/``place``/``release``; the jobs' ``info`` carries ``tasks``, ``kind``
@@ -23,10 +30,11 @@ parallel task on it (Hanzich et al. Eq. 7 without the max). A job's tasks go on 
 """
 
 import copy
+import math
 import random
 from dataclasses import dataclass, field
 
-NSP = ("normal", "uniform", "basic", "random", "pattern")
+NSP = ("normal", "uniform", "basic", "random", "pattern", "predicted")
 LOADED_PARALLEL_CPU_MAX = 1.0  # parallel CPU demand a node with a local user takes at most
 
 
@@ -35,6 +43,17 @@ class NodeState:
     name: str
     local_cpu: float = 0.0  # CPU_local(n); 0 without a local user
     tasks: dict = field(default_factory=dict)  # job id -> CPU(J) of its task here
+    memory_mb: float = math.inf  # the node's memory
+    local_memory_mb: float = 0.0  # its local user's
+    task_memory: dict = field(default_factory=dict)  # job id -> MB of its task here
+
+    def copy(self):
+        return NodeState(self.name, self.local_cpu, dict(self.tasks), self.memory_mb,
+                         self.local_memory_mb, dict(self.task_memory))
+
+    @property
+    def free_memory_mb(self):
+        return self.memory_mb - self.local_memory_mb - sum(self.task_memory.values())
 
     @property
     def loaded(self):
@@ -54,9 +73,10 @@ class NodeState:
         return len(self.tasks) + (1 if self.loaded else 0)
 
 
-def eligible(node, mpl, cpu_fraction):
-    """Can ``node`` take one more parallel task of CPU share ``cpu_fraction``?"""
-    if len(node.tasks) >= mpl:
+def eligible(node, mpl, cpu_fraction, memory_mb=0.0):
+    """Can ``node`` take one more parallel task of CPU share ``cpu_fraction`` holding
+    ``memory_mb``?"""
+    if len(node.tasks) >= mpl or memory_mb > node.free_memory_mb:
         return False
     if node.loaded and node.tasks and node.parallel_cpu + cpu_fraction > LOADED_PARALLEL_CPU_MAX:
         return False
@@ -68,15 +88,20 @@ def _by_use(nodes):
 
 
 def choose_normal(state, mpl, info):
-    ok = [n for n in state.values() if eligible(n, mpl, info["cpu_fraction"])]
+    ok = [n for n in state.values() if eligible(n, mpl, *_needs(info))]
     if len(ok) < info["tasks"]:
         return None
     return [n.name for n in _by_use(ok)[:info["tasks"]]]
 
 
+def _needs(info):
+    """A task's CPU share and memory (MB), as :func:`eligible` takes them."""
+    return info["cpu_fraction"], info.get("memory_mb", 0.0)
+
+
 def choose_uniform(state, mpl, info, jobs):
     """``jobs``: running job id -> (tasks, kind, node names)."""
-    size, cpu = info["tasks"], info["cpu_fraction"]
+    size, needs = info["tasks"], _needs(info)
     partners = []
     for jid, (tasks, kind, names) in jobs.items():
         if tasks != size:
@@ -84,21 +109,21 @@ def choose_uniform(state, mpl, info, jobs):
         if any(n not in state for n in names):
             continue  # on a node it may not use
         nodes = [state[n] for n in names]
-        if not all(eligible(n, mpl, cpu) for n in nodes):
+        if not all(eligible(n, mpl, *needs) for n in nodes):
             continue
         if any(len(n.tasks) > 1 for n in nodes):
             continue  # already a pair (or more): not a partner
         partners.append((kind == info["kind"], sum(n.demand for n in nodes), jid, names))
     if partners:
         return list(min(partners)[3])
-    idle = [n for n in state.values() if not n.tasks and eligible(n, mpl, cpu)]
+    idle = [n for n in state.values() if not n.tasks and eligible(n, mpl, *needs)]
     if len(idle) >= size:
         return [n.name for n in _by_use(idle)[:size]]
     return choose_normal(state, mpl, info)
 
 
 def choose_random(state, mpl, info, rng):
-    ok = sorted(n.name for n in state.values() if eligible(n, mpl, info["cpu_fraction"]))
+    ok = sorted(n.name for n in state.values() if eligible(n, mpl, *_needs(info)))
     if len(ok) < info["tasks"]:
         return None
     return rng.sample(ok, info["tasks"])
@@ -110,7 +135,7 @@ def choose_pattern(state, mpl, info, graph, pattern_of):
     from ..errors import PatternDoesNotFitError
     from ..selection.maxmin import max_min_select
 
-    ok = {n.name for n in state.values() if eligible(n, mpl, info["cpu_fraction"])}
+    ok = {n.name for n in state.values() if eligible(n, mpl, *_needs(info))}
     if len(ok) < info["tasks"]:
         return None
     sub = graph.subgraph([v for v, k in graph.nodes(data="kind") if k != "compute" or v in ok])
@@ -126,7 +151,7 @@ class Placement:
     """Node selection for the scheduler engine: which nodes a starting job gets."""
 
     def __init__(self, policy, node_names, *, mpl=4, local_cpu=None, seed=1, graph=None,
-                 pattern_of=None):
+                 pattern_of=None, memory_mb=None):
         if policy not in NSP:
             raise ValueError(f"unknown node policy {policy!r}; choose from {', '.join(NSP)}")
         if policy == "pattern" and (graph is None or pattern_of is None):
@@ -134,16 +159,21 @@ class Placement:
         self.policy = policy
         self.mpl = 1 if policy == "basic" else mpl
         local_cpu = local_cpu or {}
-        self.state = {n: NodeState(n, float(local_cpu.get(n, 0.0))) for n in node_names}
+        memory_mb = memory_mb or {}
+        self.state = {n: NodeState(n, float(local_cpu.get(n, 0.0)),
+                                   memory_mb=float(memory_mb.get(n, math.inf)))
+                      for n in node_names}
         self.jobs = {}  # running job id -> (tasks, kind, node names)
         self.rng = random.Random(seed)
         self.graph = graph
         self.pattern_of = pattern_of
+        self.predictor = None  # predicted: (job, nodes) -> the job's predicted turnaround
+        self.pinned = {}  # job id -> the nodes its next start takes (a what-if)
         self._choice = None  # (job id, nodes) of the last can_place
 
     def choose(self, info):
         p = self.policy
-        if p in ("normal", "basic"):
+        if p in ("normal", "basic", "predicted"):
             return choose_normal(self.state, self.mpl, info)
         if p == "uniform":
             return choose_uniform(self.state, self.mpl, info, self.jobs)
@@ -151,38 +181,66 @@ class Placement:
             return choose_random(self.state, self.mpl, info, self.rng)
         return choose_pattern(self.state, self.mpl, info, self.graph, self.pattern_of)
 
+    def choose_for(self, job):
+        """The nodes ``job`` would take now: pinned ones, or the policy's (with a predictor,
+        the better predicted of Normal's and Uniform's choices)."""
+        if job.id in self.pinned:
+            return self.pinned[job.id]
+        if self.policy != "predicted" or self.predictor is None:
+            return self.choose(job.info)
+        options = []
+        for nodes in (choose_normal(self.state, self.mpl, job.info),
+                      choose_uniform(self.state, self.mpl, job.info, self.jobs)):
+            if nodes is not None and sorted(nodes) not in [sorted(o) for o in options]:
+                options.append(nodes)
+        if len(options) < 2:
+            return options[0] if options else None
+        return min(options, key=lambda nodes: self.predictor(job, nodes))
+
     def can_place(self, job, avoid=None):
-        """Can ``job`` start now (on none of the nodes in ``avoid``)?"""
-        if avoid:
-            kept = {n: s for n, s in self.state.items() if n not in avoid}
+        """Can ``job`` start now (with ``avoid``, a :meth:`reserve`, on no node whose share
+        the reservation's head needs)?"""
+        if job.id in self.pinned:
+            nodes = self.pinned[job.id]
+        elif avoid:
+            needs = _needs(job.info)
+            kept = {n: s for n, s in self.state.items()
+                    if n not in avoid or eligible(avoid[n], self.mpl, *needs)}
             nodes = self.copy_with(kept).choose(job.info)
         else:
-            nodes = self.choose(job.info)
+            nodes = self.choose_for(job)
         self._choice = (job.id, nodes)
         return nodes is not None
 
     def reserve(self, head, ending):
-        """EASY's reservation on nodes: the nodes ``head`` will need all of once the jobs
-        ``ending`` have released theirs (those where it takes the last free slot), which a
-        job still running then must not take; empty if the head would not fit even then."""
+        """EASY's reservation on nodes: the state of the head's nodes once the jobs
+        ``ending`` have released theirs and the head has started there ({node: state});
+        a job still running then may only take a node whose state has room for it too.
+        Empty if the head would not fit even then."""
         then = self.copy()
         for job in ending:
             if job.id in then.jobs:
                 then.release(job)
         nodes = then.choose(head.info)
         if nodes is None:
-            return frozenset()
-        return frozenset(n for n in nodes if len(then.state[n].tasks) + 1 >= then.mpl)
+            return {}
+        cpu, memory = _needs(head.info)
+        for n in nodes:
+            then.state[n].tasks[head.id] = cpu
+            then.state[n].task_memory[head.id] = memory
+        return {n: then.state[n] for n in nodes}
 
     def place(self, job):
         nodes = self._choice[1] if self._choice and self._choice[0] == job.id else None
         if nodes is None:
-            nodes = self.choose(job.info)
+            nodes = self.choose_for(job)
+        self.pinned.pop(job.id, None)
         if nodes is None:
             raise RuntimeError(f"job {job.id} started with no nodes free for it")
         self._choice = None
         for n in nodes:
             self.state[n].tasks[job.id] = job.info["cpu_fraction"]
+            self.state[n].task_memory[job.id] = job.info.get("memory_mb", 0.0)
         self.jobs[job.id] = (len(nodes), job.info["kind"], tuple(nodes))
         return list(nodes)
 
@@ -191,6 +249,7 @@ class Placement:
         for n in nodes:
             if n in self.state:
                 self.state[n].tasks.pop(job.id, None)
+                self.state[n].task_memory.pop(job.id, None)
 
     def mark_down(self, node):
         """A failed node takes no more tasks."""
@@ -215,10 +274,10 @@ class Placement:
     def copy_with(self, state):
         """:meth:`copy`, over the nodes of ``state`` only."""
         other = copy.copy(self)
-        other.state = {n: NodeState(s.name, s.local_cpu, dict(s.tasks))
-                       for n, s in state.items()}
+        other.state = {n: s.copy() for n, s in state.items()}
         other.jobs = dict(self.jobs)
         other.rng = random.Random()
         other.rng.setstate(self.rng.getstate())
         other._choice = None
+        other.predictor, other.pinned = None, {}
         return other

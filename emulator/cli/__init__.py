@@ -54,11 +54,21 @@ def build_parser():
     return parser
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    from ..coordinator.launch import under_mpiexec
+
+    if not under_mpiexec():
+        # SIGTERM (kill, a batch system's time limit) ends a command as Ctrl-C does, so
+        # every finally runs: a testbed it brought up is taken down, results stay whole
+        signal.signal(signal.SIGTERM, _interrupted)
     try:
         return args.handler(args) or 0
     except UserError as e:

@@ -58,9 +58,13 @@ def register(sub):
                 handler=cmd_batch)
     b.add_argument("--jsp", choices=("fcfs", "easy"), default="fcfs",
                    help="job selection: FCFS or EASY backfilling (default fcfs)")
-    b.add_argument("--nsp", choices=("normal", "uniform", "basic", "random", "pattern"),
+    b.add_argument("--nsp", choices=("normal", "uniform", "basic", "random", "pattern",
+                                     "predicted"),
                    default="normal", help="node selection (default normal; basic is "
-                                          "Normal+FCFS with an MPL of 1)")
+                                          "Normal+FCFS with an MPL of 1; predicted: Normal's or "
+                                          "Uniform's nodes, whichever Algorithm 1 predicts the "
+                                          "shorter turnaround on, with net-net or the first "
+                                          "--estimators)")
     b.add_argument("--loaded-fraction", type=fraction, default=0.25,
                    help="share of nodes with a local user (default 0.25)")
     b.add_argument("--estimators", default="all",
@@ -152,7 +156,8 @@ def _prepare(args, *, quick=False):
     jobs = None
     if args.jobs:
         jobs = read_jobs(args.jobs, npb_class=args.npb_class)
-        check_fits(jobs, n, path=args.jobs)
+        check_fits(jobs, n, path=args.jobs,
+                   memory_mb=[cluster.nodes[v]["memory_mb"] for v in clusters.node_names(cluster)])
     return cluster, jobs
 
 

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -64,6 +65,10 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
         started = os.path.join(tmp, "started")
         env = dict(os.environ, **{STARTED_FILE_ENV: started})
         proc = subprocess.Popen(argv, env=env)
+        # SIGTERM (a batch system's or kill's) ends the job as Ctrl-C does, so that what
+        # the caller made for it (a testbed) is taken down in its finally
+        previous = signal.signal(signal.SIGTERM, _interrupt) \
+            if threading.current_thread() is threading.main_thread() else None
         try:
             if start_timeout_seconds is not None:
                 deadline = time.monotonic() + start_timeout_seconds
@@ -81,6 +86,13 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
         except KeyboardInterrupt:
             _end(proc, signal.SIGINT, grace_seconds)
             raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _end(proc, sig, grace_seconds):
