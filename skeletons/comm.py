@@ -47,7 +47,7 @@ class MPIComm(Collectives):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.bytes_sent = 0
         self.messages_sent = 0
-        self.shared_cpu = None  # (NodeCPU, job) on a time-shared node
+        self.shared_cpu = None  # (the node's CPU, job) on a time-shared node
         timing.precise_timers()
 
     def Isend(self, buf, dest, tag=0):
@@ -84,16 +84,16 @@ class MPIComm(Collectives):
             pause = min(pause * 1.5, self.poll_max_seconds)
 
     def compute(self, seconds):
-        seconds *= self.dilation
-        if self.shared_cpu is not None:
+        if self.shared_cpu is not None:  # the node's CPU decides when the phase ends
             cpu, job = self.shared_cpu
 
-            def wait(deadline, version):
-                while time.time() < deadline and cpu.version == version:
-                    time.sleep(min(max(deadline - time.time(), 0.0), POLL_MAX_SECONDS * 5))
+            def wait_until(end, changed):
+                while time.time() < end and not changed():
+                    time.sleep(min(max(end - time.time(), 0.0), POLL_MAX_SECONDS * 5))
 
-            cpu.compute(job, seconds, wait)
+            cpu.compute(job, seconds, wait_until)
             return
+        seconds *= self.dilation
         _COMPUTE_AIM.pace(seconds, lambda aim: time.sleep(max(aim - time.time(), 0.0)))
 
 

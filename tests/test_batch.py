@@ -251,8 +251,13 @@ def test_equations_on_hand_worked_numbers():
     assert cisne.remain_cpu(10.0, 5.0, 2.0, 0.65) == pytest.approx(6.0)  # no contention
     assert cisne.cputime_mpl(2.0, 4.0, 10.0, 5.0, 2) == 3.0  # 2 + 4 x 5 / (2 x 10)
     assert cisne.cputime_cpu(2.0, 4.0, 0.25) == 3.0
-    # net: n2 demands 1.3 CPUs, so its tasks get 1/1.3 of their pace
-    assert cisne.cpu_factor(["n1", "n2"], state) == pytest.approx(1 / 1.3)
+    # net: n2 demands 1.3 CPUs; max-min gives both tasks 0.5 CPU, all that job 7 wants and
+    # 0.5/0.8 of job 8's pace; on n1, 0.15 + 0.5 fits
+    assert cisne.cpu_factor(7, ["n1", "n2"], state) == pytest.approx(1.0)
+    assert cisne.cpu_factor(8, ["n2"], state) == pytest.approx(0.5 / 0.8)
+    # with a local user of 0.15 beside them, 0.425 each
+    state["n2"].local_cpu = 0.15
+    assert cisne.cpu_factor(7, ["n2"], state) == pytest.approx(0.425 / 0.5)
 
 
 def _state_with(running, waiting, *, mpl, local=None, nodes=("n1", "n2")):
@@ -362,27 +367,69 @@ def test_deviation_keeps_the_sign():
 # -- the shared CPU ------------------------------------------------------------------------
 
 
-def _phase(cpu, job, seconds, out):
-    start = time.monotonic()
-    cpu.compute(job, seconds, lambda deadline, version: time.sleep(
-        max(0.0, min(deadline - time.time(), 0.002))))
-    out[job] = time.monotonic() - start
+def _model(dilation=1.0):
+    from emulator.network.cluster import crossbar
+    from emulator.network.sharing import ClusterModel
+
+    model = ClusterModel(crossbar(1), max_flows=64, base=0.0)
+    model.set_clock(epoch=0.0, dilation=dilation, wall=0.0)
+    return model
 
 
-def test_two_phases_share_the_cpu_and_a_local_user_takes_its_share():
-    cpu = NodeCPU()
+def test_phases_share_the_cpu_max_min_by_hand():
+    """A phase of 0.4 CPU-s from 0 and one of 0.2 from 0.1: from 0.1 each gets half the
+    CPU, so the second ends at 0.5 and the first, alone again for its last 0.1, at 0.6."""
+    now = [0.0]
+    cpu = NodeCPU(_model(), "n1", clock=lambda: now[0])
+    a = cpu.begin(1, 0.4)
+    now[0] = 0.1
+    b = cpu.begin(2, 0.2)
+    assert cpu.progress(a) == (False, pytest.approx(0.7)) and \
+        cpu.progress(b) == (False, pytest.approx(0.5))
+    now[0] = 0.3
+    assert cpu.cpu_seconds(1) == pytest.approx(0.2) and cpu.cpu_seconds(2) == pytest.approx(0.1)
+    now[0] = 0.5
+    assert cpu.progress(b)[0]
+    cpu.end(b)
+    assert cpu.progress(a) == (False, pytest.approx(0.6))
+    now[0] = 0.6
+    assert cpu.progress(a)[0]
+    cpu.end(a)
+    assert cpu.cpu_seconds(1) == pytest.approx(0.4)  # its finished phase's work
+    cpu.forget(1)
+    assert cpu.cpu_seconds(1) == 0.0
+    # a local user of 0.15 takes its share, the phase the rest; the dilation stretches both
+    loaded = NodeCPU(_model(2.0), "n1", local_fraction=0.15, dilation=2.0, clock=lambda: 0.0)
+    assert loaded.progress(loaded.begin(1, 0.85)) == (False, pytest.approx(2.0))
+    # six phases leave it only its equal share, 1/7
+    crowded = NodeCPU(_model(), "n1", local_fraction=0.15, clock=lambda: 0.0)
+    phases = [crowded.begin(j, 1.0) for j in range(6)]
+    assert crowded.progress(phases[0]) == (False, pytest.approx(7.0))
+
+
+def test_two_phases_in_threads_share_the_cpu_and_a_local_user_takes_its_share():
+    """The same in real time, as jobs' threads on a node compute."""
+    def phase(cpu, job, seconds, out):
+        start = time.monotonic()
+        cpu.compute(job, seconds, lambda end, changed: time.sleep(
+            max(0.0, min(end - time.time(), 0.002))))
+        out[job] = time.monotonic() - start
+
+    from emulator.network.cluster import crossbar
+    from emulator.network.sharing import ClusterModel
+
+    model = ClusterModel(crossbar(1), max_flows=64)  # on the wall clock
+    model.set_clock(epoch=time.time())
+    cpu = NodeCPU(model, "n1")
     out = {}
-    threads = [threading.Thread(target=_phase, args=(cpu, j, 0.3, out)) for j in (1, 2)]
+    threads = [threading.Thread(target=phase, args=(cpu, j, 0.3, out)) for j in (1, 2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert out[1] == pytest.approx(0.6, rel=0.15) and out[2] == pytest.approx(0.6, rel=0.15)
-    assert cpu.cpu_seconds(1) == pytest.approx(0.3)  # its finished phase's work
-    cpu.forget(1)
-    assert cpu.cpu_seconds(1) == 0.0
-    loaded = NodeCPU(local_fraction=0.15)
+    cpu.set_local(0.15)
     out = {}
-    _phase(loaded, 1, 0.3, out)
+    phase(cpu, 1, 0.3, out)
     assert out[1] == pytest.approx(0.3 / 0.85, rel=0.15)
-    assert loaded.cpu_seconds(1) == pytest.approx(0.3)
+    assert cpu.cpu_seconds(1) == pytest.approx(0.6)

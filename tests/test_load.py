@@ -1,29 +1,56 @@
 """The synthetic local load really consumes what it is asked to, as psutil measures it."""
 
+import os
+import socket
 import time
 
 import psutil
 import pytest
 
-from emulator.coordinator.load import LoadSpec, LocalLoad, modeled_compute_seconds
+from emulator.coordinator.load import LoadSpec, LocalLoad
 
 CPU_POINTS = 5.0
 
 
 def test_load_is_measured_near_its_targets():
     spec = LoadSpec()  # Hanzich et al.: 15% CPU, 35% memory, 0.5 KB/s
-    with LocalLoad(spec, memory_mb=512) as load:
-        time.sleep(1.0)  # allocation and start-up
-        load.measure()
-        time.sleep(4.0)
-        got = load.measure()
-        pid = load.pid
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(0.1)
+    try:
+        with LocalLoad(spec, memory_mb=512, burn_cpu=True, lan_to=sink.getsockname()) as load:
+            time.sleep(1.0)  # allocation and start-up
+            load.measure()
+            got_bytes, until = 0, time.monotonic() + 4.0
+            while time.monotonic() < until:
+                try:
+                    got_bytes += len(sink.recv(4096))
+                except socket.timeout:
+                    pass
+            got = load.measure()
+            pid = load.pid
+    finally:
+        sink.close()
     assert got["alive"]
     assert abs(got["cpu_percent"] - 15.0) <= CPU_POINTS, got
     assert got["rss_mb"] >= 0.35 * 512, got
     assert got["rss_mb"] <= 0.35 * 512 + 64, got
     assert got["lan_bytes_per_second"] == pytest.approx(512, rel=0.25), got
+    assert got_bytes / 4.0 == pytest.approx(512, rel=0.25)  # and they arrive where sent
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_modelled_load_holds_its_memory_and_burns_nothing():
+    """Under --cpu model the local user's CPU share is a flow of the model, not the
+    process's; it still holds its memory."""
+    with LocalLoad(LoadSpec(), memory_mb=256) as load:
+        time.sleep(1.0)
+        load.measure()
+        time.sleep(1.5)
+        got = load.measure()
+    assert got["cpu_percent"] < 3.0, got
+    assert got["rss_mb"] >= 0.35 * 256, got
+    assert got["lan_bytes_per_second"] == 0, got
 
 
 @pytest.mark.parametrize("kwargs", [dict(cpu_fraction=1.5), dict(memory_fraction=-0.1),
@@ -33,6 +60,11 @@ def test_bad_load_specs(kwargs):
         LoadSpec(**kwargs)
 
 
-def test_modeled_compute_follows_seed_000():
-    assert modeled_compute_seconds(10.0, 0.0) == 10.0
-    assert modeled_compute_seconds(10.0, 0.15) == pytest.approx(11.5)
+def test_the_kernel_cpu_says_in_one_line_why_it_cannot_run(monkeypatch):
+    from emulator.kernel import cgroups
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "needs root" in cgroups.unavailable()
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cgroups, "hierarchy", lambda: None)
+    assert "cgroup cpu controller" in cgroups.unavailable()

@@ -9,7 +9,7 @@ CPUtime_tot the CPU time of its tasks (their mean, in CPU-seconds). With it come
 model's communication time of the job's pattern on those nodes under the status graph
 measured before (``comm_model``), the reference of the ``net-net`` estimator. Results are
 cached in a JSON file keyed by benchmark, class, tasks, iterations and the network (cluster,
-scenario, clock), so later runs only measure what is new.
+scenario, clock, shaping and CPU), so later runs only measure what is new.
 """
 
 import json
@@ -19,7 +19,7 @@ import time
 from ..errors import InputFileError
 from ..files import write_json_atomic
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 def key(benchmark, npb_class, tasks, iterations, network):
@@ -58,8 +58,7 @@ def measure_one(coordinator, nodes, benchmark, npb_class, tasks, iterations, com
                               iterations=iterations, threaded=True)
     wall = coordinator.emulated_seconds(time.time() - start)
     results = [r["result"] for r in replies.values()]
-    cpu = coordinator.emulated_seconds(
-        sum(r["cpu_seconds"] for r in replies.values()) / len(replies))
+    cpu = sum(r["cpu_seconds"] for r in replies.values()) / len(replies)  # emulated CPU-s
     return {"exe_seconds": wall, "cpu_seconds": max(cpu, 1e-6), "cpu_fraction": cpu / wall,
             "skeleton_seconds": max(r["seconds"] for r in results),
             "iterations": results[0]["iterations"], "nodes": group,

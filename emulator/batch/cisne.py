@@ -17,15 +17,17 @@ CPUtime estimators (Alg. 1:7): ``mpl`` Eq. 8 and ``cpu`` Eq. 9. A combination is
 ``REMAIN-CPUTIME`` (``mpl-mpl`` and ``cpu-cpu`` are Hanzich et al. Table 1's MPL and CPU).
 
 ``net-net`` (beyond Hanzich et al.) splits the isolated run into CPU time and the rest
-(communication), stretches the CPU part by the node's processor sharing (a node whose
-demand, local plus parallel, exceeds one CPU gives its parallel tasks (1 - CPU_local) in
-proportion to their shares; the job goes at the pace of its slowest node) and the
+(communication), stretches the CPU part by the node's CPU as the fluid model shares it (the
+same max-min solver as the emulator's CPUs and links, :mod:`emulator.network.sharing`, over
+average demands: the local user bounded at CPU_local, each task at its CPU(J); a task's pace
+is its rate over its CPU(J), and the job goes at the pace of its slowest node) and the
 communication part by ``comm_factor``: the flow model's time for the job's pattern on its
 nodes under the status graph over the same at full capacity (1 when no graph is known).
 """
 
 import math
 
+from ..network.sharing import maxmin
 from ..scheduling.scheduler import RESOLUTION_SECONDS
 
 REMAIN = ("prop", "mpl", "cpu")
@@ -84,9 +86,27 @@ def cputime_cpu(cpu_cur, dt, feas):
     return cpu_cur + dt * feas
 
 
-def cpu_factor(nodes, state):
-    """The share of its isolated CPU pace a job gets on its most crowded node."""
-    return min((_node_load(state[n])[2] for n in nodes), default=1.0)
+def cpu_paces(local_cpu, tasks):
+    """The share of its isolated CPU pace each task on a node gets: ``{job: pace}`` for
+    ``tasks`` (job -> CPU(J)) beside a local user of ``local_cpu``, by the fluid model's
+    max-min over the node's one CPU.
+
+    >>> {j: round(p, 4) for j, p in cpu_paces(0.15, {1: 0.5, 2: 0.8}).items()}
+    {1: 0.85, 2: 0.5312}
+    """
+    demand = local_cpu + sum(tasks.values())
+    if demand <= 1.0:
+        return {j: 1.0 for j in tasks}
+    jobs = list(tasks)
+    bounds = ([local_cpu] if local_cpu > 0 else []) + [max(tasks[j], 1e-9) for j in jobs]
+    rates = maxmin([1.0], [0], [[0]] * len(bounds), bounds)[-len(jobs):]
+    return {j: max(min(r / tasks[j], 1.0), 1e-6) for j, r in zip(jobs, rates)}
+
+
+def cpu_factor(job, nodes, state):
+    """The share of its isolated CPU pace ``job`` gets on its most crowded node."""
+    return min((cpu_paces(state[n].local_cpu, state[n].tasks).get(job, 1.0) for n in nodes),
+               default=1.0)
 
 
 def net_rate(exe_tot, cpu_tot, comm_factor, factor):
@@ -99,24 +119,18 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 
 
 def _node_load(s):
-    """(MPL, CPU demand, CPU factor) of one node: Hanzich et al. Eq. 3 and 7's terms and the
-    processor-sharing pace ``net-net`` uses."""
-    paral, local = s.parallel_cpu, s.local_cpu
-    factor = 1.0
-    if local + paral > 1.0 and paral > 0:
-        factor = max(max(1.0 - local, 0.0) / paral, 1e-6)
-    return (s.mpl, s.demand, factor)
+    """(MPL, CPU demand, {job: CPU pace}) of one node: Hanzich et al. Eq. 3 and 7's terms
+    and the pace of each task there as ``net-net`` sees it."""
+    return (s.mpl, s.demand, cpu_paces(s.local_cpu, s.tasks))
 
 
-def _view(nodes, loads):
-    """(MPL_max, CPU_max, CPU factor) of a job on ``nodes``: the extremes over its nodes."""
-    here = [loads[n] for n in nodes if n in loads]
+def _view(job, loads):
+    """(MPL_max, CPU_max, CPU pace) of ``job``: the extremes over its nodes."""
+    here = [loads[n] for n in job.nodes if n in loads]
     if not here:  # every node of the job is down: it runs at its isolated pace
         return (1, 0.0, 1.0)
-    if len(here) == 1:
-        return here[0]
-    mpls, demands, factors = zip(*here)
-    return (max(mpls), max(demands), min(factors))
+    return (max(h[0] for h in here), max(h[1] for h in here),
+            min(h[2].get(job.id, 1.0) for h in here))
 
 
 def _constants(info):
@@ -179,7 +193,7 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
     # node loads change only where a job ends or starts: kept up to date, not recomputed
     loads = {n: _node_load(s) for n, s in state.items()}
     for job, cur in running.items():
-        cur[3] = _view(job.nodes, loads)
+        cur[3] = _view(job, loads)
     ends = {}
     t0 = now
     while running:  # Alg. 1:3
@@ -209,7 +223,7 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
                 loads[n] = _node_load(state[n])
         for job, cur in running.items():
             if cur[3] is None or not touched.isdisjoint(job.nodes):
-                cur[3] = _view(job.nodes, loads)
+                cur[3] = _view(job, loads)
         t0 = ti  # :15
     return ends  # jobs that never start (every node they could use is down) have none
 

@@ -131,7 +131,6 @@ class BatchRun:
         self._progress_at = None  # (now, progress of the running jobs) for those predictions
         self.t0 = None
         self.measured_local = {}
-        self.modeled_cpu = False
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -158,20 +157,10 @@ class BatchRun:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def local_cpu_modeled(self):
-        """True when this machine has fewer cores than node ranks: a local user's CPU share
-        is then modelled (:mod:`emulator.coordinator.cpushare`), not burnt, or the loads
-        would take the cores the emulation itself runs on."""
-        here = sum(1 for r in range(1, self.c.nranks + 1)
-                   if self.c.info.get(r, {}).get("machine") == self.c.machine)
-        return here > (os.cpu_count() or 1)
-
     def start_local_load(self, spec):
         ranks = [self.c.rank_of(n) for n in self.loaded]
-        self.modeled_cpu = self.local_cpu_modeled()
         if ranks:
-            self.c.broadcast({"op": "load", "spec": spec, "modeled_cpu": self.modeled_cpu},
-                             ranks)
+            self.c.broadcast({"op": "load", "spec": spec}, ranks)
         for n in self.loaded:
             state = self.placement.state[n]
             state.local_cpu = spec["cpu_fraction"]
@@ -194,8 +183,8 @@ class BatchRun:
         replies = self.c.broadcast({"op": "report"}, [self.c.rank_of(n) for n in nodes])
         now = self.now()
         progress = {}
-        for job in running:
-            used = [self.c.emulated_seconds(replies[n]["jobs"].get(job.info["handle"], 0.0))
+        for job in running:  # CPU-seconds of emulated time, as the nodes keep them
+            used = [replies[n]["jobs"].get(job.info["handle"], 0.0)
                     for n in job.nodes if n in replies]
             progress[job.id] = (now - job.start, sum(used) / len(used) if used else 0.0)
         return progress
@@ -220,9 +209,11 @@ class BatchRun:
             start + job.info["exe_seconds"]
 
     def _predicted_end(self, job, nodes):
-        """Algorithm 1's end for ``job`` started on ``nodes`` now (``--nsp predicted``), with
-        net-net (the best estimator in Hanzich et al.'s experiment as run here) or the run's
-        first estimator."""
+        """``--nsp predicted``'s criterion for starting ``job`` on ``nodes`` now: the sum of
+        the predicted ends of every job in the system (running and queued, ``job`` started
+        there first), by Algorithm 1 with net-net (the best estimator in Hanzich et al.'s
+        experiment as run here) or the run's first estimator. Time sharing costs the jobs
+        already on those nodes as much as the new one, so all of them count."""
         now = self.now()
         if self._progress_at is None or self._progress_at[0] != now:
             self._progress_at = (now, self._progress_of_running())
@@ -232,7 +223,11 @@ class BatchRun:
         ends = estimate_ends(self.scheduler, self.placement, now, self._progress_at[1],
                              estimator, comm_factor_of=self.comm_factor_of, start=(job, nodes))
         self.decision_ms.append((time.perf_counter() - t) * 1000)
-        return ends.get(job.id, float("inf"))
+        if job.id not in ends:
+            return math.inf
+        everyone = {j.id for j in self.scheduler.running} | \
+            {j.id for j in self.scheduler.waiting()} | {job.id}
+        return sum(ends.get(j, math.inf) for j in everyone)
 
     def _forward_start(self, job, now):
         """The predictions' technique 1 (Smith §3.2): the scheduler copied and run
@@ -297,11 +292,16 @@ class BatchRun:
             if now is None:  # the ends seen in one poll are one instant
                 now = self.now()
             self.scheduler.finish(job, now)
-            seconds = max(r["result"]["seconds"] for r in replies.values())
-            cpu = self.c.emulated_seconds(
-                sum(r.get("cpu_seconds", 0.0) for r in replies.values()) / len(replies))
-            self.records[job.id].update(end=now, status="done", run_seconds=seconds,
-                                        cpu_seconds=cpu)
+            results = [r["result"] for r in replies.values()]
+            self.records[job.id].update(
+                end=now, status="done", run_seconds=max(r["seconds"] for r in results),
+                # when its skeleton's timed part began, emulated seconds into the run
+                run_start=self.c.emulated_seconds(min(r["started_at"] for r in results)
+                                                  - self.t0),
+                compute_seconds=sum(r["phases"].get("compute", 0.0) for r in results)
+                / len(results),
+                cpu_seconds=sum(r.get("cpu_seconds", 0.0) for r in replies.values())
+                / len(replies))
             changed = True
             if self.progress:
                 self.progress(1)

@@ -19,10 +19,11 @@ nowhere waits.
 ``random``   any eligible nodes, seeded.
 ``pattern``  Goteti and Subhlok: max-min bandwidth pruning for the job's communication pattern on
              the status graph, among the eligible nodes.
-``predicted`` Normal's and Uniform's choices, and of them the one whose predicted turnaround
-             for the job (``predictor(job, nodes)``: Algorithm 1 run with the job started
-             there) is least, the estimates deciding as Hanzich et al. leave for future
-             work. Copies made to simulate forward have no predictor and place as Normal.
+``predicted`` Normal's and Uniform's choices, and of them the one the predictor scores
+             least (``predictor(job, nodes)``: in a batch run, the predicted ends of every
+             job in the system, by Algorithm 1 with the job started there), the estimates
+             deciding as Hanzich et al. leave for future work. Copies made to simulate
+             forward have no predictor and place as Normal.
 
 :class:`Placement` gives the scheduler engine (:class:`~emulator.scheduling.Scheduler`) its
 ``can_place``/``place``/``release``; the jobs' ``info`` carries ``tasks``, ``kind``
@@ -167,7 +168,7 @@ class Placement:
         self.rng = random.Random(seed)
         self.graph = graph
         self.pattern_of = pattern_of
-        self.predictor = None  # predicted: (job, nodes) -> the job's predicted turnaround
+        self.predictor = None  # predicted: (job, nodes) -> a score, the least chosen
         self.pinned = {}  # job id -> the nodes its next start takes (a what-if)
         self._choice = None  # (job id, nodes) of the last can_place
 

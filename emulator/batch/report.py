@@ -19,7 +19,7 @@ def columns(estimators):
 CSV_FIELDS = ("policy", "loaded_fraction", "repeat", "job", "benchmark", "class", "tasks",
               "kind", "arrival_seconds", "submit", "start", "end", "turnaround_seconds",
               "isolated_seconds", "status", "restarts", "nodes", "estimation_ms",
-              "predicted_start")
+              "predicted_start", "run_start", "run_seconds", "compute_seconds", "cpu_seconds")
 
 
 def turnaround(rec):
@@ -65,7 +65,9 @@ def jobs_csv(rows, estimators=COLUMNS):
         values = [policy, frac, rep, rec["job"], rec["benchmark"], rec["class"], rec["tasks"],
                   rec["kind"], rec["arrival_seconds"], rec["submit"], rec["start"], rec["end"],
                   turnaround(rec), rec["isolated_seconds"], rec["status"], rec["restarts"],
-                  rec["nodes"], rec["estimation_ms"], rec.get("predicted_start")]
+                  rec["nodes"], rec["estimation_ms"], rec.get("predicted_start"),
+                  rec.get("run_start"), rec.get("run_seconds"), rec.get("compute_seconds"),
+                  rec.get("cpu_seconds")]
         for e in estimators:
             end = rec["predicted_end"].get(e)
             values.append(None if end is None else end - rec["submit"])

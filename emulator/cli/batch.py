@@ -195,7 +195,7 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
     # characterizations hold for one network: the same cluster file, scenario and clock
     network_id = (f"{os.path.abspath(args.cluster) if args.cluster else 'crossbar'}:"
                   f"{args.nodes}:{os.path.abspath(args.scenario) if args.scenario else args.seed}"
-                  f":{args.time_scale:g}:{args.shaping}")
+                  f":{args.time_scale:g}:{args.shaping}:{args.cpu}")
 
     def program(coordinator):
         summary = run_experiment(coordinator, policies=policies, loaded_fractions=fractions,

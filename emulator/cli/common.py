@@ -2,11 +2,12 @@
 carries examples), the cluster options, and running a program on the emulated cluster."""
 
 import argparse
+import contextlib
 import os
 import sys
 
-from ..coordinator.launch import (START_TIMEOUT_SECONDS, mpiexec_path, run_mpiexec,
-                                  under_mpiexec)
+from ..coordinator.launch import (START_TIMEOUT_SECONDS, STARTED_FILE_ENV, mpiexec_path,
+                                  run_mpiexec, under_mpiexec)
 from ..errors import UserError
 
 
@@ -88,13 +89,19 @@ def cluster_options(p, probe_kib=256):
                    help="scenario seconds per wall second (default 10)")
     p.add_argument("--timeout-seconds", type=positive_float, default=30.0,
                    help="how long the coordinator waits for a node (default 30)")
-    p.add_argument("--dilation", type=positive_float, default=1.0,
+    p.add_argument("--dilation", type=positive_float,
                    help="time dilation K: one emulated second lasts K wall seconds "
                         "(bandwidths divided by K, latencies and compute phases multiplied "
                         "by K, the scenario clock slowed by K); every figure is in emulated "
                         "seconds. More ranks than cores want K of about ranks/cores "
-                        "(default 1; with --shaping tc the testbed runs at 1/K of the "
-                        "bandwidths)")
+                        "(default 1, or nodes over cores with --cpu kernel; with --shaping "
+                        "tc the testbed runs at 1/K of the bandwidths)")
+    p.add_argument("--cpu", choices=("model", "kernel"), default="model",
+                   help="model: compute phases and local users share each node's CPU in the "
+                        "fluid model (default); kernel: they burn real CPU, each node's "
+                        "processes held to one node's share of the cores by a cgroup, and "
+                        "the kernel's scheduler decides (needs root and the cgroup cpu "
+                        "controller)")
     p.add_argument("--probe-bytes", type=positive_int, default=probe_kib * 1024,
                    help=f"bytes per bandwidth probe (default {probe_kib} KiB)")
     p.add_argument("--shaping", choices=("inproc", "tc", "external"), default="inproc",
@@ -174,6 +181,7 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
     else:
         timeline = full_capacity_timeline(cluster)
     n = len(clusters.node_names(cluster))
+    args.dilation = _dilation(args, n)
     if args.shaping == "tc" and args.testbed != "netns":
         raise UserError("--shaping tc needs --testbed netns (node ranks in network namespaces)")
     if args.testbed and args.shaping != "tc":
@@ -181,16 +189,21 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
     if args.dilation != 1.0 and args.shaping == "external":
         raise UserError("--dilation needs shaping nodesel controls (--shaping inproc or tc): "
                         "a real network runs at its own speed")
+    if args.cpu == "kernel" and args.shaping == "external":
+        raise UserError("--cpu kernel emulates the nodes' CPUs on this machine; a real "
+                        "cluster's nodes have their own (--shaping inproc or tc)")
     if not under_mpiexec():
         mpiexec = require_mpiexec()
-        if args.shaping == "tc":
-            return _on_testbed(args, cluster, mpiexec)
-        # -disable-auto-cleanup and the supervisor: a dead node must not take the others with
-        # it, so the coordinator can name it and go on without it.
-        from ..coordinator.supervise import rank_command
+        with _cpu_groups(args, cluster):
+            if args.shaping == "tc":
+                return _on_testbed(args, cluster, mpiexec)
+            # -disable-auto-cleanup and the supervisor: a dead node must not take the others
+            # with it, so the coordinator can name it and go on without it.
+            from ..coordinator.supervise import rank_command
 
-        return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-n", str(n + 1)]
-                           + rank_command(args.argv), start_timeout_seconds=START_TIMEOUT_SECONDS)
+            return run_mpiexec([mpiexec, "-disable-auto-cleanup", "-n", str(n + 1)]
+                               + rank_command(args.argv),
+                               start_timeout_seconds=START_TIMEOUT_SECONDS)
 
     from mpi4py import MPI
 
@@ -204,7 +217,7 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
         return 2
     settings = Settings(cluster, timeline, time_scale=args.time_scale,
                         timeout_seconds=args.timeout_seconds * args.dilation,
-                        dilation=args.dilation)
+                        dilation=args.dilation, cpu=args.cpu)
     if args.shaping == "external":
         settings.shaping = "external"
     if args.shaping == "tc":
@@ -218,6 +231,45 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
         settings.epoch = time.time()
     launch(program, settings)
     return 0
+
+
+def _dilation(args, nodes):
+    """``--dilation``, or with ``--cpu kernel`` the one it needs (nodes over cores), said
+    once."""
+    if args.dilation is not None:
+        return args.dilation
+    if args.cpu != "kernel":
+        return 1.0
+    from ..kernel.cgroups import default_dilation
+
+    k = float(default_dilation(nodes))
+    launched_here = STARTED_FILE_ENV in os.environ  # its launcher said it already
+    if not under_mpiexec() or (os.environ.get("PMI_RANK") == "0" and not launched_here):
+        print(f"nodesel: --cpu kernel: dilation {k:g} ({nodes} nodes on {os.cpu_count()} "
+              f"cores, one core's 1/{k:g} each)", file=sys.stderr, flush=True)
+    return k
+
+
+@contextlib.contextmanager
+def _cpu_groups(args, cluster):
+    """With ``--cpu kernel``: the nodes' cgroups for the run's ranks (made before they
+    start, taken down after they end, whatever ended them); one line if it cannot run."""
+    if args.cpu != "kernel":
+        yield None
+        return
+    from ..kernel import cgroups
+    from ..network import cluster as clusters
+
+    why = cgroups.unavailable()
+    if why:
+        raise UserError(why)
+    groups = cgroups.CpuGroups(clusters.node_names(cluster), args.dilation)
+    try:
+        os.environ[cgroups.ENV] = groups.up()
+        yield groups
+    finally:
+        os.environ.pop(cgroups.ENV, None)
+        groups.down()
 
 
 def _on_testbed(args, cluster, mpiexec):

@@ -1,118 +1,167 @@
-"""One emulated node's CPU, shared by the compute phases of the parallel tasks on it and by
-its local user, as a time-sharing kernel shares a CPU among runnable processes.
+"""One emulated node's CPU as its compute phases see it: modelled (the default) or burnt
+under the kernel's scheduler (``--cpu kernel``).
 
-Compute phases are modelled (a phase of ``s`` seconds is ``s`` seconds of work on a whole
-CPU), so sharing is modelled too: processor sharing with max-min fairness. The local user
-wants ``local_fraction`` of the CPU and gets it (it is never more than a fair share at the
-MPLs used here: 15% against 1/5 with four parallel tasks); the phases computing at the same
-instant split the rest equally, each at most one CPU. A phase of ``s`` seconds on a node
-where ``k`` phases compute beside a local user of share ``L`` progresses at
-``min(1, (1 - L) / k)`` CPU-seconds per second, re-evaluated whenever a phase starts or
-ends. A task that waits on the network uses no CPU.
+:class:`NodeCPU` (``--cpu model``) makes the CPU one more resource of the cluster's fluid
+model (:mod:`emulator.network.sharing`): a compute phase of ``s`` seconds is a flow of ``s``
+CPU-seconds on its node's CPU (one CPU-second per emulated second), and a local user wanting
+a share ``L`` is a flow bounded at ``L`` there. The model's max-min rates then give the
+local user its ``L`` (or an equal share, when that is less) and split the rest equally
+among the phases computing at the same instant, each at most one CPU; rates are solved again
+whenever a phase starts or ends, as for the network's flows. A task that waits on the
+network uses no CPU. In the emulator's message path the node's CPU lives in the same
+shared model as the network; under kernel shaping a node keeps a model of its own.
 
-Every task's CPU time (its finished and current work, in CPU-seconds) is kept by job, so
-the node can report CPUtime_cur (Hanzich et al. §2).
+:class:`KernelCPU` (``--cpu kernel``) burns each phase as real work, calibrated so that a
+phase of ``s`` seconds is ``s`` seconds of this machine's CPU, in the calling thread. The
+node's processes (its rank and its local user, a real process that burns its share) sit in
+the node's cgroup (:mod:`emulator.kernel.cgroups`), which holds them to one node's CPU, so
+the kernel's scheduler decides what each phase gets.
 
->>> cpu = NodeCPU(local_fraction=0.15)
->>> cpu.rate_for(1), round(cpu.rate_for(2), 3)
-(0.85, 0.425)
+Both keep every task's CPU time by job (finished phases and the current ones), in emulated
+CPU-seconds, so the node can report CPUtime_cur (Hanzich et al. §2).
+
+>>> from emulator.network.cluster import crossbar
+>>> from emulator.network.sharing import ClusterModel
+>>> model = ClusterModel(crossbar(1), max_flows=8, base=0.0)
+>>> _ = model.set_clock(epoch=0.0, wall=0.0)
+>>> cpu = NodeCPU(model, "n1", local_fraction=0.15, clock=lambda: 0.0)
+>>> phase = cpu.begin(job=1, seconds=0.85)
+>>> cpu.progress(phase)  # (done, the wall time it ends at the current rates)
+(False, 1.0)
 """
 
 import threading
 import time
 
+from ..network import _fluid
+
 
 class NodeCPU:
-    def __init__(self, local_fraction=0.0):
-        self.local_fraction = float(local_fraction)
-        self._lock = threading.Lock()
-        self._active = {}  # phase token -> (job, virtual start, virtual target)
-        self._virtual = 0.0  # CPU-seconds every active phase has received since the origin
-        self._stamp = time.monotonic()
-        self._done = {}  # job -> CPU-seconds of its finished phases
-        self.version = 0  # changes whenever the set of computing phases does
-        self._wakers = {}  # phase token -> wake() of its waiting thread, or None
-        self._next = 0
+    """A node's CPU in the fluid model ``model`` (shared by the ranks of a machine, or this
+    process's own). ``dilation``: wall seconds per emulated second, as the model's clock
+    says. ``clock``: wall time (for checks)."""
 
-    def rate_for(self, k):
-        """CPU-seconds per second of each of ``k`` phases computing at once."""
-        if k <= 0:
-            return 0.0
-        local = min(self.local_fraction, 1.0 / (k + 1)) if self.local_fraction > 0 else 0.0
-        return min(1.0, (1.0 - local) / k)
+    def __init__(self, model, node, *, dilation=1.0, local_fraction=0.0, clock=time.time):
+        self.model = model
+        self.fluid = model.fluid
+        self.name = node
+        self.node = model.index[node]
+        self.resource = model.resources.cpu(node)
+        self.dilation = float(dilation)
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._done = {}  # job -> CPU-seconds of its finished phases
+        self._active = {}  # token -> [job, slot, gen, seconds]
+        self._next = 0
+        self._local = None  # the local user's flow
+        self.set_local(local_fraction)
 
     def set_local(self, fraction):
-        with self._lock:
-            self._advance(time.monotonic())
-            self.local_fraction = float(fraction)
-            self.version += 1
+        """The node's local user takes ``fraction`` of the CPU (0: none)."""
+        from ..network.sharing import steady_flow
 
-    def _advance(self, now):
-        self._virtual += (now - self._stamp) * self.rate_for(len(self._active))
-        self._stamp = now
-
-    def begin(self, job, seconds, wake=None):
-        """Start a phase of ``seconds`` CPU-seconds for ``job``; returns its token.
-        ``wake()`` is called whenever another phase starts or ends (the pace changes)."""
         with self._lock:
-            self._advance(time.monotonic())
+            if self._local is not None:
+                self.fluid.drop(*self._local, wall=self.clock())
+                self._local = None
+            if fraction > 0:
+                self._local = steady_flow(self.model, self.name, ("cpu", self.name), fraction,
+                                          dilation=self.dilation, wall=self.clock())
+
+    def begin(self, job, seconds, bell=None):
+        """Start a phase of ``seconds`` CPU-seconds for ``job``; returns its token. The model
+        rings ``bell`` (a doorbell address) when a re-solve brings the phase's end earlier."""
+        slot, gen, _ = self.fluid.add(self.clock(), self.node, self.node, float(seconds),
+                                      resource=self.resource, receiver_bell=bell)
+        with self._lock:
             self._next += 1
-            token = self._next
-            self._active[token] = (job, self._virtual, self._virtual + seconds)
-            self.version += 1
-            others = [w for w in self._wakers.values() if w is not None]
-            self._wakers[token] = wake
-        for w in others:
-            w()
-        return token
+            self._active[self._next] = [job, slot, gen, float(seconds)]
+            return self._next
 
-    def eta(self, token):
-        """Wall seconds from now until the phase ends at the current rates (0 if done)."""
-        with self._lock:
-            now = time.monotonic()
-            self._advance(now)
-            _, _, target = self._active[token]
-            left = target - self._virtual
-            if left <= 1e-9:
-                return 0.0
-            return left / self.rate_for(len(self._active))
+    def progress(self, token):
+        """(done, wall time the phase ends at the current rates)."""
+        _, slot, gen, _ = self._active[token]
+        view = self.fluid.view(slot, gen, wall=self.clock(), party=_fluid.RECEIVER)
+        return view["done"], view["end"]
 
     def end(self, token):
         with self._lock:
-            self._advance(time.monotonic())
-            job, start, target = self._active.pop(token)
-            self._done[job] = self._done.get(job, 0.0) + (target - start)
-            self.version += 1
-            self._wakers.pop(token, None)
-            others = [w for w in self._wakers.values() if w is not None]
-        for w in others:
-            w()
+            job, slot, gen, seconds = self._active.pop(token)
+            self._done[job] = self._done.get(job, 0.0) + seconds
+        self.fluid.drop(slot, gen, party=_fluid.RECEIVER, wall=self.clock())
+
+    def compute(self, job, seconds, wait_until, bell=None):
+        """A compute phase: ``wait_until(end, changed)`` waits (progressing messages) until
+        wall time ``end`` or until ``changed()`` (the phase's end moved)."""
+        token = self.begin(job, seconds, bell)
+        try:
+            while True:
+                done, end = self.progress(token)
+                if done:
+                    return
+                wait_until(end, lambda: self.progress(token)[1] != end)
+        finally:
+            self.end(token)
 
     def cpu_seconds(self, job):
-        """CPUtime_cur of ``job``'s task here: its finished phases and the current one."""
+        """CPUtime_cur of ``job``'s task here: its finished phases and the current ones."""
         with self._lock:
-            self._advance(time.monotonic())
             used = self._done.get(job, 0.0)
-            for j, start, target in self._active.values():
-                if j == job:
-                    used += min(self._virtual, target) - start
-            return used
+            current = [(s, g, seconds) for j, s, g, seconds in self._active.values() if j == job]
+        for slot, gen, seconds in current:
+            try:
+                view = self.fluid.view(slot, gen, wall=self.clock())
+            except KeyError:  # ended meanwhile: counted in _done by now
+                continue
+            used += seconds - view["remaining"]
+        return used
 
     def forget(self, job):
         with self._lock:
             self._done.pop(job, None)
 
-    def compute(self, job, seconds, wait_until, wake=None):
-        """A compute phase: ``wait_until(deadline, version)`` waits (progressing messages)
-        until wall time ``deadline`` or until :attr:`version` differs from ``version``;
-        ``wake()`` interrupts that wait (see :meth:`begin`)."""
-        token = self.begin(job, seconds, wake)
+
+class KernelCPU:
+    """A node's CPU as the kernel shares it: each phase burns ``seconds`` of this machine's
+    CPU in the calling thread (:func:`emulator.coordinator.work.burn`, at ``units_per_second``
+    units per CPU-second); the node's cgroup holds the node to its share."""
+
+    def __init__(self, units_per_second):
+        self.units_per_second = float(units_per_second)
+        self._lock = threading.Lock()
+        self._done = {}  # job -> CPU-seconds of finished phases
+        self._active = {}  # thread id -> (job, its CPU clock, the clock at the phase's start)
+
+    def set_local(self, fraction):
+        """Nothing to model: the local user is a real process in the node's cgroup."""
+
+    def compute(self, job, seconds, wait_until=None, bell=None):
+        from .work import burn
+
+        me = threading.get_ident()
+        clock = time.pthread_getcpuclockid(me)
+        start = time.clock_gettime(clock)
+        with self._lock:
+            self._active[me] = (job, clock, start)
         try:
-            while True:
-                version = self.version
-                left = self.eta(token)
-                if left <= 0:
-                    return
-                wait_until(time.time() + left, version)
+            burn(seconds * self.units_per_second)
         finally:
-            self.end(token)
+            used = time.clock_gettime(clock) - start
+            with self._lock:
+                del self._active[me]
+                self._done[job] = self._done.get(job, 0.0) + used
+
+    def cpu_seconds(self, job):
+        with self._lock:
+            used = self._done.get(job, 0.0)
+            running = [(clock, start) for j, clock, start in self._active.values() if j == job]
+        for clock, start in running:
+            try:
+                used += time.clock_gettime(clock) - start
+            except OSError:  # the thread ended meanwhile: counted in _done by now
+                pass
+        return used
+
+    def forget(self, job):
+        with self._lock:
+            self._done.pop(job, None)

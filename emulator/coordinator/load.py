@@ -1,11 +1,17 @@
 """Synthetic local-user load on a node (Hanzich et al. §4): CPU, memory and LAN traffic.
 
-The load runs as its own process (``python -m emulator.coordinator.load``), so it really consumes:
+The load runs as its own process (``python -m emulator.coordinator.load``) and really holds
+``memory_bytes``, allocated and touched page by page. What else it does depends on how the
+node is emulated (:func:`emulator.coordinator.runtime._local_user`):
 
-- CPU: busy for ``cpu_fraction`` of every 100 ms period, asleep for the rest;
-- memory: ``memory_bytes`` allocated and touched, page by page;
-- LAN: UDP datagrams at ``lan_bytes_per_second`` to a sink socket on the loopback
-  interface (the node's own address in a namespace testbed).
+- CPU: under ``--cpu kernel`` it burns ``cpu_fraction`` of a CPU-second of its own CPU time
+  in every 100 ms period (of emulated time: the period lasts ``dilation`` times as long) and
+  sleeps for the rest, in its node's cgroup, so the kernel gives it what it wants when it
+  can; otherwise its share is a bounded flow on the node's CPU in the fluid model, and the
+  process burns nothing;
+- LAN: under kernel shaping, UDP datagrams at ``lan_bytes_per_second`` from the node's
+  address to the testbed's host across the shaped network (``lan_to``); in-process, a
+  bounded flow on the node's port in the model; on a real cluster, not emulated.
 
 The node starts it with :class:`LocalLoad` and measures what it actually uses with psutil.
 Defaults follow Hanzich et al.: 15% CPU, 35% of the node's memory, 0.5 KB/s.
@@ -43,17 +49,22 @@ class LoadSpec:
 
 
 class LocalLoad:
-    """A running load process for one node; use as a context manager or call :meth:`stop`."""
+    """A running load process for one node; use as a context manager or call :meth:`stop`.
+    ``burn_cpu``: burn the CPU share for real (else it is modelled elsewhere); ``lan_to``:
+    ``(address, port)`` its datagrams go to (None: no traffic)."""
 
-    def __init__(self, spec, memory_mb):
+    def __init__(self, spec, memory_mb, *, burn_cpu=False, dilation=1.0, lan_to=None):
         self.spec = spec
+        self.dilation = float(dilation)
         self.memory_bytes = int(spec.memory_fraction * memory_mb * 2**20)
         self.sent_bytes = 0
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "emulator.coordinator.load", "--cpu-fraction", str(spec.cpu_fraction),
-             "--memory-bytes", str(self.memory_bytes),
-             "--lan-bytes-per-second", str(spec.lan_bytes_per_second)],
-            stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, "-m", "emulator.coordinator.load",
+                "--cpu-fraction", str(spec.cpu_fraction if burn_cpu else 0.0),
+                "--memory-bytes", str(self.memory_bytes), "--dilation", str(dilation)]
+        if lan_to is not None and spec.lan_bytes_per_second > 0:
+            argv += ["--lan-bytes-per-second", str(spec.lan_bytes_per_second),
+                     "--lan-to", f"{lan_to[0]}:{lan_to[1]}"]
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self._ps = psutil.Process(self._proc.pid)
         self._ps.cpu_percent(None)
         self._since = time.monotonic()
@@ -71,7 +82,8 @@ class LocalLoad:
         return self._proc.pid
 
     def measure(self):
-        """What the load used since the last call: CPU %, resident MB, LAN bytes/s."""
+        """What the load used since the last call: CPU % (of the emulated node's CPU, which
+        dilation K makes 1/K of a core), resident MB, LAN bytes/s (per emulated second)."""
         now = time.monotonic()
         elapsed = max(now - self._since, 1e-9)
         try:
@@ -79,9 +91,9 @@ class LocalLoad:
             rss = self._ps.memory_info().rss
         except psutil.NoSuchProcess:
             return {"alive": False}
-        lan = (self.sent_bytes - self._sent_at_mark) / elapsed
+        lan = (self.sent_bytes - self._sent_at_mark) / elapsed * self.dilation
         self._since, self._sent_at_mark = now, self.sent_bytes
-        return {"alive": self._proc.poll() is None, "cpu_percent": cpu,
+        return {"alive": self._proc.poll() is None, "cpu_percent": cpu * self.dilation,
                 "rss_mb": rss / 2**20, "target_memory_mb": self.memory_bytes / 2**20,
                 "lan_bytes_per_second": lan, "spec": asdict(self.spec)}
 
@@ -102,20 +114,7 @@ class LocalLoad:
         self.stop()
 
 
-def modeled_compute_seconds(work_seconds, local_cpu_fraction):
-    """Wall time of ``work_seconds`` of dedicated CPU work next to a local load.
-
-    Hanzich et al. Eq. 5-7 with one parallel task wanting a whole CPU (CPU(J) = 1):
-    CPU_max = 1 + CPU_local, CPU_feas = min(1, 1 / CPU_max), time = work / CPU_feas.
-
-    >>> round(modeled_compute_seconds(10.0, 0.15), 6)
-    11.5
-    """
-    cpu_feas = min(1.0, 1.0 / (1.0 + local_cpu_fraction))
-    return work_seconds / cpu_feas
-
-
-def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second):
+def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second, lan_to, dilation):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))  # Ctrl-C at a terminal: end quietly
@@ -123,34 +122,32 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second):
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     for i in range(0, memory_bytes, page):
         block[i] = 1
-    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sink.bind(("127.0.0.1", 0))
-    sink.setblocking(False)
-    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM) if lan_to else None
     payload = b"x" * DATAGRAM_BYTES
+    period = PERIOD_SECONDS * dilation  # wall seconds of one emulated period
     sent, start, last_report = 0, time.monotonic(), 0.0
     while not stop:
         period_start = time.monotonic()
-        busy_until = period_start + cpu_fraction * PERIOD_SECONDS
+        # its CPU share as CPU time, however long the node's share of the cores makes it take
+        busy_until = time.process_time() + cpu_fraction * PERIOD_SECONDS
         x = 0
-        while time.monotonic() < busy_until:
+        while cpu_fraction > 0 and time.process_time() < busy_until and \
+                time.monotonic() < period_start + period:
             x += 1
-        due = (period_start - start) * lan_bytes_per_second
-        while sent + DATAGRAM_BYTES <= due:
-            out.sendto(payload, sink.getsockname())
-            sent += DATAGRAM_BYTES
+        due = (period_start - start) / dilation * lan_bytes_per_second
+        while out is not None and sent + DATAGRAM_BYTES <= due:
             try:
-                while True:
-                    sink.recv(DATAGRAM_BYTES)
-            except BlockingIOError:
-                pass
+                out.sendto(payload, lan_to)
+            except OSError:
+                pass  # the network refused it for now (a full queue): as a real user's
+            sent += DATAGRAM_BYTES
         if period_start - last_report >= 0.5:
             try:
                 print(f"sent_bytes {sent}", flush=True)
             except BrokenPipeError:  # the node that started this load is gone: so are we
                 os._exit(0)
             last_report = period_start
-        rest = period_start + PERIOD_SECONDS - time.monotonic()
+        rest = period_start + period - time.monotonic()
         if rest > 0:
             time.sleep(rest)
     del block
@@ -161,9 +158,16 @@ def main(argv=None):
                                      description="Run one node's synthetic local-user load.")
     parser.add_argument("--cpu-fraction", type=float, default=0.15)
     parser.add_argument("--memory-bytes", type=int, default=0)
-    parser.add_argument("--lan-bytes-per-second", type=float, default=512.0)
+    parser.add_argument("--lan-bytes-per-second", type=float, default=0.0)
+    parser.add_argument("--lan-to", help="ADDRESS:PORT the datagrams go to")
+    parser.add_argument("--dilation", type=float, default=1.0)
     args = parser.parse_args(argv)
-    _serve(args.cpu_fraction, args.memory_bytes, args.lan_bytes_per_second)
+    lan_to = None
+    if args.lan_to:
+        host, port = args.lan_to.rsplit(":", 1)
+        lan_to = (host, int(port))
+    _serve(args.cpu_fraction, args.memory_bytes, args.lan_bytes_per_second, lan_to,
+           args.dilation)
 
 
 if __name__ == "__main__":

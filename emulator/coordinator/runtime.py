@@ -8,8 +8,10 @@ Node ranks serve the coordinator's commands on a control communicator:
            its own, so groups that share nodes run at once too (time sharing), their
            compute phases sharing the node's CPU (:mod:`.cpushare`), and the node goes on
            answering the coordinator meanwhile; the reply comes on the job's own tag;
-``load``   start the node's synthetic local load (``unload`` stops it; with ``modeled_cpu``
-           its CPU share is the node's CPU model's alone, no process burns it);
+``load``   start the node's local user (``unload`` stops it): a process holding its memory;
+           its CPU share and its LAN traffic are flows of the model, or with ``--cpu kernel``
+           its CPU is burnt in the node's cgroup; under kernel shaping its traffic is real
+           UDP from the node's address across the testbed;
 ``report`` measure the load with psutil and give each threaded job's CPU time so far;
 ``stop``   stop the load and leave.
 
@@ -36,9 +38,9 @@ from ..network.scenario import pair_bandwidth_function
 from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
 from . import supervise
-from .cpushare import NodeCPU
+from .cpushare import KernelCPU, NodeCPU
 from .launch import report_started
-from .load import LoadSpec, LocalLoad, modeled_compute_seconds
+from .load import LoadSpec, LocalLoad
 
 IDLE_POLL_MIN_SECONDS = 0.0005
 IDLE_POLL_MAX_SECONDS = 0.01
@@ -69,6 +71,9 @@ class Settings:
     # wall seconds per emulated second (in-process shaping): bandwidths divided by it,
     # latencies and compute phases multiplied by it, the scenario clock slowed by it
     dilation: float = 1.0
+    # "model": compute phases and local users share each node's CPU in the fluid model;
+    # "kernel": they burn real CPU in the node's cgroup (emulator.kernel.cgroups)
+    cpu: str = "model"
     extra: dict = field(default_factory=dict)
 
 
@@ -118,25 +123,6 @@ def transfer(comm, *, size_bytes, flows=1):
         return None
     wait_all([comm.Irecv(b, 0, tag=10 + i) for i, b in enumerate(bufs)])
     return (time.time() - float(stamp[0])) / comm.dilation
-
-
-@work
-def exchange(comm, *, pattern_edges, bytes_per_edge, iterations=1, compute_seconds=0.0,
-             local_cpu_fraction=0.0):
-    """A pattern exchange: per iteration, modeled compute then every edge swaps
-    ``bytes_per_edge`` both ways at once. Returns this rank's emulated seconds."""
-    start = time.time()
-    mine = [b if a == comm.rank else a for a, b in pattern_edges if comm.rank in (a, b)]
-    out = np.zeros(bytes_per_edge // 2, dtype=np.uint8)
-    ins = [np.empty_like(out) for _ in mine]
-    for _ in range(iterations):
-        if compute_seconds:
-            comm.compute(modeled_compute_seconds(compute_seconds, local_cpu_fraction))
-        reqs = [comm.Irecv(b, peer, tag=3) for b, peer in zip(ins, mine)]
-        reqs += [comm.Isend(out, peer, tag=3) for peer in mine]
-        wait_all(reqs)
-    comm.Barrier()
-    return (time.time() - start) / comm.dilation
 
 
 FLOW_POLL_SECONDS = 0.001
@@ -239,11 +225,12 @@ def _group_comm(data, settings, network, names, msg, *, own=False):
                       doorbells=msg.get("doorbells")), raw, None
 
 
-def _run_work(data, settings, network, names, msg, cpu=None):
-    """Run one work message; returns the reply."""
+def _run_work(data, settings, network, names, msg, cpu=None, *, own=False):
+    """Run one work message; returns the reply. ``cpu``: the node's CPU its compute phases
+    share (else they are timed waits: one job alone on its nodes); ``own``: on a
+    communicator of its own (a threaded job)."""
     try:
-        comm, raw, bell = _group_comm(data, settings, network, names, msg,
-                                      own=cpu is not None)
+        comm, raw, bell = _group_comm(data, settings, network, names, msg, own=own)
         try:
             if cpu is not None:
                 comm.shared_cpu = (cpu, msg["job"])
@@ -269,6 +256,45 @@ def _run_work(data, settings, network, names, msg, cpu=None):
             cpu.forget(msg["job"])
 
 
+def _node_cpu(settings, model, node):
+    """The node's CPU: in the cluster's model (a model of this rank's own under kernel
+    shaping), or burnt in the node's cgroup (``--cpu kernel``)."""
+    if settings.cpu == "kernel":
+        groups = settings.extra.get("cpu_groups")
+        if groups:
+            from ..kernel import cgroups
+
+            cgroups.join(groups, node)
+        return KernelCPU(settings.extra["work_units_per_second"])
+    if model is None:
+        from ..network.sharing import ClusterModel
+
+        model = ClusterModel(settings.cluster, None, max_flows=1024)
+        model.set_clock(epoch=time.time(), dilation=settings.dilation)
+    return NodeCPU(model, node, dilation=settings.dilation)
+
+
+def _local_user(settings, model, node, spec):
+    """Start ``node``'s local user (:class:`LocalLoad`) as ``settings`` emulate it: its CPU
+    burnt only with ``--cpu kernel``; its LAN traffic a flow of the model (in-process
+    shaping), real UDP from the node's address across the testbed (kernel shaping), or not
+    emulated (a real cluster's own). Returns (the load, the model's traffic flow or None)."""
+    lan_to, traffic = None, None
+    if settings.shaping == "inproc" and model is not None and spec.lan_bytes_per_second > 0:
+        from ..network.sharing import steady_flow
+
+        traffic = steady_flow(model, node, ("up", node), spec.lan_bytes_per_second * 8.0,
+                              dilation=settings.dilation)
+    elif settings.shaping == "tc" and settings.extra.get("testbed"):
+        from ..kernel.testbed import lan_sink
+
+        lan_to = lan_sink(settings.extra["testbed"])
+    memory_mb = settings.cluster.nodes[node]["memory_mb"]
+    load = LocalLoad(spec, memory_mb, burn_cpu=settings.cpu == "kernel",
+                     dilation=settings.dilation, lan_to=lan_to)
+    return load, traffic
+
+
 def serve_node(world, control, data, settings, model=None):
     """Serve the coordinator until it says stop. ``model``: the cluster's shared network
     model (in-process shaping)."""
@@ -276,9 +302,10 @@ def serve_node(world, control, data, settings, model=None):
 
     names = clusters.node_names(settings.cluster)
     me = world.Get_rank()
+    node = names[me - 1]
     network = None if model is None else _network(settings, model)
-    load = None
-    cpu = NodeCPU()
+    load = traffic = None
+    cpu = _node_cpu(settings, model, node)
     threads = {}  # job -> thread of a threaded work
     hello = {"pid": os.getpid(), "machine": _machine()}
     bell = doorbell.local() if settings.shaping == "inproc" else None
@@ -305,8 +332,17 @@ def serve_node(world, control, data, settings, model=None):
                                (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
 
     def threaded(msg):
-        reply = _run_work(data, settings, network, names, msg, cpu)
+        reply = _run_work(data, settings, network, names, msg, cpu, own=True)
         reply_to_coordinator(reply, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
+
+    def stop_load():
+        nonlocal load, traffic
+        if load is not None:
+            load.stop()
+        if traffic is not None:
+            model.fluid.drop(*traffic)
+        load = traffic = None
+        cpu.set_local(0.0)
 
     try:
         while True:
@@ -323,6 +359,8 @@ def serve_node(world, control, data, settings, model=None):
                 # still running is one whose peer died, and it would wait out the timeout
                 for t in threads.values():
                     t.join(timeout=min(settings.timeout_seconds, GRACE_SECONDS))
+                stop_load()
+                _leave_cpu_group(settings)
                 reply_to_coordinator({"ok": True}, CONTROL_TAG)
                 return
             if op == "work" and msg.get("threaded"):
@@ -332,22 +370,17 @@ def serve_node(world, control, data, settings, model=None):
                 t.start()
                 continue
             try:
-                if op == "work":
-                    reply = _run_work(data, settings, network, names, msg)
+                if op == "work":  # alone on its nodes: its CPU is shared only by a kernel
+                    reply = _run_work(data, settings, network, names, msg,
+                                      cpu if settings.cpu == "kernel" else None)
                 elif op == "load":
+                    stop_load()
                     spec = LoadSpec(**msg["spec"])
                     cpu.set_local(spec.cpu_fraction)
-                    if msg.get("modeled_cpu"):
-                        # more node ranks than cores: the local user's CPU share lives in
-                        # the node's CPU model only; its memory and traffic stay real
-                        spec = LoadSpec(0.0, spec.memory_fraction, spec.lan_bytes_per_second)
-                    load = LocalLoad(spec, settings.cluster.nodes[names[me - 1]]["memory_mb"])
+                    load, traffic = _local_user(settings, model, node, spec)
                     reply = {"ok": True, "pid": load.pid}
                 elif op == "unload":
-                    if load is not None:
-                        load.stop()
-                        load = None
-                    cpu.set_local(0.0)
+                    stop_load()
                     reply = {"ok": True}
                 elif op == "report":
                     reply = {"ok": True, "load": None if load is None else load.measure(),
@@ -361,6 +394,18 @@ def serve_node(world, control, data, settings, model=None):
     finally:
         if load is not None:
             load.stop()
+
+
+def _leave_cpu_group(settings):
+    """Back to the root cgroup, so the run's groups can be removed once the ranks end."""
+    groups = settings.extra.get("cpu_groups") if settings.cpu == "kernel" else None
+    if groups:
+        from ..kernel import cgroups
+
+        try:
+            cgroups.leave(groups)
+        except OSError:
+            pass  # the launcher moves what is left when it removes the groups
 
 
 # -- coordinator side --------------------------------------------------------------------
@@ -682,10 +727,39 @@ def launch(program, settings, *, world=None):
     coordinator is printed, naming the node, and aborts the whole job (exit status 3).
     """
     world = world or MPI.COMM_WORLD
-    if world.Get_rank() == 0 and settings.shaping == "inproc" and \
-            doorbell.local() is not None:
-        settings.extra["coordinator_bell"] = (doorbell.local().address, doorbell.place())
+    groups = None  # the nodes' cgroups, when this rank makes them (--cpu kernel)
+    if world.Get_rank() == 0:
+        if settings.shaping == "inproc" and doorbell.local() is not None:
+            settings.extra["coordinator_bell"] = (doorbell.local().address, doorbell.place())
+        if settings.cpu == "kernel":
+            groups = _kernel_cpu(settings)
     settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
+    try:
+        return _launch(program, settings, world)
+    finally:
+        if groups is not None:
+            groups.down()
+
+
+def _kernel_cpu(settings):
+    """On rank 0 before the ranks start: the work units of a CPU-second, and the nodes'
+    cgroups (made by the launcher, whose run this is, or else here: returned to be taken
+    down at the end)."""
+    from ..kernel import cgroups
+    from .work import calibrate
+
+    settings.extra["work_units_per_second"] = calibrate()
+    run = os.environ.get(cgroups.ENV)
+    if run:
+        settings.extra["cpu_groups"] = run
+        return None
+    groups = cgroups.CpuGroups(clusters.node_names(settings.cluster), settings.dilation)
+    settings.extra["cpu_groups"] = groups.up()
+    return groups
+
+
+def _launch(program, settings, world):
+    """:func:`launch` once every rank has the settings."""
     control = world.Dup()
     data = world.Dup()
     model = None

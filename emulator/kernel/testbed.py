@@ -136,6 +136,20 @@ def shaping_info(name, state_dir=STATE_DIR):
             "cluster": state.get("cluster")}  # a tree's cluster (node-link JSON)
 
 
+DISCARD_PORT = 9  # where local users' datagrams go (the discard service's port)
+
+
+def lan_sink(info):
+    """Where a node's local user sends its LAN traffic on testbed ``info``
+    (:func:`shaping_info`): the testbed's host, across the node's port and the switches on
+    the way, as a user's traffic to a server of its LAN.
+
+    >>> lan_sink({"subnet": "10.77.0.0/24"})
+    ('10.77.0.254', 9)
+    """
+    return Layout("x", 1, info["subnet"]).gateway, DISCARD_PORT
+
+
 def require_root():
     if os.geteuid() != 0:
         raise UserError("the namespace testbed needs root (ip netns, tc): run it as root "

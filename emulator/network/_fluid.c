@@ -437,12 +437,14 @@ static void advance(Fluid *f, double now)
         if (t < h->clock)
             t = h->clock;
         step_to(f, t);
-        /* flows that end within a step's rounding of t end now */
+        /* flows that end within a step's rounding of t end now (a few ulps of t, for
+         * clocks far from their base) */
+        double eps = fmax(DONE_BITS_SECONDS * 4, fabs(t) * 4e-16);
         int k = 0;
         for (int i = 0; i < h->n_active; i++) {
             int32_t id = f->active[i];
             Flow *x = &f->flows[id];
-            if (!x->persistent && x->rate > 0 && x->remaining / x->rate <= DONE_BITS_SECONDS * 4) {
+            if (!x->persistent && x->rate > 0 && x->remaining / x->rate <= eps) {
                 finish(f, id, t);
                 h->dirty = 1;
             } else {
@@ -1018,28 +1020,33 @@ static PyObject *Fluid_view(Fluid *f, PyObject *args, PyObject *kwargs)
     api_advance(f, wall);
     int rc = api_view(f, slot, gen, party, &v);
     double rate = rc == 0 ? f->flows[slot].rate : 0.0;
+    double remaining = rc == 0 ? f->flows[slot].remaining : 0.0;
     fl_unlock(f);
     if (rc) {
         PyErr_SetString(PyExc_KeyError, "no such flow (freed, or another slot's)");
         return NULL;
     }
-    return Py_BuildValue("{s:s,s:d,s:d,s:d,s:O,s:O,s:d,s:d}", "state",
+    return Py_BuildValue("{s:s,s:d,s:d,s:d,s:O,s:O,s:d,s:d,s:d}", "state",
                          v.done ? "done" : "active", "start", v.start, "end", v.end,
                          "release", v.release, "done", v.done ? Py_True : Py_False,
                          "released", v.released ? Py_True : Py_False, "rate", rate,
-                         "next_change", v.next_change);
+                         "remaining", remaining, "next_change", v.next_change);
 }
 
 static PyObject *Fluid_drop(Fluid *f, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"slot", "gen", "party", NULL};
+    static char *names[] = {"slot", "gen", "party", "wall", NULL};
     int slot, party = FL_NOBODY;
     unsigned int gen;
-    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|i", names, &slot, &gen,
-                                                  &party))
+    PyObject *wall_o = Py_None;
+    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|iO", names, &slot, &gen,
+                                                  &party, &wall_o))
+        return NULL;
+    double wall = wall_o == Py_None ? wall_now() : PyFloat_AsDouble(wall_o);
+    if (PyErr_Occurred())
         return NULL;
     fl_lock(f);
-    api_advance(f, wall_now());
+    api_advance(f, wall);
     api_drop(f, slot, gen, party);
     fl_unlock(f);
     Py_RETURN_NONE;
@@ -1192,9 +1199,10 @@ static PyMethodDef Fluid_methods[] = {
      "add(wall, src, dst, amount, refs=1, sender_bell=None, receiver_bell=None, bound=0, "
      "resource=-1, persistent=False) -> (slot, gen, start)"},
     {"view", (PyCFunction)(void (*)(void))Fluid_view, METH_VARARGS | METH_KEYWORDS,
-     "view(slot, gen, wall=None, party=0) -> dict"},
+     "view(slot, gen, wall=None, party=0) -> dict (state, start, end, release, done, released, "
+     "rate, remaining, next_change)"},
     {"drop", (PyCFunction)(void (*)(void))Fluid_drop, METH_VARARGS | METH_KEYWORDS,
-     "drop(slot, gen, party=0): one holder lets go"},
+     "drop(slot, gen, party=0, wall=None): one holder lets go, after advancing to wall (default now)"},
     {"advance", (PyCFunction)Fluid_advance, METH_VARARGS, "advance(wall)"},
     {"next_event", (PyCFunction)Fluid_next_event, METH_NOARGS, "wall time of the next event"},
     {"set_clock", (PyCFunction)Fluid_set_clock, METH_VARARGS,

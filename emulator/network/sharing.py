@@ -210,6 +210,19 @@ class ClusterModel:
                 "scenario_seconds": duration}
 
 
+def steady_flow(model, node, resource, rate, *, dilation=1.0, wall=None):
+    """A flow that never ends on one resource of ``node`` (a name of :class:`Resources`:
+    ``("cpu", node)``, ``("up", node)``), taking at most ``rate`` units per emulated second
+    (CPU-seconds, bit/s) of what max-min gives it: a local user's CPU share or its LAN
+    traffic. Returns ``(slot, gen)``; ``model.fluid.drop(slot, gen)`` ends it."""
+    import time
+
+    slot, gen, _ = model.fluid.add(time.time() if wall is None else wall, model.index[node],
+                                   model.index[node], 0.0, bound=rate / dilation,
+                                   resource=model.resources.index[resource], persistent=True)
+    return slot, gen
+
+
 @dataclass
 class Flow:
     """A flow of a model run: ``size_bytes`` from ``src`` to ``dst`` at ``start_seconds``."""

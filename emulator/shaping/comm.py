@@ -247,7 +247,7 @@ class ShapedComm(Collectives):
         self.messages_sent = 0
         self._arrivals = 0  # messages taken from MPI so far
         self._open_ring = None  # (monotonic time, arrivals then): a ring, nothing came yet
-        # (NodeCPU, job) when compute phases share the node's CPU with other jobs
+        # (the node's CPU, job) when compute phases share it with other jobs or a local user
         self.shared_cpu = None
         # the longest sleep of a wait with doorbells (its safety net)
         self.bell_max_seconds = PYTHON_BELL_MAX_SECONDS
@@ -588,20 +588,24 @@ class ShapedComm(Collectives):
         return doorbell.early_ring_cap(since)
 
     def compute(self, seconds):
-        """Let ``seconds`` of emulated time pass (``seconds`` times the dilation of wall
-        time) while still progressing incoming messages. The wait aims early by how late
-        phases have been ending (:class:`emulator.timing.Aim`), so phases last ``seconds``
-        on average. On a time-shared node (``shared_cpu``) the phase is ``seconds`` of CPU
-        work at the node's shared pace (:mod:`emulator.coordinator.cpushare`)."""
-        seconds *= self.dilation
+        """A compute phase of ``seconds`` (emulated), progressing incoming messages
+        meanwhile. On a node whose CPU is shared (``shared_cpu``: other jobs, a local user)
+        the node's CPU decides when it ends (:mod:`emulator.coordinator.cpushare`); alone on
+        its CPU it lasts ``seconds`` times the dilation of wall time, aimed early by how
+        late phases have been ending (:class:`emulator.timing.Aim`), so phases last
+        ``seconds`` on average."""
         if self.shared_cpu is not None:
             cpu, job = self.shared_cpu
-            # another phase starting or ending rings this job's bell: the pace changed
-            wake = None if self._bell is None else (lambda: self._bell.ring(self._bell.address))
-            cpu.compute(job, seconds, lambda deadline, version: self._wait_until(
-                lambda: time.time() >= deadline or cpu.version != version,
-                timeout=deadline - time.time() + self.timeout_seconds, until=deadline,
-                nap_max=COMPUTE_NAP_SECONDS), wake=wake)
+            # the model rings this job's bell when a re-solve brings the phase's end earlier
+            bell = None if self._bell is None else self._bell.address
+
+            def wait_until(end, changed):
+                self._wait_until(lambda: time.time() >= end or changed(),
+                                 timeout=max(end - time.time(), 0.0) + self.timeout_seconds,
+                                 until=end, nap_max=COMPUTE_NAP_SECONDS)
+
+            cpu.compute(job, seconds, wait_until, bell=bell)
             return
+        seconds *= self.dilation
         _COMPUTE_AIM.pace(seconds, lambda aim: self._wait_until(
             lambda: time.time() >= aim, timeout=seconds + self.timeout_seconds, until=aim))

@@ -40,7 +40,7 @@ def program(c):
     (alone,), (alone_cpu,) = run(1)
     shared, shared_cpu = run(2)
     c.broadcast({"op": "load", "spec": {"cpu_fraction": 0.15, "memory_fraction": 0.01,
-                                        "lan_bytes_per_second": 0.0}, "modeled_cpu": True})
+                                        "lan_bytes_per_second": 0.0}})
     (loaded,), _ = run(1)
     c.broadcast({"op": "unload"})
     print(json.dumps({"alone_seconds": alone, "alone_cpu_seconds": alone_cpu,

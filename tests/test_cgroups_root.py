@@ -1,0 +1,122 @@
+"""The nodes' CPUs as cgroups (--cpu kernel) for real: a node's quota holds a burning
+process to its share, groups go away after use and after a killed run, and a batch runs
+with the kernel's scheduler deciding.
+
+Needs root and the cgroup cpu controller; skips with a reason elsewhere.
+"""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator.kernel import cgroups
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups)"),
+    pytest.mark.skipif(cgroups.hierarchy() is None, reason="needs the cgroup cpu controller"),
+]
+
+BURN = "import time\nwhile True:\n    pass\n"
+
+
+def leftovers():
+    root = cgroups.hierarchy()[1]
+    return [d for d in os.listdir(root) if d.startswith(cgroups.PREFIX)]
+
+
+def cpu_share(pid, seconds):
+    """Cores' worth of CPU the process used over ``seconds``."""
+    import psutil
+
+    p = psutil.Process(pid)
+    before = sum(p.cpu_times()[:2])
+    time.sleep(seconds)
+    return (sum(p.cpu_times()[:2]) - before) / seconds
+
+
+def test_a_node_group_holds_a_burning_process_to_its_share_and_goes_away():
+    groups = cgroups.CpuGroups(["n1", "n2"], 4.0, run=f"{cgroups.PREFIX}{os.getpid()}")
+    proc = None
+    try:
+        run = groups.up()
+        if groups.version == "v1":
+            with open(os.path.join(groups.path("n1"), "cpu.cfs_quota_us")) as f:
+                assert int(f.read()) * 4 == cgroups.period_us(4.0) == 8000
+        proc = subprocess.Popen([sys.executable, "-c", BURN])
+        cgroups.join(run, "n1", proc.pid)
+        share = cpu_share(proc.pid, 1.5)
+        assert 0.25 * 0.85 <= share <= 0.25 * 1.1, share  # a quarter of a core
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        assert groups.down()
+    assert not groups.down()  # again: nothing to do
+    assert not os.path.exists(groups.base)
+
+
+def test_groups_of_a_run_whose_launcher_is_gone_are_removed():
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    groups = cgroups.CpuGroups(["n1"], 2.0, run=f"{cgroups.PREFIX}{dead.pid}")
+    groups.up()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        cgroups.join(groups.base, "n1", sleeper.pid)  # a rank left behind in it
+        assert f"{cgroups.PREFIX}{dead.pid}" in cgroups.remove_stale(groups.root)
+        assert not os.path.exists(groups.base) and sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        groups.down()
+
+
+def nodesel(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
+
+
+def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
+    """Two EPs (all compute) on the same two nodes, then one beside a local user on each:
+    the kernel's scheduler splits each node's quota between the two, and gives the local
+    user its 15% and the job the rest."""
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,S,2\n0,ep,S,2\n")
+    out = tmp_path / "out"
+    proc = nodesel("batch", "--nodes", "2", "--jobs", str(jobs), "--loaded-fraction", "0",
+                   "--cpu", "kernel", "--no-progress",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "--cpu kernel: dilation 1" in proc.stderr  # 2 nodes on 2 cores
+    rows = list(csv.DictReader(open(out / "jobs.csv")))
+    char = next(iter(json.loads((out / "characterization.json").read_text())["entries"]
+                     .values()))
+    assert char["cpu_seconds"] == pytest.approx(char["skeleton_seconds"], rel=0.1)
+    for row in rows:  # each had half of its nodes' CPUs
+        assert float(row["compute_seconds"]) == pytest.approx(2 * char["cpu_seconds"],
+                                                              rel=0.15), row
+        assert float(row["cpu_seconds"]) == pytest.approx(char["cpu_seconds"], rel=0.1), row
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runs"][0]["cpu"] == "kernel"
+    assert not leftovers()
+    # one EP on nodes that both carry a local user burning its 15%
+    jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,S,2\n")
+    loaded = tmp_path / "loaded"
+    proc = nodesel("batch", "--nodes", "2", "--jobs", str(jobs), "--loaded-fraction", "1",
+                   "--cpu", "kernel", "--no-progress",
+                   "--out", str(loaded), "--cache", str(out / "characterization.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = csv.DictReader(open(loaded / "jobs.csv"))
+    assert float(row["compute_seconds"]) == pytest.approx(char["cpu_seconds"] / 0.85,
+                                                          rel=0.1), row
+    local = json.loads((loaded / "summary.json").read_text())["runs"][0]["measured_local_load"]
+    assert all(abs(v["cpu_percent"] - 15) <= 5 for v in local.values()), local
+    assert not leftovers()
