@@ -151,6 +151,30 @@ def test_jobs_carry_their_memory_from_the_class_or_the_file(tmp_path):
         read_jobs(f)
 
 
+def test_a_job_the_file_pins_takes_its_nodes_whatever_the_policy(tmp_path):
+    f = tmp_path / "jobs.csv"
+    f.write_text("arrival_seconds,benchmark,class,tasks,nodes\n0,cg,A,2,c d\n1,is,A,2,\n")
+    pinned, free = read_jobs(f)
+    assert pinned.nodes == ("c", "d") and free.nodes is None
+    assert read_jobs(f) == [pinned, free] and ",c d" in write_jobs_csv([pinned])
+    check_fits([pinned], 4, path=str(f), names=list("abcd"), memory_mb=[512] * 4)
+    with pytest.raises(InputFileError, match="job 1: nodes: d not in the cluster"):
+        check_fits([pinned], 4, path=str(f), names=list("abce"), memory_mb=[512] * 4)
+    for bad, says in (("c", "2 distinct nodes"), ("c c", "2 distinct nodes")):
+        f.write_text(f"arrival_seconds,benchmark,class,tasks,nodes\n0,cg,A,2,{bad}\n")
+        with pytest.raises(InputFileError, match=f"line 2: nodes: must name {says}"):
+            read_jobs(f)
+    p = Placement("uniform", list("abcd"), mpl=1)
+    job = _job(1, 2)
+    job.info["nodes"] = ("d", "c")
+    assert p.choose_for(job) == ["d", "c"]  # in its ranks' order
+    p.place(job)
+    again = _job(2, 2)
+    again.info["nodes"] = ("c", "a")
+    assert not p.can_place(again)  # c is taken (MPL 1): it waits for it
+    assert p.can_place(_job(3, 2))  # a job free to go elsewhere does not
+
+
 def test_predicted_takes_the_choice_with_the_shorter_predicted_turnaround():
     p = Placement("predicted", list("abcd"), mpl=4)
     first = p.place(_job(1, 2, kind="compute"))  # no predictor yet: as Normal
@@ -433,3 +457,28 @@ def test_two_phases_in_threads_share_the_cpu_and_a_local_user_takes_its_share():
     phase(cpu, 1, 0.3, out)
     assert out[1] == pytest.approx(0.3 / 0.85, rel=0.15)
     assert cpu.cpu_seconds(1) == pytest.approx(0.6)
+
+
+def test_the_experiment_gives_each_cell_an_interval_over_its_repeats():
+    """From 3 repeats on, a cell carries half the 90% t interval of the repeats' own mean
+    |deviation|, and the table shows it."""
+    from emulator.batch.experiment import summarize
+    from emulator.batch.report import table_md
+    from emulator.experiments.report import t_interval
+
+    def rec(job, actual, predicted):
+        return {"job": job, "submit": 0.0, "start": 0.0, "end": actual, "status": "done",
+                "predicted_end": {"net-net": predicted}, "estimation_ms": 0.1}
+
+    rows = [("normal+fcfs", 0.25, r, rec(j, 10.0, 10.0 + d))
+            for r, ds in enumerate([(1, -3), (2, 2), (4, 1)]) for j, d in enumerate(ds)]
+    summary = summarize(rows, [], [0.1], complete=True, settings_json={},
+                        characterization={}, columns=("net-net",))
+    means = [(10 + 30) / 2, (20 + 20) / 2, (40 + 10) / 2]  # 10% per second off, per repeat
+    mean, low, _ = t_interval(means)
+    half = summary["deviation_interval_pct"]["normal+fcfs"]["0.25"]["net-net"]
+    assert half == pytest.approx(mean - low) and half > 0
+    assert f"± {half:.1f}" in table_md(summary)
+    few = summarize(rows[:4], [], [0.1], complete=True, settings_json={},
+                    characterization={}, columns=("net-net",))
+    assert few["deviation_interval_pct"] == {}  # two repeats: no interval

@@ -112,8 +112,10 @@ def cluster_and_flows(tmp_path, rows):
 
 @with_mpi
 def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
-    cluster, flows = cluster_and_flows(tmp_path, "0,n1,n3,3000000\n0,n2,n4,3000000\n"
-                                                 "0.1,n3,n1,2000000\n")
+    # two flows out of rack 1 share its uplink; a third from n1 joins them on the uplink and
+    # on n1's port, and max-min gives all three 50 Mbit/s until it ends
+    cluster, flows = cluster_and_flows(tmp_path, "0,n1,n3,6000000\n0,n2,n4,6000000\n"
+                                                 "0.1,n1,n4,4000000\n")
     proc = nodesel("flows", "--cluster", str(cluster), "--flows", str(flows), "--shaping",
                    "tc", "--testbed", "netns", "--testbed-name", "ntrf", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..experiments.report import MIN_RUNS_FOR_INTERVAL, t_interval
 from ..files import write_json_atomic, write_text_atomic
 from . import report
 from .characterize import characterize
@@ -60,6 +61,20 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
             pess.setdefault(policy, {})[frac] = {e: v["pessimistic_share"]
                                                  for e, v in s.items()}
             counts.setdefault(policy, {})[frac] = max(v["jobs"] for v in s.values())
+    # each repeat's own mean |deviation| per cell: their mean and 90% t interval
+    by_repeat = {}
+    for policy, frac, repeat, rec in rows:
+        by_repeat.setdefault((policy, f"{frac:g}"), {}).setdefault(repeat, []).append(rec)
+    interval = {}
+    for (policy, frac), reps in by_repeat.items():
+        if len(reps) < MIN_RUNS_FOR_INTERVAL:
+            continue
+        means = [report.cell_summary(recs, columns) for recs in reps.values()]
+        for e in columns:
+            values = [m[e]["mean_abs_pct"] for m in means if m[e]["mean_abs_pct"] is not None]
+            mean, low, _ = t_interval(values)
+            interval.setdefault(policy, {}).setdefault(frac, {})[e] = \
+                None if low is None else mean - low
     start_errors = {}
     for policy, frac, _, rec in rows:
         if rec.get("predicted_start") is not None and rec["start"] is not None \
@@ -68,6 +83,8 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
                 abs(rec["predicted_start"] - rec["start"]))
     per_arrival = [r["estimation_ms"] for _, _, _, r in rows if r["estimation_ms"] is not None]
     return {"deviation_pct": dev, "signed_deviation_pct": signed, "pessimistic_share": pess,
+            # half the 90% t interval of the repeats' own mean |deviation| (3 repeats on)
+            "deviation_interval_pct": interval,
             "jobs_compared": counts,
             "forward_start_error_seconds": {p: {f: float(np.mean(v)) for f, v in levels.items()}
                                             for p, levels in start_errors.items()},

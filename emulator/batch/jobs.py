@@ -8,7 +8,8 @@ A jobs file is CSV, TOML or SWF. CSV has a header and one job per line::
 
 TOML lists ``[[job]]`` tables with the same fields (``class`` may be left out: A). An
 optional ``memory_mb`` gives each task's memory; without it the class's problem size does
-(:mod:`emulator.batch.memory`). An SWF
+(:mod:`emulator.batch.memory`). An optional ``nodes`` (names separated by spaces, one per
+task; a list in TOML) pins the job to those nodes, whatever the placement policy. An SWF
 trace gives arrival (field 2) and tasks (requested processors, field 8, else allocated,
 field 5); its executable number (field 14) picks the benchmark, 1..8 standing for bt, cg,
 ep, ft, is, lu, mg, sp. Every problem names the file, the line (or table) and the field.
@@ -35,7 +36,7 @@ from ..files import read_input_text
 from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
 from .memory import task_memory_mb
 
-FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb")
+FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb", "nodes")
 # Hanzich et al.'s jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
 # switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
 COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
@@ -56,6 +57,7 @@ class BatchJob:
     npb_class: str
     tasks: int
     memory_mb: float = None  # per task; None: estimated from the class
+    nodes: tuple = None  # the nodes it must run on (rank i on nodes[i]); None: the policy's
 
     @property
     def task_memory_mb(self):
@@ -71,7 +73,20 @@ class BatchJob:
         return asdict(self)
 
 
-def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None):
+def _nodes(path, where, nodes, ntasks):
+    """A job's pinned nodes: names separated by spaces (or a list), one per task, distinct."""
+    if nodes is None or (isinstance(nodes, str) and not nodes.strip()):
+        return None
+    names = nodes.split() if isinstance(nodes, str) else nodes
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputFileError(path, f"{where}: nodes", "must be node names")
+    if len(names) != ntasks or len(set(names)) != len(names):
+        raise InputFileError(path, f"{where}: nodes",
+                             f"must name {ntasks} distinct nodes, one per task, got {nodes!r}")
+    return tuple(names)
+
+
+def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None, nodes=None):
     try:
         arrival = float(arrival)
     except (TypeError, ValueError):
@@ -108,7 +123,8 @@ def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None):
                                  "must be a positive number of MB per task")
     else:
         memory_mb = None
-    return BatchJob(k, arrival, name, npb_class, ntasks, memory_mb)
+    return BatchJob(k, arrival, name, npb_class, ntasks, memory_mb,
+                    _nodes(path, where, nodes, ntasks))
 
 
 def _from_csv(path, text):
@@ -132,7 +148,8 @@ def _from_csv(path, text):
         cls = row[col["class"]] if "class" in col else "A"
         jobs.append(_job(path, f"line {line}", len(jobs) + 1, row[col["arrival_seconds"]],
                          row[col["benchmark"]], cls, row[col["tasks"]],
-                         row[col["memory_mb"]] if "memory_mb" in col else None))
+                         row[col["memory_mb"]] if "memory_mb" in col else None,
+                         row[col["nodes"]] if "nodes" in col else None))
     return jobs
 
 
@@ -171,7 +188,7 @@ def _from_toml(path, text):
             raise InputFileError(path, f"{where}.memory_mb",
                                  f"must be a number of MB, got {memory!r}")
         jobs.append(_job(path, where, len(jobs) + 1, t["arrival_seconds"], t["benchmark"],
-                         t.get("class", "A"), t["tasks"], memory))
+                         t.get("class", "A"), t["tasks"], memory, t.get("nodes")))
     return jobs
 
 
@@ -219,11 +236,22 @@ def read_jobs(path, *, npb_class="A"):
     return sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
 
 
-def check_fits(jobs, nodes, *, path="jobs", memory_mb=None):
+def check_fits(jobs, nodes, *, path="jobs", memory_mb=None, names=None):
     """Raise InputFileError for a job that could never start: its tasks go on distinct
     nodes, so it needs at most ``nodes`` tasks, and (given ``memory_mb``, each node's
-    memory) as many nodes that hold one of its tasks when nothing else runs there."""
+    memory) as many nodes that hold one of its tasks when nothing else runs there; nodes it
+    names must be the cluster's (``names``, in the order of ``memory_mb``)."""
     for job in jobs:
+        if job.nodes and names is not None:
+            unknown = [n for n in job.nodes if n not in names]
+            if unknown:
+                raise InputFileError(path, f"job {job.id}: nodes",
+                                     f"{', '.join(unknown)} not in the cluster")
+            if memory_mb is not None and any(memory_mb[names.index(n)] < job.task_memory_mb
+                                              for n in job.nodes):
+                raise InputFileError(path, f"job {job.id}: nodes",
+                                     f"{job.benchmark.upper()} needs {job.task_memory_mb:.0f} "
+                                     "MB per task, more than one of its nodes has")
         if job.tasks > nodes:
             raise InputFileError(path, f"job {job.id}: tasks",
                                  f"{job.benchmark.upper()} of {job.tasks} tasks cannot run on "
@@ -279,5 +307,5 @@ def write_jobs_csv(jobs):
     out.write(",".join(FIELDS) + "\n")
     for j in jobs:
         out.write(f"{j.arrival_seconds:g},{j.benchmark},{j.npb_class},{j.tasks},"
-                  f"{j.task_memory_mb:.1f}\n")
+                  f"{j.task_memory_mb:.1f},{' '.join(j.nodes or ())}\n")
     return out.getvalue()

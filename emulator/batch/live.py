@@ -144,7 +144,7 @@ class BatchRun:
                 "kind": bj.kind, "exe_seconds": ch["exe_seconds"],
                 "cpu_seconds": ch["cpu_seconds"],
                 "cpu_fraction": min(ch["cpu_seconds"] / ch["exe_seconds"], 1.0),
-                "memory_mb": bj.task_memory_mb,
+                "memory_mb": bj.task_memory_mb, "nodes": bj.nodes,
                 "comm_model_seconds": ch.get("comm_model_seconds")}
 
     def _record(self, job, bj):

@@ -25,6 +25,9 @@ nowhere waits.
              deciding as Hanzich et al. leave for future work. Copies made to simulate
              forward have no predictor and place as Normal.
 
+A job whose jobs file names its nodes takes those, whatever the policy, once each can take
+it (a run replayed with the placements of another).
+
 :class:`Placement` gives the scheduler engine (:class:`~emulator.scheduling.Scheduler`) its
 ``can_place``/``place``/``release``; the jobs' ``info`` carries ``tasks``, ``kind``
 (``"compute"`` or ``"communication"``), ``cpu_fraction`` (CPU(J)) and ``benchmark``.
@@ -173,6 +176,11 @@ class Placement:
         self._choice = None  # (job id, nodes) of the last can_place
 
     def choose(self, info):
+        fixed = info.get("nodes")
+        if fixed:  # the jobs file names its nodes: those, once every one can take it
+            ok = all(n in self.state and eligible(self.state[n], self.mpl, *_needs(info))
+                     for n in fixed)
+            return list(fixed) if ok else None
         p = self.policy
         if p in ("normal", "basic", "predicted"):
             return choose_normal(self.state, self.mpl, info)
@@ -187,7 +195,7 @@ class Placement:
         the better predicted of Normal's and Uniform's choices)."""
         if job.id in self.pinned:
             return self.pinned[job.id]
-        if self.policy != "predicted" or self.predictor is None:
+        if self.policy != "predicted" or self.predictor is None or job.info.get("nodes"):
             return self.choose(job.info)
         options = []
         for nodes in (choose_normal(self.state, self.mpl, job.info),

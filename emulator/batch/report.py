@@ -81,6 +81,7 @@ def table_md(summary, estimators=None):
     estimators = estimators or summary.get("estimators", COLUMNS)
     dev = summary["deviation_pct"]
     signed = summary["signed_deviation_pct"]
+    half = summary.get("deviation_interval_pct", {})
     out = []
     for policy, levels in dev.items():
         out += [f"### {policy}", "",
@@ -90,10 +91,13 @@ def table_md(summary, estimators=None):
             row = []
             for e in estimators:
                 v, s = cells.get(e), signed[policy][frac].get(e)
-                row.append("-" if v is None else f"{v:.1f} ({s:+.1f})")
+                h = half.get(policy, {}).get(frac, {}).get(e)
+                row.append("-" if v is None else f"{v:.1f}{'' if h is None else f' ± {h:.1f}'}"
+                           f" ({s:+.1f})")
             out.append(f"| {float(frac) * 100:.0f}% | " + " | ".join(row) + " |")
         out.append("")
-    out.append("Mean absolute turnaround deviation, % (mean signed deviation in brackets: "
+    out.append("Mean absolute turnaround deviation, % (± half the 90% t interval of the "
+               "repeats' own means, from 3 repeats on; mean signed deviation in brackets: "
                "positive is pessimistic).")
     return "\n".join(out) + "\n"
 

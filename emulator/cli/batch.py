@@ -156,8 +156,9 @@ def _prepare(args, *, quick=False):
     jobs = None
     if args.jobs:
         jobs = read_jobs(args.jobs, npb_class=args.npb_class)
-        check_fits(jobs, n, path=args.jobs,
-                   memory_mb=[cluster.nodes[v]["memory_mb"] for v in clusters.node_names(cluster)])
+        names = clusters.node_names(cluster)
+        check_fits(jobs, n, path=args.jobs, names=names,
+                   memory_mb=[cluster.nodes[v]["memory_mb"] for v in names])
     return cluster, jobs
 
 

@@ -42,6 +42,12 @@ DEFAULT_NAME = "nsel"
 DEFAULT_SUBNET = "10.77.0.0/24"
 TESTBED_NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 MPI_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": NS_DEV}
+# Defaults a user's environment may override. Large messages go eagerly, streamed through
+# the socket as MPI over TCP sockets does: jobs that time-share a node are threads of one
+# rank, sharing its UCX worker and connections, and UCX's rendezvous then stalls (two IS
+# class-A jobs on one node pair took 7.9, 12.5 and 9.8 s in three runs under the kernel,
+# 6.4 to 6.6 s with eager sends, 7.3 s in-process).
+MPI_DEFAULTS = {"UCX_RNDV_THRESH": "inf"}
 # Bandwidths mean what a TCP stream carries (as NWS measured it): HTB counts whole Ethernet
 # frames, so a class is set this much above the payload rate (1514-byte frames carrying
 # 1448 bytes of TCP payload with timestamps, at the 1500-byte MTU of the veths).
@@ -402,7 +408,7 @@ def launch_in_namespace(argv, *, gateway, namespaces=None):
     for i, arg in enumerate(cmd):
         if arg == "--control-port" and i + 1 < len(cmd):
             cmd[i + 1] = f"{gateway}:{cmd[i + 1].rsplit(':', 1)[1]}"
-    env = dict(os.environ, **MPI_ENV)
+    env = dict(MPI_DEFAULTS, **os.environ, **MPI_ENV)
     argv = ["ip", "netns", "exec", host, "unshare", "--uts", "--", sys.executable, "-m",
             "emulator.kernel.testbed", "as-host", host, "--", *cmd]
     os.execvpe(argv[0], argv, env)
