@@ -309,8 +309,13 @@ def serve_node(world, control, data, settings, model=None):
     threads = {}  # job -> thread of a threaded work
     hello = {"pid": os.getpid(), "machine": _machine()}
     bell = doorbell.local() if settings.shaping == "inproc" else None
+    # the coordinator rings a bell of the serving loop's own: a ring on the jobs' bell can be
+    # taken by a job's wait that is ending (its last Barrier), and the loop would then sleep
+    # out its longest nap for a control message already there
+    control_bell = None if bell is None else doorbell.Doorbell()
     if bell is not None:
-        hello.update(bell=bell.address, place=doorbell.place())
+        hello.update(bell=bell.address, control_bell=control_bell.address,
+                     place=doorbell.place())
     if settings.shaping == "inproc":
         from ..shaping import engine
 
@@ -326,8 +331,8 @@ def serve_node(world, control, data, settings, model=None):
             bell.ring(coordinator_bell[0])
 
     reply_to_coordinator(hello, CONTROL_TAG)
-    # the coordinator rings this rank's bell after each message to it
-    sleeper = doorbell.Sleeper(bell if coordinator_bell is not None else None,
+    # the coordinator rings this rank's control bell after each message to it
+    sleeper = doorbell.Sleeper(control_bell if coordinator_bell is not None else None,
                                IDLE_BELL_MAX_SECONDS,
                                (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
 
@@ -394,6 +399,8 @@ def serve_node(world, control, data, settings, model=None):
     finally:
         if load is not None:
             load.stop()
+        if control_bell is not None:
+            control_bell.close()
 
 
 def _leave_cpu_group(settings):
@@ -435,10 +442,11 @@ class Coordinator:
         self._bell = doorbell.local() if settings.extra.get("coordinator_bell") else None
         reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
-        # the nodes that hear this rank's bell: rung after each message to them
+        # the nodes that hear this rank's bell: their control bells, rung after each
+        # message to them
         here = doorbell.place()
-        self._node_bells = {r: i["bell"] for r, i in self.info.items()
-                            if self._bell is not None and i.get("bell")
+        self._node_bells = {r: i["control_bell"] for r, i in self.info.items()
+                            if self._bell is not None and i.get("control_bell")
                             and i.get("place") == here}
         self._true_pair = pair_bandwidth_function(settings.cluster, settings.timeline)
 

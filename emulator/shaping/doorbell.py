@@ -100,7 +100,11 @@ class Sleeper:
         self.rang_at = None
 
     def found(self):
-        self.pause, self.rang_at = self.min_poll, None
+        """A poll found a message. Polls stay brisk for the rest of the last ring's window: one
+        wait drains every ring that came, and the other messages they announced may not be
+        visible yet (a reply of four nodes at once: the first found, the rest slept out a
+        whole 0.25 s nap)."""
+        self.pause = self.min_poll
 
     def sleep(self, at_most=None):
         cap = self.max_seconds if at_most is None else max(min(self.max_seconds, at_most), 0.0)
