@@ -243,23 +243,24 @@ class Simulator:
 
     def deliver(self, job, dest, message):
         """A message to ``dest``: bound to the first posted receive it matches, else queued."""
-        posted = self.jobs[job]["posted"].setdefault(dest, [])
-        for req in posted:
-            if req.peer == message.src and req.tag == message.tag:
-                posted.remove(req)
-                req.message, message.receive = message, req
-                return
-        self.jobs[job]["mailbox"].setdefault(dest, []).append(message)
+        self._match(job, dest, message, (message.src, message.tag), "mailbox")
 
     def post(self, job, rank, req):
         """A receive: bound to the first queued message it matches, else posted."""
-        box = self.jobs[job]["mailbox"].setdefault(rank, [])
-        for m in box:
-            if m.src == req.peer and m.tag == req.tag:
-                box.remove(m)
-                req.message, m.receive = m, req
+        self._match(job, rank, req, (req.peer, req.tag), "posted")
+
+    def _match(self, job, rank, item, key, queue):
+        """MPI's matching at ``rank``: ``item`` (a message, or a receive) takes the first
+        entry of the other queue with the same source and tag, in order; else it waits in
+        ``queue`` ("mailbox" or "posted")."""
+        other = self.jobs[job]["posted" if queue == "mailbox" else "mailbox"].setdefault(rank, [])
+        for x in other:
+            if (x.peer if queue == "mailbox" else x.src, x.tag) == key:
+                other.remove(x)
+                req, msg = (x, item) if queue == "mailbox" else (item, x)
+                req.message, msg.receive = msg, req
                 return
-        self.jobs[job]["posted"].setdefault(rank, []).append(req)
+        self.jobs[job][queue].setdefault(rank, []).append(item)
 
     # -- the threads --------------------------------------------------------------------------
 
