@@ -92,3 +92,27 @@ def test_the_compiled_engine_keeps_the_same_early_ring_window():
     engine = pytest.importorskip("emulator.shaping._engine")
     assert engine.EARLY_RING_SECONDS == doorbell.EARLY_RING_SECONDS
     assert engine.EARLY_POLL_MAX_SECONDS == doorbell.EARLY_POLL_MAX_SECONDS
+
+
+def test_after_a_ring_the_sleeper_polls_briskly_for_every_message_it_announced():
+    """Four nodes reply and ring at once; one wait drains the four rings. The first reply
+    found must not end the brisk polls: the other three, announced by rings already drained,
+    may become visible a moment later, and sleeping out the whole nap for them cost the
+    coordinator 0.25 s on a trial in three."""
+    bell, ringer = doorbell.Doorbell(), doorbell.Doorbell()
+    sleeper = doorbell.Sleeper(bell, 0.25)
+    try:
+        for _ in range(4):
+            ringer.ring(bell.address)
+        sleeper.sleep()  # drains all four
+        sleeper.found()  # the first reply
+        start = time.monotonic()
+        sleeper.sleep()  # no ring left: a brisk poll, not a 0.25 s nap
+        assert time.monotonic() - start < 0.02
+        time.sleep(doorbell.EARLY_RING_SECONDS)
+        start = time.monotonic()
+        sleeper.sleep()  # the ring's window has run out: the whole nap
+        assert time.monotonic() - start >= 0.2
+    finally:
+        bell.close()
+        ringer.close()

@@ -15,12 +15,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..experiments.report import MIN_RUNS_FOR_INTERVAL, t_interval
 from ..files import write_json_atomic, write_text_atomic
+from ..prediction.estimators import mean_interval
 from . import report
 from .characterize import characterize
 from .jobs import generate_jobs
 from .live import BatchRun, BatchSettings, comm_model_function
+
+MIN_RUNS_FOR_INTERVAL = 3  # repeats of a cell before it gets an interval
 
 
 def parse_policy(text):
@@ -72,9 +74,9 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
         means = [report.cell_summary(recs, columns) for recs in reps.values()]
         for e in columns:
             values = [m[e]["mean_abs_pct"] for m in means if m[e]["mean_abs_pct"] is not None]
-            mean, low, _ = t_interval(values)
+            got = mean_interval(values) if len(values) >= MIN_RUNS_FOR_INTERVAL else None
             interval.setdefault(policy, {}).setdefault(frac, {})[e] = \
-                None if low is None else mean - low
+                None if got is None else got[1]
     start_errors = {}
     for policy, frac, _, rec in rows:
         if rec.get("predicted_start") is not None and rec["start"] is not None \

@@ -35,6 +35,12 @@ DATAGRAM_BYTES = 128
 
 @dataclass(frozen=True)
 class LoadSpec:
+    """What a local user takes: a share of the node's CPU, of its memory, and LAN traffic.
+
+    >>> LoadSpec()  # Hanzich et al.'s
+    LoadSpec(cpu_fraction=0.15, memory_fraction=0.35, lan_bytes_per_second=512.0)
+    """
+
     cpu_fraction: float = 0.15
     memory_fraction: float = 0.35
     lan_bytes_per_second: float = 512.0
