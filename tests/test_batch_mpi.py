@@ -294,3 +294,18 @@ def test_an_unknown_estimator_is_one_message_and_exit_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.count("nodesel: error:") == 1 and "--estimators" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
+def test_predicted_placement_runs_live_when_jobs_start_together(tmp_path):
+    """--nsp predicted asks Algorithm 1 about every job in the system, the jobs the
+    scheduler starts in the same pass included (they are not on their nodes yet)."""
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,cg,S,2\n0,is,S,2\n0,mg,S,2\n"
+                    "0.2,cg,S,2\n")
+    out = tmp_path / "out"
+    proc = nodesel("batch", "--nodes", "4", "--jobs", str(jobs), "--nsp", "predicted",
+                   "--estimators", "net-net", "--no-progress", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = rows_of(out)
+    assert [r["status"] for r in rows] == ["done"] * 4
+    assert rows[0]["start"] == rows[1]["start"]  # started in one pass

@@ -174,8 +174,9 @@ class BatchRun:
             self.c.broadcast({"op": "unload"}, ranks)
 
     def _progress_of_running(self):
-        """ExeTime_cur and CPUtime_cur (mean over tasks) of every running job."""
-        running = list(self.scheduler.running)
+        """ExeTime_cur and CPUtime_cur (mean over tasks) of every running job; a job the
+        scheduler has just started in this pass, not yet on its nodes, has none (0, 0)."""
+        running = [j for j in self.scheduler.running if "handle" in j.info]
         if not running:
             return {}
         nodes = sorted({n for j in running for n in j.nodes if n not in self.c.down},
