@@ -19,8 +19,7 @@ def test_load_is_measured_near_its_targets():
     sink.settimeout(0.1)
     try:
         with LocalLoad(spec, memory_mb=512, burn_cpu=True, lan_to=sink.getsockname()) as load:
-            time.sleep(1.0)  # allocation and start-up
-            load.measure()
+            load.wait_ready()  # what it measures counts from here
             got_bytes, until = 0, time.monotonic() + 4.0
             while time.monotonic() < until:
                 try:
@@ -44,13 +43,19 @@ def test_a_modelled_load_holds_its_memory_and_burns_nothing():
     """Under --cpu model the local user's CPU share is a flow of the model, not the
     process's; it still holds its memory."""
     with LocalLoad(LoadSpec(), memory_mb=256) as load:
-        time.sleep(1.0)
-        load.measure()
+        load.wait_ready()
+        held = load.measure()["rss_mb"]  # held already when ready: jobs never meet its start
         time.sleep(1.5)
         got = load.measure()
+    assert held >= 0.35 * 256, held
     assert got["cpu_percent"] < 3.0, got
     assert got["rss_mb"] >= 0.35 * 256, got
     assert got["lan_bytes_per_second"] == 0, got
+
+
+def test_a_load_that_cannot_hold_its_memory_says_so():
+    with pytest.raises(RuntimeError, match="exited with code"):
+        LocalLoad(LoadSpec(memory_fraction=0.9), memory_mb=2**40).wait_ready()
 
 
 @pytest.mark.parametrize("kwargs", [dict(cpu_fraction=1.5), dict(memory_fraction=-0.1),

@@ -72,16 +72,35 @@ class LocalLoad:
                      "--lan-to", f"{lan_to[0]}:{lan_to[1]}"]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self._ps = psutil.Process(self._proc.pid)
-        self._ps.cpu_percent(None)
-        self._since = time.monotonic()
-        self._sent_at_mark = 0
+        self._ready = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._mark()
+
+    def _mark(self):
+        self._ps.cpu_percent(None)
+        self._since = time.monotonic()
+        self._sent_at_mark = self.sent_bytes
+
+    def wait_ready(self, timeout_seconds=60.0):
+        """Block until the load holds its memory and starts its steady share, so that jobs
+        started after this never meet its start-up (touching its memory costs CPU); what
+        :meth:`measure` reports counts from here. Raises RuntimeError if it dies or stalls."""
+        if not self._ready.wait(timeout_seconds):
+            self.stop()
+            raise RuntimeError(f"the local load did not start within {timeout_seconds:g} s")
+        if self._proc.poll() is not None:
+            raise RuntimeError(f"the local load exited with code {self._proc.returncode} "
+                               f"before it held its {self.memory_bytes / 2**20:.0f} MB")
+        self._mark()
 
     def _read(self):
         for line in self._proc.stdout:
             if line.startswith("sent_bytes "):
                 self.sent_bytes = int(line.split()[1])
+            elif line.startswith("ready"):
+                self._ready.set()
+        self._ready.set()  # it ended: nobody waits for it any longer
 
     @property
     def pid(self):
@@ -124,10 +143,15 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second, lan_to, dilation):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))  # Ctrl-C at a terminal: end quietly
-    block = bytearray(memory_bytes)
+    try:
+        block = bytearray(memory_bytes)
+    except MemoryError:
+        print(f"local load: cannot hold {memory_bytes} bytes of memory", file=sys.stderr)
+        sys.exit(2)
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     for i in range(0, memory_bytes, page):
         block[i] = 1
+    print("ready", flush=True)
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM) if lan_to else None
     payload = b"x" * DATAGRAM_BYTES
     period = PERIOD_SECONDS * dilation  # wall seconds of one emulated period

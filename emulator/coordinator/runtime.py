@@ -280,18 +280,19 @@ def _local_user(settings, model, node, spec):
     shaping), real UDP from the node's address across the testbed (kernel shaping), or not
     emulated (a real cluster's own). Returns (the load, the model's traffic flow or None)."""
     lan_to, traffic = None, None
-    if settings.shaping == "inproc" and model is not None and spec.lan_bytes_per_second > 0:
-        from ..network.sharing import steady_flow
-
-        traffic = steady_flow(model, node, ("up", node), spec.lan_bytes_per_second * 8.0,
-                              dilation=settings.dilation)
-    elif settings.shaping == "tc" and settings.extra.get("testbed"):
+    if settings.shaping == "tc" and settings.extra.get("testbed"):
         from ..kernel.testbed import lan_sink
 
         lan_to = lan_sink(settings.extra["testbed"])
     memory_mb = settings.cluster.nodes[node]["memory_mb"]
     load = LocalLoad(spec, memory_mb, burn_cpu=settings.cpu == "kernel",
                      dilation=settings.dilation, lan_to=lan_to)
+    load.wait_ready()
+    if settings.shaping == "inproc" and model is not None and spec.lan_bytes_per_second > 0:
+        from ..network.sharing import steady_flow
+
+        traffic = steady_flow(model, node, ("up", node), spec.lan_bytes_per_second * 8.0,
+                              dilation=settings.dilation)
     return load, traffic
 
 
