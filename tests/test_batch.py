@@ -459,6 +459,34 @@ def test_two_phases_in_threads_share_the_cpu_and_a_local_user_takes_its_share():
     assert cpu.cpu_seconds(1) == pytest.approx(0.6)
 
 
+def test_under_the_kernel_a_tasks_cpu_time_is_all_its_threads_not_only_its_phases():
+    """A task's work outside its compute phases (its messages) takes the node's CPU under the
+    kernel, so its CPUtime counts it; a task that did not begin here counts its phases."""
+    from emulator.coordinator.cpushare import KernelCPU
+    from emulator.coordinator.work import calibrate
+
+    cpu = KernelCPU(calibrate(0.05, threads=1))
+    got = {}
+
+    def task(job, begin):
+        if begin:
+            cpu.start_task(job)
+        cpu.compute(job, 0.1)
+        busy_until = time.thread_time() + 0.1  # CPU outside a phase
+        while time.thread_time() < busy_until:
+            pass
+        got[job] = cpu.cpu_seconds(job)
+
+    for job, begin in ((1, True), (2, False)):
+        t = threading.Thread(target=task, args=(job, begin))
+        t.start()
+        t.join()
+    assert got[1] == pytest.approx(0.2, rel=0.2), got
+    assert got[2] == pytest.approx(0.1, rel=0.2), got
+    cpu.forget(1)
+    assert cpu.cpu_seconds(1) == 0.0
+
+
 def test_the_experiment_gives_each_cell_an_interval_over_its_repeats():
     """From 3 repeats on, a cell carries half the 90% t interval of the repeats' own mean
     |deviation|, and the table shows it."""

@@ -42,7 +42,7 @@ def _common(p):
     p.add_argument("--list-jobs", action="store_true",
                    help="print the jobs a run would play (CSV, first repeat) and stop, "
                         "without starting the cluster")
-    cluster_options(p)
+    cluster_options(p, default_nodes=DEFAULT_NODES)
 
 
 def register(sub):

@@ -78,9 +78,10 @@ def output_folder(path, default):
     return out
 
 
-def cluster_options(p, probe_kib=256):
+def cluster_options(p, probe_kib=256, default_nodes=10):
     """Options of every command that runs the emulated cluster under mpiexec."""
-    p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default 10-node crossbar")
+    p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default "
+                                     f"{default_nodes}-node crossbar")
     p.add_argument("--nodes", type=positive_int, help="use only the first N nodes")
     p.add_argument("--scenario", help="scenario file; default: the stream model, --seed")
     p.add_argument("--seed", type=int, default=1,

@@ -103,6 +103,10 @@ class NodeCPU:
         finally:
             self.end(token)
 
+    def start_task(self, job):
+        """Nothing to do: in the model a task's CPU time is its phases' (messages cost the
+        model's CPUs nothing)."""
+
     def cpu_seconds(self, job):
         """CPUtime_cur of ``job``'s task here: its finished phases and the current ones."""
         with self._lock:
@@ -131,9 +135,18 @@ class KernelCPU:
         self._lock = threading.Lock()
         self._done = {}  # job -> CPU-seconds of finished phases
         self._active = {}  # thread id -> (job, its CPU clock, the clock at the phase's start)
+        self._tasks = {}  # job -> (its thread's CPU clock, the clock when the task began)
 
     def set_local(self, fraction):
         """Nothing to model: the local user is a real process in the node's cgroup."""
+
+    def start_task(self, job):
+        """Count all of ``job``'s CPU here from now, in the calling thread, which runs its
+        task: under the kernel a task's messages take the node's CPU as its phases do, and
+        CISNE's CPUtime is what the operating system accounts to the job."""
+        clock = time.pthread_getcpuclockid(threading.get_ident())
+        with self._lock:
+            self._tasks[job] = (clock, time.clock_gettime(clock))
 
     def compute(self, job, seconds, wait_until=None, bell=None):
         from .work import burn
@@ -152,6 +165,15 @@ class KernelCPU:
                 self._done[job] = self._done.get(job, 0.0) + used
 
     def cpu_seconds(self, job):
+        """CPUtime_cur of ``job``'s task here: its thread's CPU time since :meth:`start_task`
+        (its phases' alone for a task that did not begin here)."""
+        with self._lock:
+            task = self._tasks.get(job)
+        if task is not None:
+            try:
+                return time.clock_gettime(task[0]) - task[1]
+            except OSError:  # the thread ended meanwhile
+                pass
         with self._lock:
             used = self._done.get(job, 0.0)
             running = [(clock, start) for j, clock, start in self._active.values() if j == job]
@@ -165,3 +187,4 @@ class KernelCPU:
     def forget(self, job):
         with self._lock:
             self._done.pop(job, None)
+            self._tasks.pop(job, None)

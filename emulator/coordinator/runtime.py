@@ -234,6 +234,7 @@ def _run_work(data, settings, network, names, msg, cpu=None, *, own=False):
         try:
             if cpu is not None:
                 comm.shared_cpu = (cpu, msg["job"])
+                cpu.start_task(msg["job"])
             result = WORK[msg["fn"]](comm, **msg["kwargs"])
         finally:
             sent = (comm.bytes_sent, comm.messages_sent)
