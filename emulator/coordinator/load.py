@@ -90,6 +90,7 @@ class LocalLoad:
             self.stop()
             raise RuntimeError(f"the local load did not start within {timeout_seconds:g} s")
         if self._proc.poll() is not None:
+            self.stop()
             raise RuntimeError(f"the local load exited with code {self._proc.returncode} "
                                f"before it held its {self.memory_bytes / 2**20:.0f} MB")
         self._mark()
