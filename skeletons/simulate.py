@@ -186,6 +186,15 @@ def _collectives():
 _collectives()
 
 
+def _take(queue, matches):
+    """Remove and return the first entry of ``queue`` that ``matches`` (MPI's matching is in
+    order), or None."""
+    for i, x in enumerate(queue):
+        if matches(x):
+            return queue.pop(i)
+    return None
+
+
 class Simulator:
     """Jobs of skeletons on a cluster's fluid model.
 
@@ -243,24 +252,21 @@ class Simulator:
 
     def deliver(self, job, dest, message):
         """A message to ``dest``: bound to the first posted receive it matches, else queued."""
-        self._match(job, dest, message, (message.src, message.tag), "mailbox")
+        req = _take(self.jobs[job]["posted"].setdefault(dest, []),
+                    lambda r: (r.peer, r.tag) == (message.src, message.tag))
+        if req is None:
+            self.jobs[job]["mailbox"].setdefault(dest, []).append(message)
+        else:
+            req.message, message.receive = message, req
 
     def post(self, job, rank, req):
         """A receive: bound to the first queued message it matches, else posted."""
-        self._match(job, rank, req, (req.peer, req.tag), "posted")
-
-    def _match(self, job, rank, item, key, queue):
-        """MPI's matching at ``rank``: ``item`` (a message, or a receive) takes the first
-        entry of the other queue with the same source and tag, in order; else it waits in
-        ``queue`` ("mailbox" or "posted")."""
-        other = self.jobs[job]["posted" if queue == "mailbox" else "mailbox"].setdefault(rank, [])
-        for x in other:
-            if (x.peer if queue == "mailbox" else x.src, x.tag) == key:
-                other.remove(x)
-                req, msg = (x, item) if queue == "mailbox" else (item, x)
-                req.message, msg.receive = msg, req
-                return
-        self.jobs[job][queue].setdefault(rank, []).append(item)
+        message = _take(self.jobs[job]["mailbox"].setdefault(rank, []),
+                        lambda m: (m.src, m.tag) == (req.peer, req.tag))
+        if message is None:
+            self.jobs[job]["posted"].setdefault(rank, []).append(req)
+        else:
+            req.message, message.receive = message, req
 
     # -- the threads --------------------------------------------------------------------------
 
