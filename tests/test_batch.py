@@ -510,3 +510,118 @@ def test_the_experiment_gives_each_cell_an_interval_over_its_repeats():
     few = summarize(rows[:4], [], [0.1], complete=True, settings_json={},
                     characterization={}, columns=("net-net",))
     assert few["deviation_interval_pct"] == {}  # two repeats: no interval
+
+
+# -- resuming an experiment ----------------------------------------------------------------
+
+def _experiment_outputs(out, jobs, *, policy="normal+fcfs", cpu="model", dilation=1.0):
+    """A summary.json and jobs.csv as an experiment writes them after one complete run of
+    ``policy`` and one cut short (uniform+fcfs)."""
+    import json
+
+    from emulator.batch import report
+
+    def rec(j, end):
+        return {"job": j.id, "benchmark": j.benchmark, "class": j.npb_class, "tasks": j.tasks,
+                "kind": j.kind, "arrival_seconds": j.arrival_seconds,
+                "submit": j.arrival_seconds + 1e-6, "start": j.arrival_seconds + 0.5,
+                "end": end, "nodes": "n1 n2", "status": "done" if end else "running",
+                "restarts": 0, "isolated_seconds": 2.0, "estimation_ms": 0.25,
+                "predicted_start": None, "run_start": None, "run_seconds": None,
+                "compute_seconds": 1.25, "cpu_seconds": 1.0,
+                "predicted_end": {e: j.arrival_seconds + 3.123456789
+                                  for e in report.columns(cisne.ESTIMATORS)}}
+
+    rows = [(policy, 0.25, 0, rec(j, j.arrival_seconds + 4.0)) for j in jobs]
+    rows += [("uniform+fcfs", 0.25, 0, rec(j, None)) for j in jobs[:2]]
+    (out / "jobs.csv").write_text(report.jobs_csv(rows, report.columns(cisne.ESTIMATORS)))
+    settings = _settings()
+    (out / "summary.json").write_text(json.dumps({"settings": settings, "runs": [
+        {"policy": policy, "loaded_fraction": 0.25, "repeat": 0, "cpu": cpu,
+         "dilation": dilation}]}))
+    return rows
+
+
+def _settings(**change):
+    s = {"policies": ["normal+fcfs"], "loaded_fractions": [0.25], "repeats": 1, "mpl": 4,
+         "class": "A", "iterations": {"bt": 6}, "mean_gap_seconds": 1.0,
+         "nodes": ["n1", "n2"], "seed": 1, "estimators": list(cisne.ESTIMATORS)}
+    s.update(change)
+    return s
+
+
+def test_a_resumed_experiment_keeps_its_complete_runs_exactly_and_drops_one_cut_short(tmp_path):
+    from emulator.batch import report
+    from emulator.batch.experiment import completed_runs
+
+    jobs = generate_jobs(5, seed=1, mean_gap_seconds=1.0, max_tasks=2)
+    written = _experiment_outputs(tmp_path, jobs)
+    rows, runs = completed_runs(
+        tmp_path, _settings(policies=["normal+fcfs", "uniform+fcfs"], repeats=3), {0: jobs},
+        cpu="model", dilation=1.0, columns=report.columns(cisne.ESTIMATORS))
+    assert [r["policy"] for r in runs] == ["normal+fcfs"]
+    assert len(rows) == 5 and {r[0] for r in rows} == {"normal+fcfs"}
+    for (p, f, k, got), (_, _, _, want) in zip(rows, written):
+        assert (p, f, k) == ("normal+fcfs", 0.25, 0)
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+            elif key == "predicted_end":
+                assert got[key] == pytest.approx(value, rel=1e-9)
+            else:
+                assert got[key] == value, key
+    # rewriting what was read gives the same file back
+    columns = report.columns(cisne.ESTIMATORS)
+    assert report.jobs_csv(rows, columns) == report.jobs_csv(written[:5], columns)
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"mpl": 2}, "mpl is 4 where this run's is 2"),
+    ({"seed": 7}, "seed is 1"),
+])
+def test_resuming_with_other_settings_is_refused_naming_the_setting(tmp_path, change, says):
+    from emulator.batch import report
+    from emulator.batch.experiment import completed_runs
+    from emulator.errors import UserError
+
+    jobs = generate_jobs(5, seed=1, mean_gap_seconds=1.0, max_tasks=2)
+    _experiment_outputs(tmp_path, jobs)
+    with pytest.raises(UserError, match=says):
+        completed_runs(tmp_path, _settings(**change), {0: jobs}, cpu="model", dilation=1.0,
+                       columns=report.columns(cisne.ESTIMATORS))
+
+
+def test_resuming_with_other_jobs_or_another_cpu_model_is_refused(tmp_path):
+    from emulator.batch import report
+    from emulator.batch.experiment import completed_runs
+    from emulator.errors import UserError
+
+    jobs = generate_jobs(5, seed=1, mean_gap_seconds=1.0, max_tasks=2)
+    _experiment_outputs(tmp_path, jobs)
+    columns = report.columns(cisne.ESTIMATORS)
+    other = generate_jobs(5, seed=2, mean_gap_seconds=1.0, max_tasks=2)
+    with pytest.raises(InputFileError, match="not the ones this run would play"):
+        completed_runs(tmp_path, _settings(), {0: other}, cpu="model", dilation=1.0,
+                       columns=columns)
+    with pytest.raises(UserError, match="--cpu model and --dilation 1.0, this one has --cpu "
+                                        "kernel and --dilation 8"):
+        completed_runs(tmp_path, _settings(), {0: jobs}, cpu="kernel", dilation=8.0,
+                       columns=columns)
+    # nothing there yet: a fresh start
+    assert completed_runs(tmp_path / "new", _settings(), {0: jobs}, cpu="model",
+                          dilation=1.0, columns=columns) == ([], [])
+
+
+def test_a_damaged_jobs_csv_is_refused_naming_its_line(tmp_path):
+    from emulator.batch import report
+    from emulator.batch.experiment import completed_runs
+
+    jobs = generate_jobs(5, seed=1, mean_gap_seconds=1.0, max_tasks=2)
+    _experiment_outputs(tmp_path, jobs)
+    lines = (tmp_path / "jobs.csv").read_text().splitlines()
+    lines[2] = lines[2].replace(",done,", ",done,x", 1)
+    (tmp_path / "jobs.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputFileError,
+                       match=r"jobs.csv: line 3, field .restarts.: .x0. is not a number"):
+        completed_runs(tmp_path, _settings(), {0: jobs}, cpu="model", dilation=1.0,
+                       columns=report.columns(cisne.ESTIMATORS))

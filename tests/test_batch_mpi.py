@@ -309,3 +309,34 @@ def test_predicted_placement_runs_live_when_jobs_start_together(tmp_path):
     rows = rows_of(out)
     assert [r["status"] for r in rows] == ["done"] * 4
     assert rows[0]["start"] == rows[1]["start"]  # started in one pass
+
+
+def test_a_resumed_experiment_plays_only_the_runs_it_lacks(tmp_path):
+    out = tmp_path / "exp"
+    base = ["batch-experiment", "--nodes", "6", "--job-count", "4", "--class", "S",
+            "--mean-gap-seconds", "0.3", "--loaded-fractions", "0.17", "--no-progress",
+            "--out", str(out)]
+    first = nodesel(*base, "--policies", "normal+fcfs")
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = rows_of(out)
+    second = nodesel(*base, "--policies", "normal+fcfs,uniform+fcfs", "--resume")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming: 1 of 2 run(s) complete" in second.stdout
+    after = rows_of(out)
+    kept = [r for r in after if r["policy"] == "normal+fcfs"]
+    assert len(kept) == len(before) == 4
+    for got, want in zip(kept, before):  # values read back and written again: 10 digits
+        assert got.keys() == want.keys()
+        for key in want:
+            try:
+                assert float(got[key]) == pytest.approx(float(want[key]), rel=1e-8), key
+            except ValueError:
+                assert got[key] == want[key], key
+    assert sum(r["policy"] == "uniform+fcfs" and r["status"] == "done" for r in after) == 4
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and [r["policy"] for r in summary["runs"]] == \
+        ["normal+fcfs", "uniform+fcfs"]
+    assert summary["jobs_compared"]["normal+fcfs"]["0.17"] == 4
+    refused = nodesel(*base, "--policies", "normal+fcfs", "--mpl", "2", "--resume")
+    assert refused.returncode == 2 and "its mpl is 4 where this run's is 2" in refused.stderr
+    assert "Traceback" not in refused.stderr and no_leftovers()

@@ -6,9 +6,13 @@ are characterized in isolation (cached); before the runs of each local load, eve
 measured again (the ``pattern`` policy's input and the ``net-net`` estimator's). Each run
 then starts its local load, plays its jobs, and stops the load. The outputs are rewritten
 atomically after every job that ends, so an interrupted experiment leaves valid partial
-results (``"complete": false``).
+results (``"complete": false``). Given ``resume``, the runs an earlier invocation completed in
+the same folder with the same settings are kept and only the others are played: an
+interrupted experiment goes on, and repeats, policies or loads may be added to a finished one.
 """
 
+import json
+import math
 import os
 import time
 from dataclasses import replace
@@ -101,13 +105,73 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
             "characterization": {"/".join(map(str, k)): v for k, v in characterization.items()}}
 
 
+# settings that may differ between the invocations of one resumed experiment: they choose
+# which runs exist, not how a run is played
+RUN_CHOICE = ("policies", "loaded_fractions", "repeats")
+
+
+def completed_runs(out_dir, settings_json, lists, *, cpu, dilation, columns):
+    """(rows, runs) of the runs completed in ``out_dir`` by an earlier invocation that this
+    one would play too: same settings, CPU model and dilation, and the same jobs for each
+    repeat (``lists``). A run is complete when the summary lists it; the rows of a run cut
+    short are dropped. Nothing there: ([], [])."""
+    from ..errors import InputFileError, UserError
+
+    summary_path = os.path.join(out_dir, "summary.json")
+    if not os.path.exists(summary_path):
+        return [], []
+    try:
+        with open(summary_path) as f:
+            old = json.load(f)
+        old_settings, old_runs = old["settings"], old["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputFileError(summary_path, "", "not a batch experiment's summary to "
+                             f"resume ({e})") from None
+    now = json.loads(json.dumps(settings_json))
+    for key, value in now.items():
+        if key not in RUN_CHOICE and old_settings.get(key) != value:
+            raise UserError(f"{summary_path}: its {key} is {old_settings.get(key)!r} where this "
+                            f"run's is {value!r}; resume with the same settings or give "
+                            "another --out")
+    wanted = {(policy_label(*parse_policy(p)), float(f), r) for p in now["policies"]
+              for f in now["loaded_fractions"] for r in range(now["repeats"])}
+    runs = []
+    for run in old_runs:
+        key = (run.get("policy"), run.get("loaded_fraction"), run.get("repeat"))
+        if key not in wanted:
+            continue
+        if (run.get("cpu"), run.get("dilation")) != (cpu, dilation):
+            raise UserError(f"{summary_path}: its runs had --cpu {run.get('cpu')} and "
+                            f"--dilation {run.get('dilation')}, this one has --cpu {cpu} and "
+                            f"--dilation {dilation}; give another --out")
+        runs.append(run)
+    keys = {(r["policy"], r["loaded_fraction"], r["repeat"]) for r in runs}
+    csv_path = os.path.join(out_dir, "jobs.csv")
+    rows = [row for row in report.read_jobs_csv(csv_path, columns) if row[:3] in keys]
+    for policy, frac, repeat in sorted(keys, key=str):
+        got = sorted((rec for p, f, r, rec in rows if (p, f, r) == (policy, frac, repeat)),
+                     key=lambda rec: rec["job"])
+        jobs = sorted(lists[repeat], key=lambda j: j.id)
+        same = len(got) == len(jobs) and all(
+            (rec["job"], rec["benchmark"], rec["tasks"]) == (j.id, j.benchmark, j.tasks)
+            and math.isclose(rec["arrival_seconds"], j.arrival_seconds, rel_tol=1e-5,
+                                abs_tol=1e-6)
+            for rec, j in zip(got, jobs))
+        if not same:
+            raise InputFileError(csv_path, f"{policy} at {frac:g} loaded, repeat {repeat}",
+                                 "its jobs are not the ones this run would play; give "
+                                 "another --out")
+    return rows, runs
+
+
 def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir, jobs=None,
                    job_count=30, mean_gap_seconds=15.0, base=None, load_spec=None,
                    cache_path=None, network_id="default", probe_bytes=256 * 1024,
-                   progress=True, echo=print):
+                   progress=True, echo=print, resume=False):
     """Run every (policy, loaded fraction, repeat) batch run; write the outputs to
     ``out_dir``; return the summary. ``jobs``: a fixed job list (else generated per repeat
-    with seed ``base.seed + repeat``)."""
+    with seed ``base.seed + repeat``). ``resume``: keep the runs already complete in
+    ``out_dir`` (:func:`completed_runs`); the estimation timings then cover the new runs."""
     from ..coordinator.measure import Monitor
 
     base = base or BatchSettings()
@@ -124,6 +188,25 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
     def capacity_of(n):
         return cluster.nodes[n]["capacity_mbps"]
 
+    columns = report.columns(base.estimators)
+    settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
+                     "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
+                     "iterations": base.iterations, "load": load_spec,
+                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed,
+                     "estimators": list(base.estimators)}
+    rows, runs = [], []
+    if resume:
+        rows, runs = completed_runs(out_dir, settings_json, lists,
+                                    cpu=coordinator.settings.cpu,
+                                    dilation=coordinator.settings.dilation, columns=columns)
+        echo(f"resuming: {len(runs)} of {len(policies) * len(loaded_fractions) * repeats} "
+             f"run(s) complete in {out_dir}")
+    done = {(r["policy"], r["loaded_fraction"], r["repeat"]) for r in runs}
+
+    def todo(frac, repeat):
+        return [p for p in policies
+                if (policy_label(*parse_policy(p)), float(frac), repeat) not in done]
+
     echo("measuring every pair of nodes ...")
     monitor = Monitor(coordinator, size_bytes=probe_bytes)
     graph = monitor.measure()
@@ -131,19 +214,13 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
     chars = characterize(coordinator, nodes, wanted, iterations=base.iterations,
                          network=network_id, cache_path=cache_path,
                          comm_model=comm_model_function(graph, capacity_of))
-    total = sum(len(js) for js in lists.values()) * len(policies) * len(loaded_fractions)
+    total = sum(len(lists[r]) * len(todo(f, r)) for r in lists for f in loaded_fractions)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="job", desc="batch runs", leave=True)
-    rows, runs, estimation_ms, estimation_cpu_ms = [], [], [], []
-    columns = report.columns(base.estimators)
-    settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
-                     "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
-                     "iterations": base.iterations, "load": load_spec,
-                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed,
-                     "estimators": list(base.estimators)}
+    estimation_ms, estimation_cpu_ms = [], []
     os.makedirs(out_dir, exist_ok=True)
 
     def write(current, complete):
@@ -162,9 +239,11 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
 
     for repeat in range(repeats):
         for frac in loaded_fractions:
+            if not todo(frac, repeat):
+                continue
             # the network these runs start on, for the pattern policy and net-net
             graph = monitor.measure()
-            for policy in policies:
+            for policy in todo(frac, repeat):
                 nsp, jsp = parse_policy(policy)
                 s = replace(base, nsp=nsp, jsp=jsp, loaded_fraction=frac,
                             seed=base.seed + repeat)

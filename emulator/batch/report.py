@@ -57,7 +57,7 @@ def jobs_csv(rows, estimators=COLUMNS):
     def f(v):
         if v is None:
             return ""
-        return f"{v:.6g}" if isinstance(v, float) else str(v)
+        return f"{v:.10g}" if isinstance(v, float) else str(v)
 
     head = list(CSV_FIELDS) + [f"predicted_turnaround_{e}" for e in estimators]
     lines = [",".join(head)]
@@ -73,6 +73,58 @@ def jobs_csv(rows, estimators=COLUMNS):
             values.append(None if end is None else end - rec["submit"])
         lines.append(",".join(f(v) for v in values))
     return "\n".join(lines) + "\n"
+
+
+_INT_FIELDS = ("repeat", "job", "tasks", "restarts")
+_TEXT_FIELDS = ("policy", "benchmark", "class", "kind", "status", "nodes")
+
+
+def read_jobs_csv(path, estimators=COLUMNS):
+    """The (policy, loaded fraction, repeat, record) rows of a ``jobs.csv`` that
+    :func:`jobs_csv` wrote: the inverse, to resume an experiment from its outputs."""
+    import csv
+
+    from ..errors import InputFileError
+
+    wanted = list(CSV_FIELDS) + [f"predicted_turnaround_{e}" for e in estimators]
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [k for k in wanted if k not in (reader.fieldnames or [])]
+            if missing:
+                raise InputFileError(path, f"column {missing[0]!r}", "missing (a jobs.csv of "
+                                     "a batch run with these estimators is needed)")
+            rows = []
+            for line, raw in enumerate(reader, start=2):
+                rec = {}
+                for k in wanted:
+                    v = raw[k]
+                    try:
+                        if k in _TEXT_FIELDS:
+                            rec[k] = v
+                        elif v == "":
+                            rec[k] = None
+                        else:
+                            rec[k] = int(v) if k in _INT_FIELDS else float(v)
+                    except ValueError:
+                        raise InputFileError(path, f"line {line}, field {k!r}",
+                                             f"{v!r} is not a number") from None
+                if rec["repeat"] is None or rec["loaded_fraction"] is None \
+                        or rec["job"] is None or rec["submit"] is None:
+                    raise InputFileError(path, f"line {line}", "policy, loaded_fraction, "
+                                         "repeat, job and submit are needed")
+                rec["class"] = raw["class"]
+                rec["predicted_end"] = {}
+                for e in estimators:
+                    t = rec.pop(f"predicted_turnaround_{e}")
+                    rec["predicted_end"][e] = None if t is None else rec["submit"] + t
+                policy, frac, repeat = (rec.pop("policy"), rec.pop("loaded_fraction"),
+                                        rec.pop("repeat"))
+                rec.pop("turnaround_seconds")
+                rows.append((policy, frac, repeat, rec))
+    except OSError as e:
+        raise InputFileError(path, "", f"cannot be read ({e.strerror})") from None
+    return rows
 
 
 def table_md(summary, estimators=None):

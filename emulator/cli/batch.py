@@ -78,6 +78,8 @@ def register(sub):
                 examples=["nodesel batch-experiment --loaded-fractions 0.25,0.5,1 --policies "
                           "normal+fcfs,uniform+fcfs,normal+easy,uniform+easy,basic --repeats 1 "
                           "--out results/batch-experiment",
+                          "nodesel batch-experiment --repeats 3 --resume --out "
+                          "results/batch-experiment",
                           "nodesel batch-experiment --quick"],
                 handler=cmd_experiment)
     e.add_argument("--loaded-fractions", default="0.25,0.5,1",
@@ -90,6 +92,10 @@ def register(sub):
     e.add_argument("--quick", action="store_true",
                    help="a short experiment: 8 nodes, 12 jobs of class W, 25%% and 100%% "
                         "loaded, normal+fcfs, uniform+fcfs and normal+easy")
+    e.add_argument("--resume", action="store_true",
+                   help="keep the runs already complete in --out (same settings, --cpu and "
+                        "--dilation; an interrupted experiment goes on, or more repeats, "
+                        "policies or loads are added) and play only the others")
     _common(e)
 
 
@@ -174,7 +180,7 @@ def _list_jobs(args, jobs, cluster):
     return 0
 
 
-def _run(args, *, policies, fractions, repeats, default_out, quick=False):
+def _run(args, *, policies, fractions, repeats, default_out, quick=False, resume=False):
     from ..batch.experiment import run_experiment
     from ..batch.live import BatchSettings
 
@@ -205,7 +211,7 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False):
                                  mean_gap_seconds=args.mean_gap_seconds, base=base,
                                  cache_path=cache, network_id=network_id,
                                  probe_bytes=args.probe_bytes,
-                                 progress=not args.no_progress, echo=echo)
+                                 progress=not args.no_progress, echo=echo, resume=resume)
         from ..batch.report import table_md
 
         echo(table_md(summary), end="")
@@ -242,4 +248,4 @@ def cmd_experiment(args):
     for p in policies:
         parse_policy(p)
     return _run(args, policies=policies, fractions=fractions, repeats=args.repeats,
-                default_out="results/batch-experiment", quick=args.quick)
+                default_out="results/batch-experiment", quick=args.quick, resume=args.resume)
