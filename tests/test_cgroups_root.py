@@ -120,3 +120,41 @@ def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
     local = json.loads((loaded / "summary.json").read_text())["runs"][0]["measured_local_load"]
     assert all(abs(v["cpu_percent"] - 15) <= 5 for v in local.values()), local
     assert not leftovers()
+
+
+def test_a_kernel_cpu_batch_ended_by_sigterm_mid_run_leaves_nothing(tmp_path):
+    """The launcher's SIGTERM reaches every rank and the local users at once; their groups
+    are busy while they exit, and still go."""
+    import signal
+
+    import psutil
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,A,4\n")
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "batch", "--nodes", "4",
+                             "--jobs", str(jobs), "--loaded-fraction", "1", "--cpu", "kernel",
+                             "--no-progress", "--out", str(tmp_path / "out")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        mid_run = False
+        while time.monotonic() < deadline and proc.poll() is None and not mid_run:
+            time.sleep(0.5)
+            mid_run = any("emulator.coordinator.load" in " ".join(p.info["cmdline"] or [])
+                          for p in psutil.process_iter(["cmdline"]))
+        assert mid_run, "the local users never started"
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "error" not in err, err[-3000:]
+    assert not leftovers()
+    time.sleep(1.0)
+    strays = [p.pid for p in psutil.process_iter(["cmdline"])
+              if "-m emulator" in " ".join(p.info["cmdline"] or [])
+              or "emulator.coordinator" in " ".join(p.info["cmdline"] or [])]
+    assert not strays

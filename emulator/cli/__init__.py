@@ -8,6 +8,7 @@ selection, experiments, kernel, workload, scheduling); this module assembles the
 import argparse
 import os
 import signal
+import threading
 import sys
 
 from ..errors import UserError
@@ -75,7 +76,15 @@ def main(argv=None):
         print(f"nodesel: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # a second signal (mpiexec and a rank's supervisor both pass one on) must not cut
+        # this line short with a traceback
+        quiet = threading.current_thread() is threading.main_thread()
+        previous = [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)] \
+            if quiet else None
         print("nodesel: interrupted", file=sys.stderr)
+        if quiet:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
         return 130
     except BrokenPipeError:
         # the reader went away (``nodesel ... | head``): end quietly, as shell tools do

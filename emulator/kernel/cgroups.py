@@ -23,6 +23,7 @@ import errno
 import math
 import os
 import re
+import time
 
 from ..errors import UserError
 
@@ -155,17 +156,30 @@ def _pids(group):
         return []
 
 
-def _remove_tree(root, base):
-    for group in sorted((os.path.join(base, d) for d in os.listdir(base)
-                         if os.path.isdir(os.path.join(base, d))), reverse=True):
-        for pid in _pids(group):
+def _remove_tree(root, base, patience_seconds=10.0):
+    """Move every process left in the run's groups to ``root`` and remove the groups. A
+    process still exiting (a rank ended by a signal, its local user) keeps its group busy
+    for a moment: moving and removing are retried for up to ``patience_seconds``."""
+    deadline = time.monotonic() + patience_seconds
+    groups = sorted((os.path.join(base, d) for d in os.listdir(base)
+                     if os.path.isdir(os.path.join(base, d))), reverse=True)
+    for group in groups + [base]:
+        while True:
+            for pid in _pids(group):
+                try:
+                    _write(os.path.join(root, "cgroup.procs"), str(pid))
+                except OSError as e:
+                    # a process that ended meanwhile is gone anyway; one exiting cannot move
+                    if e.errno not in (errno.ESRCH, errno.EINVAL):
+                        raise
             try:
-                _write(os.path.join(root, "cgroup.procs"), str(pid))
+                os.rmdir(group)
+                break
             except OSError as e:
-                if e.errno != errno.ESRCH:  # a process that ended meanwhile is gone anyway
-                    raise
-        os.rmdir(group)
-    os.rmdir(base)
+                if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                    raise OSError(e.errno, f"{os.strerror(e.errno)} (processes "
+                                  f"{_pids(group) or 'exiting'} still in it)", group) from None
+                time.sleep(0.05)
 
 
 def remove_stale(root):

@@ -1,0 +1,52 @@
+"""Taking the nodes' cgroups down, on a hierarchy laid out in a folder: groups kept busy by
+exiting processes for a moment are retried, and one that stays busy is named."""
+
+import errno
+import os
+
+import pytest
+
+from emulator.kernel import cgroups
+
+
+def fake_run(tmp_path, nodes=("n1", "n2")):
+    root = tmp_path / "cpu"
+    base = root / "nodesel-1"
+    for n in nodes:
+        (base / n).mkdir(parents=True)
+        (base / n / "cgroup.procs").write_text("4242\n" if n == "n1" else "")
+    (base / "cgroup.procs").write_text("")
+    (root / "cgroup.procs").write_text("")
+    return root, base
+
+
+def busy_for(times, calls):
+    """os.rmdir as the kernel's on a group (its files go with it): EBUSY ``times`` times for
+    n1's group, then removed."""
+    real_rmdir = os.rmdir
+
+    def rmdir(path):
+        calls.append(os.path.basename(path))
+        if os.path.basename(path) == "n1" and calls.count("n1") <= times:
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
+        for name in os.listdir(path):
+            os.unlink(os.path.join(path, name))
+        real_rmdir(path)
+    return rmdir
+
+
+def test_a_group_busy_for_a_moment_is_moved_again_and_removed(tmp_path, monkeypatch):
+    root, base = fake_run(tmp_path)
+    calls = []
+    monkeypatch.setattr(cgroups.os, "rmdir", busy_for(3, calls))
+    cgroups.CpuGroups(["n1", "n2"], 8, run="nodesel-1", root=str(root), version="v1").down()
+    assert not base.exists()
+    assert calls.count("n1") == 4 and calls[-1] == "nodesel-1"
+    assert (root / "cgroup.procs").read_text() == "4242"  # its process went to the root
+
+
+def test_a_group_that_stays_busy_is_named_with_what_is_in_it(tmp_path, monkeypatch):
+    root, base = fake_run(tmp_path)
+    monkeypatch.setattr(cgroups.os, "rmdir", busy_for(10 ** 6, []))
+    with pytest.raises(OSError, match=r"processes \[4242\] still in it.*nodesel-1/n1"):
+        cgroups._remove_tree(str(root), str(base), patience_seconds=0.2)
