@@ -319,7 +319,7 @@ def test_a_resumed_experiment_plays_only_the_runs_it_lacks(tmp_path):
     first = nodesel(*base, "--policies", "normal+fcfs")
     assert first.returncode == 0, first.stderr[-3000:]
     before = rows_of(out)
-    second = nodesel(*base, "--policies", "normal+fcfs,uniform+fcfs", "--resume")
+    second = nodesel(*base, "--policies", "uniform+fcfs,normal+fcfs", "--resume")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resuming: 1 of 2 run(s) complete" in second.stdout
     after = rows_of(out)
@@ -334,8 +334,10 @@ def test_a_resumed_experiment_plays_only_the_runs_it_lacks(tmp_path):
                 assert got[key] == want[key], key
     assert sum(r["policy"] == "uniform+fcfs" and r["status"] == "done" for r in after) == 4
     summary = json.loads((out / "summary.json").read_text())
+    # in the order asked for, not the order played
     assert summary["complete"] and [r["policy"] for r in summary["runs"]] == \
-        ["normal+fcfs", "uniform+fcfs"]
+        ["uniform+fcfs", "normal+fcfs"]
+    assert [r["policy"] for r in after] == ["uniform+fcfs"] * 4 + ["normal+fcfs"] * 4
     assert summary["jobs_compared"]["normal+fcfs"]["0.17"] == 4
     refused = nodesel(*base, "--policies", "normal+fcfs", "--mpl", "2", "--resume")
     assert refused.returncode == 2 and "its mpl is 4 where this run's is 2" in refused.stderr

@@ -50,3 +50,35 @@ def test_a_group_that_stays_busy_is_named_with_what_is_in_it(tmp_path, monkeypat
     monkeypatch.setattr(cgroups.os, "rmdir", busy_for(10 ** 6, []))
     with pytest.raises(OSError, match=r"processes \[4242\] still in it.*nodesel-1/n1"):
         cgroups._remove_tree(str(root), str(base), patience_seconds=0.2)
+
+
+def test_on_cgroup_v2_a_node_gets_cpu_max_and_its_groups_go(tmp_path, monkeypatch):
+    """cgroup v2's files as the kernel documents them: the run's group enables the cpu
+    controller for its children, each node's ``cpu.max`` is "quota period"."""
+    root = tmp_path / "unified"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.procs").write_text("")
+    monkeypatch.setattr(cgroups, "V1_ROOT", str(tmp_path / "no-v1"))
+    monkeypatch.setattr(cgroups, "V2_ROOT", str(root))
+    assert cgroups.hierarchy() == ("v2", str(root))
+    groups = cgroups.CpuGroups(["n1", "n/2"], 8, run="nodesel-1")
+    base = groups.up()
+    assert (root / "nodesel-1" / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (root / "nodesel-1" / "n1" / "cpu.max").read_text() == "2000 16000"
+    assert (root / "nodesel-1" / "n_2" / "cpu.max").read_text() == "2000 16000"
+    for n in ("n1", "n_2"):
+        (root / "nodesel-1" / n / "cgroup.procs").write_text("")
+    cgroups.join(base, "n1", 4242)
+    assert (root / "nodesel-1" / "n1" / "cgroup.procs").read_text() == "4242"
+    monkeypatch.setattr(cgroups.os, "rmdir", busy_for(0, []))
+    assert groups.down() and not (root / "nodesel-1").exists()
+    assert (root / "cgroup.procs").read_text() == "4242"
+    assert not groups.down()
+
+
+def test_without_a_cpu_controller_there_is_no_hierarchy(tmp_path, monkeypatch):
+    (tmp_path / "cgroup.controllers").write_text("cpuset io memory pids\n")
+    monkeypatch.setattr(cgroups, "V1_ROOT", str(tmp_path / "no-v1"))
+    monkeypatch.setattr(cgroups, "V2_ROOT", str(tmp_path))
+    assert cgroups.hierarchy() is None

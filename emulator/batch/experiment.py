@@ -223,11 +223,21 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
     estimation_ms, estimation_cpu_ms = [], []
     os.makedirs(out_dir, exist_ok=True)
 
+    # outputs in the order asked for (policies, then loads, then repeats), resumed or not
+    rank = {policy_label(*parse_policy(p)): k for k, p in enumerate(policies)}
+
+    def in_order(key):
+        policy, frac, repeat = key
+        return rank.get(policy, len(rank)), float(frac), repeat
+
     def write(current, complete):
-        live_rows = rows + ([] if current is None else
-                            [(current[0], current[1], current[2], rec)
-                             for rec in current[3].records.values()])
-        summary = summarize(live_rows, runs, estimation_ms + (
+        live_rows = sorted(rows + ([] if current is None else
+                                   [(current[0], current[1], current[2], rec)
+                                    for rec in current[3].records.values()]),
+                           key=lambda row: in_order(row[:3]))
+        ordered_runs = sorted(runs, key=lambda r: in_order(
+            (r["policy"], r["loaded_fraction"], r["repeat"])))
+        summary = summarize(live_rows, ordered_runs, estimation_ms + (
             current[3].estimation_ms if current else []), complete=complete,
             settings_json=settings_json, characterization=chars,
             estimation_cpu_ms=estimation_cpu_ms + (

@@ -220,7 +220,7 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False, resume
              f"{summary['estimation_ms_median']:.3f}, CPU {summary['estimation_cpu_ms']:.3f}), "
              f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival ({count} "
              f"estimator{'s' if count > 1 else ''})" if summary["estimation_ms"] else
-             "no estimates made")
+             "no estimates made (no run played)")
         echo(f"results in {out}")
         return summary
 

@@ -16,7 +16,7 @@ back to the root group and removes them, and can run again safely; :func:`remove
 removes the groups of runs whose launcher is gone.
 
 This machine kind mounts cgroup v1 (``/sys/fs/cgroup/cpu``); the v2 path follows the kernel's
-documentation and has not run here.
+documentation and is tested on a hierarchy laid out in a folder, not on a v2 kernel.
 """
 
 import errno
