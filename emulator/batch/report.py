@@ -113,7 +113,6 @@ def read_jobs_csv(path, estimators=COLUMNS):
                         or rec["job"] is None or rec["submit"] is None:
                     raise InputFileError(path, f"line {line}", "policy, loaded_fraction, "
                                          "repeat, job and submit are needed")
-                rec["class"] = raw["class"]
                 rec["predicted_end"] = {}
                 for e in estimators:
                     t = rec.pop(f"predicted_turnaround_{e}")
