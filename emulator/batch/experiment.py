@@ -110,6 +110,11 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
 RUN_CHOICE = ("policies", "loaded_fractions", "repeats")
 
 
+def run_key(run):
+    """(policy, loaded fraction, repeat): which run a summary's run entry is."""
+    return run["policy"], run["loaded_fraction"], run["repeat"]
+
+
 def completed_runs(out_dir, settings_json, lists, *, cpu, dilation, columns):
     """(rows, runs) of the runs completed in ``out_dir`` by an earlier invocation that this
     one would play too: same settings, CPU model and dilation, and the same jobs for each
@@ -137,15 +142,14 @@ def completed_runs(out_dir, settings_json, lists, *, cpu, dilation, columns):
               for f in now["loaded_fractions"] for r in range(now["repeats"])}
     runs = []
     for run in old_runs:
-        key = (run.get("policy"), run.get("loaded_fraction"), run.get("repeat"))
-        if key not in wanted:
+        if (run.get("policy"), run.get("loaded_fraction"), run.get("repeat")) not in wanted:
             continue
         if (run.get("cpu"), run.get("dilation")) != (cpu, dilation):
             raise UserError(f"{summary_path}: its runs had --cpu {run.get('cpu')} and "
                             f"--dilation {run.get('dilation')}, this one has --cpu {cpu} and "
                             f"--dilation {dilation}; give another --out")
         runs.append(run)
-    keys = {(r["policy"], r["loaded_fraction"], r["repeat"]) for r in runs}
+    keys = {run_key(r) for r in runs}
     csv_path = os.path.join(out_dir, "jobs.csv")
     rows = [row for row in report.read_jobs_csv(csv_path, columns) if row[:3] in keys]
     for policy, frac, repeat in sorted(keys, key=str):
@@ -201,7 +205,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                                     dilation=coordinator.settings.dilation, columns=columns)
         echo(f"resuming: {len(runs)} of {len(policies) * len(loaded_fractions) * repeats} "
              f"run(s) complete in {out_dir}")
-    done = {(r["policy"], r["loaded_fraction"], r["repeat"]) for r in runs}
+    done = {run_key(r) for r in runs}
 
     def todo(frac, repeat):
         return [p for p in policies
@@ -235,8 +239,7 @@ def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir,
                                    [(current[0], current[1], current[2], rec)
                                     for rec in current[3].records.values()]),
                            key=lambda row: in_order(row[:3]))
-        ordered_runs = sorted(runs, key=lambda r: in_order(
-            (r["policy"], r["loaded_fraction"], r["repeat"])))
+        ordered_runs = sorted(runs, key=lambda r: in_order(run_key(r)))
         summary = summarize(live_rows, ordered_runs, estimation_ms + (
             current[3].estimation_ms if current else []), complete=complete,
             settings_json=settings_json, characterization=chars,

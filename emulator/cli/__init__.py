@@ -8,7 +8,6 @@ selection, experiments, kernel, workload, scheduling); this module assembles the
 import argparse
 import os
 import signal
-import threading
 import sys
 
 from ..errors import UserError
@@ -59,6 +58,14 @@ def _interrupted(signum, frame):
     raise KeyboardInterrupt
 
 
+def _interrupted_once(signum, frame):
+    """A rank's: the first SIGINT or SIGTERM ends it, the ones after are ignored (mpiexec and
+    the rank's supervisor both pass one on), so its finally blocks run to the end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -70,21 +77,15 @@ def main(argv=None):
         # SIGTERM (kill, a batch system's time limit) ends a command as Ctrl-C does, so
         # every finally runs: a testbed it brought up is taken down, results stay whole
         signal.signal(signal.SIGTERM, _interrupted)
+    else:
+        signal.signal(signal.SIGINT, _interrupted_once)
     try:
         return args.handler(args) or 0
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # a second signal (mpiexec and a rank's supervisor both pass one on) must not cut
-        # this line short with a traceback
-        quiet = threading.current_thread() is threading.main_thread()
-        previous = [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)] \
-            if quiet else None
         print("nodesel: interrupted", file=sys.stderr)
-        if quiet:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
         return 130
     except BrokenPipeError:
         # the reader went away (``nodesel ... | head``): end quietly, as shell tools do
