@@ -62,7 +62,9 @@ def test_a_message_that_comes_after_its_ring_is_seen_within_a_brisk_poll():
     bell, other = doorbell.Doorbell(), doorbell.Doorbell()
     sleeper = doorbell.Sleeper(bell, max_seconds=10.0)
     other.ring(bell.address)
-    visible_at = time.monotonic() + 0.01  # the "message" shows 10 ms after the ring
+    # the "message" shows 30 ms after the ring, inside the early window (50 ms): some 15 polls
+    # at the 2 ms cap, and at least 5 even when a loaded host oversleeps each threefold
+    visible_at = time.monotonic() + 0.03
     sleeper.sleep()  # the ring: nothing to see yet
     polls = 0
     while time.monotonic() < visible_at:
@@ -71,7 +73,7 @@ def test_a_message_that_comes_after_its_ring_is_seen_within_a_brisk_poll():
     late = time.monotonic() - visible_at
     bell.close()
     other.close()
-    assert polls >= 5  # brisk polls (the cap is 2 ms), not one sleep of 10 s
+    assert polls >= 5  # brisk polls, not one sleep of 10 s
     assert late < 1.0, late  # found at the next poll, not at the 10 s net
 
 

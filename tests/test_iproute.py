@@ -26,6 +26,7 @@ class FakeRunner:
         self.argvs, self.fail_on, self.fail_at, self.seen = [], fail_on, fail_at, 0
         self.links, self.namespaces = set(), set()
         self.addresses = []  # (interface, address/prefix) the host has
+        self.inside = {}  # namespace: the processes (Popen) running in it
 
     def __call__(self, argv):
         assert isinstance(argv, list) and all(isinstance(a, str) for a in argv), argv
@@ -41,6 +42,8 @@ class FakeRunner:
             self.namespaces.discard(argv[3])
         elif argv[:3] == ["ip", "netns", "list"]:
             return "".join(f"{n}\n" for n in sorted(self.namespaces))
+        elif argv[:3] == ["ip", "netns", "pids"]:
+            return "".join(f"{p.pid}\n" for p in self.inside.get(argv[3], []) if p.poll() is None)
         elif argv[:4] == ["ip", "link", "add", "name"]:
             self.links.add(argv[4])
         elif argv[:3] == ["ip", "link", "delete"]:
@@ -156,6 +159,30 @@ def test_down_touches_only_what_the_state_file_lists(tmp_path):
     assert run.links == {"eth0"} and run.namespaces == {"someone-else"}
     deleted = [a for a in run.argvs if "delete" in a]
     assert all(any(x.startswith("tb-") for x in a) for a in deleted)
+
+
+def test_down_ends_what_still_runs_in_its_namespaces_first(tmp_path):
+    # a Hydra proxy whose mpiexec was killed waits for ever once its link is gone
+    run = FakeRunner()
+    bed = Testbed(Layout("tb", 2), state_dir=str(tmp_path), run=run)
+    bed.up(100, lambda a, b: 100.0)
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                 "print('ready', flush=True); time.sleep(60)"],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert stubborn.stdout.readline().strip() == "ready"
+        run.inside = {"tb-n1": [polite], "tb-n2": [stubborn]}
+        bed.down()
+        assert polite.wait(timeout=5) == -15 and stubborn.wait(timeout=5) == -9
+    finally:
+        for p in (polite, stubborn):
+            p.kill()
+            p.wait()
+    order = [" ".join(a) for a in run.argvs]
+    assert order.index("ip netns pids tb-n2") < order.index("ip netns delete tb-n2")
+    assert not run.namespaces
 
 
 def test_up_refuses_a_testbed_that_is_already_up(tmp_path):

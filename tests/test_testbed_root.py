@@ -14,6 +14,7 @@ import pytest
 from emulator.coordinator.launch import mpiexec_path
 from emulator.kernel import command
 from emulator.kernel.testbed import Layout, Testbed
+from measuring import best_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "ntst"
@@ -85,14 +86,18 @@ s = socket.create_connection((sys.argv[1], 5201)); s.sendall(b"x" * int(sys.argv
 
 
 def test_a_shaped_pair_measures_its_rate(testbed):
-    receiver = subprocess.Popen(["ip", "netns", "exec", f"{NAME}-n2", sys.executable, "-c",
-                                 RECEIVER], stdout=subprocess.PIPE, text=True)
-    assert receiver.stdout.readline().strip() == "ready"
-    subprocess.run(["ip", "netns", "exec", f"{NAME}-n1", sys.executable, "-c", SENDER,
-                    Layout(NAME, 4).address("n2").split("/")[0], str(5 * 2**20)],
-                   check=True, timeout=60)
-    mbps = float(receiver.communicate(timeout=60)[0].strip())
-    assert 20 * 0.95 <= mbps <= 20 * 1.05, mbps
+    def measure():
+        receiver = subprocess.Popen(["ip", "netns", "exec", f"{NAME}-n2", sys.executable, "-c",
+                                     RECEIVER], stdout=subprocess.PIPE, text=True)
+        assert receiver.stdout.readline().strip() == "ready"
+        subprocess.run(["ip", "netns", "exec", f"{NAME}-n1", sys.executable, "-c", SENDER,
+                        Layout(NAME, 4).address("n2").split("/")[0], str(5 * 2**20)],
+                       check=True, timeout=60)
+        return float(receiver.communicate(timeout=60)[0].strip())
+
+    rates = best_of(measure, lambda mbps: 20 * 0.95 <= mbps <= 20 * 1.05)
+    assert all(mbps <= 20 * 1.05 for mbps in rates), rates  # never above the shaped rate
+    assert 20 * 0.95 <= rates[-1], rates
 
 
 MPI_PROGRAM = """
@@ -140,24 +145,30 @@ def test_mpi_job_across_namespaces_feels_the_shaping(testbed):
     program.write_text(MPI_PROGRAM)
     resolv = testbed / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.53\n")
-    dns = subprocess.Popen([sys.executable, "-c", SILENT_DNS, "127.0.0.53"],
-                           stdout=subprocess.PIPE, text=True)
-    try:
-        assert dns.stdout.readline().strip() == "ready"
-        proc = subprocess.run(["unshare", "--mount", "--", sys.executable, "-c", WITH_RESOLVER,
-                               str(resolv), mpiexec_path(), "-launcher", "ssh", "-launcher-exec",
-                               str(testbed / f"{NAME}-launcher"), "-f",
-                               str(testbed / f"{NAME}.hosts"), "-n", "4", sys.executable,
-                               str(program)], capture_output=True, text=True, timeout=120)
-    finally:
-        dns.kill()
-    asked = dns.communicate()[0].split()
-    assert not [name for name in asked if name.startswith(NAME)], asked  # no name looked up
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    *names, took = proc.stdout.split()
-    assert names == [f"{NAME}-c", f"{NAME}-n1", f"{NAME}-n2", f"{NAME}-n3"]
     expected = (1 << 20) * 8 / 20e6  # 0.42 s at 20 Mbit/s
-    assert expected * 0.9 <= float(took) <= expected * 1.3, took
+
+    def measure():
+        dns = subprocess.Popen([sys.executable, "-c", SILENT_DNS, "127.0.0.53"],
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            assert dns.stdout.readline().strip() == "ready"
+            proc = subprocess.run(["unshare", "--mount", "--", sys.executable, "-c",
+                                   WITH_RESOLVER, str(resolv), mpiexec_path(), "-launcher", "ssh",
+                                   "-launcher-exec", str(testbed / f"{NAME}-launcher"), "-f",
+                                   str(testbed / f"{NAME}.hosts"), "-n", "4", sys.executable,
+                                   str(program)], capture_output=True, text=True, timeout=120)
+        finally:
+            dns.kill()
+        asked = dns.communicate()[0].split()
+        assert not [name for name in asked if name.startswith(NAME)], asked  # no name looked up
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        *names, took = proc.stdout.split()
+        assert names == [f"{NAME}-c", f"{NAME}-n1", f"{NAME}-n2", f"{NAME}-n3"]
+        return float(took)
+
+    times = best_of(measure, lambda took: expected * 0.9 <= took <= expected * 1.3)
+    assert all(expected * 0.9 <= took for took in times), times  # never faster than shaped
+    assert times[-1] <= expected * 1.3, times
 
 
 def test_a_failed_tc_command_rolls_everything_back(tmp_path):

@@ -107,6 +107,11 @@ def delete_namespace(ns):
     return [["ip", "netns", "delete", check_name(ns, "namespace")]]
 
 
+def namespace_pids(ns):
+    """The command that prints the process ids whose network namespace is ``ns``."""
+    return ["ip", "netns", "pids", check_name(ns, "namespace")]
+
+
 def add_bridge(bridge, address):
     check_name(bridge, "bridge")
     return [["ip", "link", "add", "name", bridge, "type", "bridge"],

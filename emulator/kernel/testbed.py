@@ -27,9 +27,11 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import stat
 import sys
+import time
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -356,6 +358,7 @@ class Testbed:
         if kind == "netns":
             if name not in self._namespaces():
                 return False
+            self._end_processes(name)
             self._steps(iproute.delete_namespace(name))
         elif kind in ("link", "bridge"):
             if not self._link_exists(name):
@@ -364,6 +367,30 @@ class Testbed:
         elif kind == "qdisc":
             return False  # goes with its namespace's interface
         return True
+
+    def _end_processes(self, ns, grace_seconds=2.0):
+        """End what still runs in a namespace of the testbed before the namespace goes: a
+        Hydra proxy whose mpiexec was killed waits for ever on a control connection that no
+        longer has a link. SIGTERM first, then SIGKILL to what is left after the grace."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = self._pids_in(ns)
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + grace_seconds
+            while pids and time.monotonic() < deadline:
+                time.sleep(0.05)
+                pids = self._pids_in(ns)
+            if not pids:
+                return
+        raise command.CommandError(iproute.namespace_pids(ns), 1,
+                                   f"processes {pids} outlived SIGKILL in namespace {ns}")
+
+    def _pids_in(self, ns):
+        out = self.run(iproute.namespace_pids(ns)) or ""
+        return [int(p) for p in out.split() if p.isdigit() and int(p) != os.getpid()]
 
     def _namespaces(self):
         out = self.run(["ip", "netns", "list"]) or ""
