@@ -31,6 +31,7 @@ import sys
 
 JOINED_FD_ENV = "NODESEL_JOINED_FD"
 _PR_SET_PDEATHSIG = 1
+_ENDS = {signal.SIGINT, signal.SIGTERM}  # the ends a user or a batch system asks for
 
 
 def rank_command(args):
@@ -66,7 +67,9 @@ def ending_reported():
 
 
 def _die_with_parent(parent_pid):
-    """In the child before exec: be killed when the supervisor dies."""
+    """In the child before exec: take the end signals the supervisor held while starting it,
+    and be killed when the supervisor dies."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDS)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
@@ -89,17 +92,22 @@ def main(argv=None):
     joined_r, joined_w = os.pipe()
     env = dict(os.environ, **{JOINED_FD_ENV: str(joined_w)})
     me = os.getpid()
-    proc = subprocess.Popen(argv, pass_fds=fds + (joined_w,), env=env,
-                            preexec_fn=lambda: _die_with_parent(me))
-    os.close(joined_w)
     forwarded = []  # signals passed on: an end the user asked for needs no message
 
     def forward(number, frame):
         forwarded.append(number)
         proc.send_signal(number)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in _ENDS:
         signal.signal(sig, forward)
+    # an end that comes while the rank starts waits for it, then is passed on
+    signal.pthread_sigmask(signal.SIG_BLOCK, _ENDS)
+    try:
+        proc = subprocess.Popen(argv, pass_fds=fds + (joined_w,), env=env,
+                                preexec_fn=lambda: _die_with_parent(me))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDS)
+    os.close(joined_w)
     status = proc.wait()  # restarted by Python after a forwarded signal
     os.set_blocking(joined_r, False)
     try:
