@@ -329,7 +329,8 @@ def test_algorithm_1_advances_cpu_time_of_the_jobs_left():
 
 def test_algorithm_1_calls_the_equations_checked_above(monkeypatch):
     calls = []
-    for name in ("remain_prop", "remain_mpl", "remain_cpu", "cputime_mpl", "cputime_cpu"):
+    for name in ("remain_prop", "remain_mpl", "remain_cpu", "cputime_mpl", "cputime_cpu",
+                 "mpl_max", "cpu_max"):
         real = getattr(cisne, name)
 
         def counted(*a, _real=real, _name=name):
@@ -341,7 +342,7 @@ def test_algorithm_1_calls_the_equations_checked_above(monkeypatch):
         s, p = _state_with([a, b], [], mpl=2)
         cisne.estimate_ends(s, p, 0.0, {}, est)
     assert set(calls) == {"remain_prop", "remain_mpl", "remain_cpu", "cputime_mpl",
-                          "cputime_cpu"}
+                          "cputime_cpu", "mpl_max", "cpu_max"}
 
 
 def test_algorithm_1_follows_easy_backfilling():
@@ -625,3 +626,29 @@ def test_a_damaged_jobs_csv_is_refused_naming_its_line(tmp_path):
                        match=r"jobs.csv: line 3, field .restarts.: .x0. is not a number"):
         completed_runs(tmp_path, _settings(), {0: jobs}, cpu="model", dilation=1.0,
                        columns=report.columns(cisne.ESTIMATORS))
+
+
+def test_the_communication_model_builds_each_pattern_once_and_answers_as_built(monkeypatch):
+    import networkx as nx
+
+    from emulator.batch import live
+    from emulator.network.sharing import pattern_seconds
+    from emulator.selection.patterns import builtin_pattern
+
+    graph = nx.complete_graph([f"n{i}" for i in range(1, 9)])
+    for u, v in graph.edges:
+        graph[u][v]["bandwidth_mbps"] = 40.0 if "n3" in (u, v) else 90.0
+    built = []
+
+    def counted(*a, **k):
+        built.append(a)
+        return builtin_pattern(*a, **k)
+    monkeypatch.setattr(live, "builtin_pattern", counted)
+    model = live.comm_model_function(graph, lambda n: 100.0)
+    slow, fast = ["n1", "n2", "n3", "n4"], ["n5", "n6", "n7", "n8"]
+    answers = [model("mg", "A", slow), model("mg", "A", fast), model("mg", "A", slow)]
+    assert built == [("mg", 4)]  # one pattern for both node sets
+    expected = [pattern_seconds(builtin_pattern("mg", 4, npb_class="A"), dict(enumerate(nodes)),
+                                lambda u, v: graph[u][v]["bandwidth_mbps"],
+                                port_mbps=lambda n: 100.0) for nodes in (slow, fast, slow)]
+    assert answers == expected and answers[0] > answers[1]  # n3's 40 Mbit/s links cost

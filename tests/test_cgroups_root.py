@@ -15,7 +15,7 @@ import time
 import pytest
 
 from emulator.kernel import cgroups
-from measuring import best_of
+from measuring import best_of, host_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def test_a_node_group_holds_a_burning_process_to_its_share_and_goes_away():
         shares = best_of(lambda: cpu_share(proc.pid, 1.5),
                          lambda share: 0.25 * 0.85 <= share <= 0.25 * 1.1)
         assert all(share <= 0.25 * 1.1 for share in shares), shares  # a quarter of a core
-        assert 0.25 * 0.85 <= shares[-1], shares
+        assert 0.25 * 0.85 <= shares[-1], (shares, host_state())
     finally:
         if proc is not None:
             proc.kill()
@@ -115,7 +115,7 @@ def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
             for row in rows)
 
     results = best_of(shared, halved)
-    assert halved(results[-1]), results
+    assert halved(results[-1]), (results, host_state())
     char = results[-1][0]
 
     def beside_a_local_user():  # one EP on nodes that both carry a local user burning its 15%
@@ -135,7 +135,7 @@ def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
             all(abs(v["cpu_percent"] - 15) <= 5 for v in local.values())
 
     results = best_of(beside_a_local_user, shared_with_the_user)
-    assert shared_with_the_user(results[-1]), results
+    assert shared_with_the_user(results[-1]), (results, host_state())
     assert not leftovers()
 
 

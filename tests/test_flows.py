@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from emulator.coordinator.launch import mpiexec_path
+from measuring import best_of, host_state
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RACKS = os.path.join(ROOT, "hostfiles", "racks12.toml")
@@ -58,15 +59,22 @@ def test_a_bad_flows_file_gets_one_line_naming_the_place(tmp_path, text, where):
 @pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
 def test_the_emulated_racks_deliver_each_flow_when_the_model_says(tmp_path):
     plot = tmp_path / "flows.png"
-    proc = nodesel("flows", "--cluster", RACKS, "--flows", FLOWS, "--json", "--plot",
-                   str(plot), timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    flows = json.loads(proc.stdout)["flows"]
-    for f in flows:
-        span = f["model_end_seconds"] - f["start_seconds"]
-        allowed = max(TOLERANCE * span, FLOOR_SECONDS)
-        assert abs(f["end_seconds"] - f["model_end_seconds"]) <= allowed, f
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    def measure():
+        proc = nodesel("flows", "--cluster", RACKS, "--flows", FLOWS, "--json", "--plot",
+                       str(plot), timeout=400)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # each flow's lateness against the model, and what it is allowed
+        return [(f["end_seconds"] - f["model_end_seconds"],
+                 max(TOLERANCE * (f["model_end_seconds"] - f["start_seconds"]), FLOOR_SECONDS))
+                for f in json.loads(proc.stdout)["flows"]]
+
+    # a busy host delays an end and never brings one forward: late is judged on the best of
+    # a few runs, early on every run
+    runs = best_of(measure, lambda flows: all(abs(late) <= allowed for late, allowed in flows))
+    assert all(-allowed <= late for flows in runs for late, allowed in flows), runs
+    assert all(late <= allowed for late, allowed in runs[-1]), (runs, host_state())
 
 
 @pytest.mark.mpi

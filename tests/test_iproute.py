@@ -63,6 +63,11 @@ def test_rates_and_bursts_follow_the_tc_vocabulary():
     assert iproute.rate_arg(33.333) == "33333kbit"
     assert sharing.burst_bytes(1000) == 25_000  # 0.2 ms at 1 Gbit/s
     assert sharing.burst_bytes(10) == 3028  # never below two frames
+    # the kernel's classes hold 2 ms more, for HTB's late timers
+    assert iproute.htb_burst_bytes(100) == 3028 + 25_000
+    assert iproute.htb_burst_bytes(1000) == 25_000 + 250_000
+    port = iproute.change_port_rate("nsel-n1", "eth0", 100)[0]
+    assert port[port.index("burst") + 1] == port[port.index("cburst") + 1] == "28028"
 
 
 def test_shaping_builds_a_port_class_and_one_class_and_filter_per_destination():

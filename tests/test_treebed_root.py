@@ -17,7 +17,7 @@ from emulator.kernel import transfer
 from emulator.kernel.treebed import open_testbed
 from emulator.network import cluster as clusters
 from emulator.network.scenario import Timeline
-from measuring import best_of
+from measuring import best_of, host_state
 from test_testbed_root import nodesel, pytestmark, traces_of  # noqa: F401 (pytestmark: root, skips)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,11 +77,11 @@ def test_two_transfers_share_the_uplink_they_cross(tree):
     shared = best_of(lambda: measure([("n1", "n3"), ("n2", "n4")], 3.5, 0.75),
                      lambda rates: all(75 * 0.95 <= r <= 75 * 1.05 for r in rates))
     assert all(r <= 75 * 1.05 for rates in shared for r in rates), shared
-    assert all(75 * 0.95 <= r for r in shared[-1]), shared
+    assert all(75 * 0.95 <= r for r in shared[-1]), (shared, host_state())
     # within a rack: the port's 100
     alone = best_of(lambda: measure([("n1", "n2")], 2.0, 0.5),
                     lambda rates: 95 <= rates[0] <= 105)
-    assert all(rates[0] <= 105 for rates in alone) and 95 <= alone[-1][0], alone
+    assert all(rates[0] <= 105 for rates in alone) and 95 <= alone[-1][0], (alone, host_state())
 
 
 def test_a_scenario_change_on_a_trunk_reaches_a_running_transfer(tree):
@@ -109,7 +109,7 @@ def test_a_scenario_change_on_a_trunk_reaches_a_running_transfer(tree):
     # (a starved player changes the trunk late, and the rate after it is judged on the best)
     rates = best_of(measure, lambda r: 95 <= r[0] <= 105 and 38 <= r[1] <= 42)
     assert all(before <= 105 for before, _ in rates), rates
-    assert 95 <= rates[-1][0] and 38 <= rates[-1][1] <= 42, rates
+    assert 95 <= rates[-1][0] and 38 <= rates[-1][1] <= 42, (rates, host_state())
 
 
 def with_mpi(test):
@@ -143,7 +143,8 @@ def test_flows_through_a_tree_testbed_end_as_the_model_says(tmp_path):
 
     # (a flow that starts late leaves the others more: early and late are judged on the best)
     lateness = best_of(measure, lambda late: len(late) == 3 and all(abs(x) <= 0.1 for x in late))
-    assert len(lateness[-1]) == 3 and all(abs(x) <= 0.1 for x in lateness[-1]), lateness
+    assert len(lateness[-1]) == 3 and all(abs(x) <= 0.1 for x in lateness[-1]), \
+        (lateness, host_state())
 
 
 def test_real_background_streams_take_their_max_min_share(tmp_path):
@@ -185,7 +186,7 @@ def test_real_background_streams_take_their_max_min_share(tmp_path):
         rates = best_of(measure, lambda r: 50 * 0.9 <= r[0] <= 50 * 1.1 and 95 <= r[1] <= 105)
         assert all(alone <= 105 for _, alone in rates), rates
         beside, alone = rates[-1]
-        assert 50 * 0.9 <= beside <= 50 * 1.1 and 95 <= alone, rates
+        assert 50 * 0.9 <= beside <= 50 * 1.1 and 95 <= alone, (rates, host_state())
     finally:
         down = nodesel("testbed", "down", "--name", "ntbg", "--state-dir", str(tmp_path))
         assert down.returncode == 0, down.stderr

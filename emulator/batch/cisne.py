@@ -118,19 +118,35 @@ def net_rate(exe_tot, cpu_tot, comm_factor, factor):
 # -- Algorithm 1 ---------------------------------------------------------------------------
 
 
-def _node_load(s):
-    """(MPL, CPU demand, {job: CPU pace}) of one node: Hanzich et al. Eq. 3 and 7's terms
-    and the pace of each task there as ``net-net`` sees it."""
-    return (s.mpl, s.demand, cpu_paces(s.local_cpu, s.tasks))
+class _View:
+    """A job's view of its nodes for one estimator: (MPL_max (Eq. 3), CPU_max (Eq. 7), CPU
+    pace as ``net-net`` sees it), each only if the estimator reads it (else None). A node's
+    paces are kept until :meth:`forget` says a job ended or started there."""
 
+    def __init__(self, state, remain, how):
+        self.state = state
+        self.mpl = "mpl" in (remain, how)
+        self.cpu = "cpu" in (remain, how)
+        self.pace = remain == "net"
+        self.paces = {}
 
-def _view(job, loads):
-    """(MPL_max, CPU_max, CPU pace) of ``job``: the extremes over its nodes."""
-    here = [loads[n] for n in job.nodes if n in loads]
-    if not here:  # every node of the job is down: it runs at its isolated pace
-        return (1, 0.0, 1.0)
-    return (max(h[0] for h in here), max(h[1] for h in here),
-            min(h[2].get(job.id, 1.0) for h in here))
+    def __call__(self, job):
+        nodes = [n for n in job.nodes if n in self.state]
+        if not nodes:  # every node of the job is down: it runs at its isolated pace
+            return (1, 0.0, 1.0)
+        return (mpl_max(nodes, self.state) if self.mpl else None,
+                cpu_max(nodes, self.state) if self.cpu else None,
+                min(self._paces(n).get(job.id, 1.0) for n in nodes) if self.pace else None)
+
+    def _paces(self, n):
+        if n not in self.paces:
+            s = self.state[n]
+            self.paces[n] = cpu_paces(s.local_cpu, s.tasks)
+        return self.paces[n]
+
+    def forget(self, nodes):
+        for n in nodes:
+            self.paces.pop(n, None)
 
 
 def _constants(info):
@@ -141,7 +157,7 @@ def _constants(info):
 
 def _remaining(remain, k, exe_cur, cpu_cur, view):
     """RemainTime (Alg. 1:4) of a job of constants ``k`` (:func:`_constants`) seeing
-    ``view`` (:func:`_view`: MPL_max, CPU_max, CPU factor)."""
+    ``view`` (:class:`_View`: MPL_max, CPU_max, CPU pace)."""
     exe_tot, cpu_tot, cpu_j, comm_factor = k
     if remain == "prop":
         return remain_prop(exe_cur, cpu_cur, exe_tot, cpu_tot)
@@ -187,13 +203,12 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
         if comm_factor_of is not None and estimator == "net-net":
             job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
     remain, how = estimator.split("-")
+    views = _View(state, remain, how)
     # per running job (DRQ): [ExeTime_cur, CPUtime_cur, constants, view]
     running = {c: [*progress.get(c.id, (0.0, 0.0)), _constants(c.info), None]
                for c in sim.running}
-    # node loads change only where a job ends or starts: kept up to date, not recomputed
-    loads = {n: _node_load(s) for n, s in state.items()}
     for job, cur in running.items():
-        cur[3] = _view(job, loads)
+        cur[3] = views(job)
     ends = {}
     t0 = now
     while running:  # Alg. 1:3
@@ -218,12 +233,10 @@ def estimate_ends(scheduler, placement, now, progress, estimator, *, comm_factor
                 job.info["comm_factor"] = comm_factor_of(job.info, job.nodes)
             running[job] = [0.0, 0.0, _constants(job.info), None]
             touched.update(job.nodes)
-        for n in touched:
-            if n in state:
-                loads[n] = _node_load(state[n])
-        for job, cur in running.items():
+        views.forget(touched)
+        for job, cur in running.items():  # a view changes only where a job ended or started
             if cur[3] is None or not touched.isdisjoint(job.nodes):
-                cur[3] = _view(job, loads)
+                cur[3] = views(job)
         t0 = ti  # :15
     return ends  # jobs that never start (every node they could use is down) have none
 

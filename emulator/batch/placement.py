@@ -92,7 +92,8 @@ def _by_use(nodes):
 
 
 def choose_normal(state, mpl, info):
-    ok = [n for n in state.values() if eligible(n, mpl, *_needs(info))]
+    cpu_fraction, memory_mb = _needs(info)
+    ok = [n for n in state.values() if eligible(n, mpl, cpu_fraction, memory_mb)]
     if len(ok) < info["tasks"]:
         return None
     return [n.name for n in _by_use(ok)[:info["tasks"]]]
@@ -127,7 +128,8 @@ def choose_uniform(state, mpl, info, jobs):
 
 
 def choose_random(state, mpl, info, rng):
-    ok = sorted(n.name for n in state.values() if eligible(n, mpl, *_needs(info)))
+    needs = _needs(info)
+    ok = sorted(n.name for n in state.values() if eligible(n, mpl, *needs))
     if len(ok) < info["tasks"]:
         return None
     return rng.sample(ok, info["tasks"])
@@ -139,7 +141,8 @@ def choose_pattern(state, mpl, info, graph, pattern_of):
     from ..errors import PatternDoesNotFitError
     from ..selection.maxmin import max_min_select
 
-    ok = {n.name for n in state.values() if eligible(n, mpl, *_needs(info))}
+    needs = _needs(info)
+    ok = {n.name for n in state.values() if eligible(n, mpl, *needs)}
     if len(ok) < info["tasks"]:
         return None
     sub = graph.subgraph([v for v, k in graph.nodes(data="kind") if k != "compute" or v in ok])

@@ -25,6 +25,7 @@ MAX_RATE_MBPS = 100_000.0
 MIN_RATE_MBPS = 0.01
 DEFAULT_CLASS = 0xFFF  # HTB minor of the default class
 MAX_GSO_BYTES = 65536
+TIMER_SLACK_SECONDS = 0.002  # how late HTB's timer may fire before a class loses rate
 
 
 def segment_limit(capacity_mbps, *, seconds=0.0002, mtu_bytes=1514):
@@ -84,10 +85,21 @@ def rate_arg(rate_mbps):
     return f"{max(1, round(check_rate(rate_mbps) * 1000))}kbit"
 
 
+def htb_burst_bytes(rate_mbps):
+    """A class's HTB bucket: the model's (:func:`burst_bytes`, 0.2 ms of the rate) plus what the
+    rate sends in ``TIMER_SLACK_SECONDS``. HTB refills a waiting class when its watchdog timer
+    fires, and a virtual machine's timers fire late (0.1 ms typically on an idle one, more on a
+    busy host): with the bare 0.2 ms, what a late wake-up would have sent beyond the bucket is
+    lost, and a 100 Mbit/s port gave 62-81 Mbit/s here. The price: after an idle spell, 2 ms of
+    the rate passes at once where the model's bucket passes 0.2 ms."""
+    rate = check_rate(rate_mbps)
+    return burst_bytes(rate) + int(rate * 1e6 / 8 * TIMER_SLACK_SECONDS)
+
+
 def _htb(rate_mbps, ceil_mbps=None):
     ceil_mbps = rate_mbps if ceil_mbps is None else ceil_mbps
     return ["htb", "rate", rate_arg(rate_mbps), "ceil", rate_arg(ceil_mbps),
-            "burst", str(burst_bytes(rate_mbps)), "cburst", str(burst_bytes(ceil_mbps))]
+            "burst", str(htb_burst_bytes(rate_mbps)), "cburst", str(htb_burst_bytes(ceil_mbps))]
 
 
 def class_id(minor):
@@ -257,7 +269,7 @@ def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
     """
     cap = check_rate(capacity_mbps, "link capacity")
     leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
-            "burst", str(burst_bytes(cap)), "cburst", str(burst_bytes(cap)),
+            "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
             "quantum", str(int(quantum_bytes))]
     return _classes(_tc(ns, dev), dev, cap, leaf, [
         (minor, leaf, [("src", f"{check_address(src)}/32"), ("dst", f"{check_address(dst)}/32")]

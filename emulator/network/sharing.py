@@ -327,6 +327,7 @@ def fluid_seconds(capacity, paths, sizes):
 def burst_bytes(rate_mbps, *, mtu_bytes=1514, seconds=0.0002):
     """HTB burst for a rate: what the rate sends in ``seconds`` (0.2 ms), and never less than
     two full frames. Small, so that a short message after an idle spell is paced like on a
-    real link of that rate rather than let through at once. The kernel's HTB classes get it
-    (:mod:`emulator.kernel.iproute`), and the model's token buckets compute the same in C."""
+    real link of that rate rather than let through at once. The model's token buckets compute
+    the same in C; the kernel's HTB classes get it plus an allowance for late timers
+    (:func:`emulator.kernel.iproute.htb_burst_bytes`)."""
     return max(2 * mtu_bytes, int(rate_mbps * 1e6 / 8 * seconds))
