@@ -90,8 +90,9 @@ def htb_burst_bytes(rate_mbps):
     rate sends in ``TIMER_SLACK_SECONDS``. HTB refills a waiting class when its watchdog timer
     fires, and a virtual machine's timers fire late (0.1 ms typically on an idle one, more on a
     busy host): with the bare 0.2 ms, what a late wake-up would have sent beyond the bucket is
-    lost, and a 100 Mbit/s port gave 62-81 Mbit/s here. The price: after an idle spell, 2 ms of
-    the rate passes at once where the model's bucket passes 0.2 ms."""
+    lost: two transfers sharing a 150 Mbit/s uplink got 62 Mbit/s each of their 75 here, and a
+    100 Mbit/s trunk 34 on a CI machine. The price: after an idle spell, 2 ms of the rate
+    passes at once where the model's bucket passes 0.2 ms."""
     rate = check_rate(rate_mbps)
     return burst_bytes(rate) + int(rate * 1e6 / 8 * TIMER_SLACK_SECONDS)
 
