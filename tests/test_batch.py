@@ -243,6 +243,77 @@ def test_simulating_forward_leaves_the_random_placements_as_they_were():
         assert watched.place(_job(i, 2)) == alone.place(_job(i, 2))
 
 
+class _Counting(Placement):
+    """A placement that counts its looks at the nodes."""
+
+    looks = 0
+
+    def choose(self, *args, **kwargs):
+        type(self).looks += 1
+        return super().choose(*args, **kwargs)
+
+
+class _LookingAfresh(_Counting):
+    """... and forgets its misses before every look."""
+
+    looks = 0
+
+    def can_place(self, job, avoid=None):
+        self._misses.clear()
+        return super().can_place(job, avoid)
+
+
+def _easy_trace(placement_class, policy, seed):
+    """EASY over 60 random jobs on 8 nodes (two with a local user holding memory), played
+    to the end: every job's start and nodes; the live node states stay true to their tasks."""
+    import random
+
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(8)]
+    p = placement_class(policy, names, mpl=2, local_cpu={"n1": 0.15, "n5": 0.15}, seed=seed,
+                        memory_mb={n: 512.0 for n in names})
+    for n in ("n1", "n5"):
+        p.state[n].local_memory_mb = 180.0
+        p.state[n]._sum()
+    s = Scheduler(16, "easy", nodes=p)
+    jobs, running, t = [], [], 0.0
+    for i in range(60):
+        t += rng.expovariate(1.0)
+        while running and min(running)[0] <= t:
+            end, _, job = min(running)
+            running.remove(min(running))
+            s.finish(job, end)
+            running += [(end + j.estimate, j.id, j) for j in s.schedule(end)]
+        job = _job(i, rng.choice([1, 2, 4, 8]), kind=rng.choice(["compute", "communication"]),
+                   cpu=rng.choice([0.3, 0.6, 0.9]), exe=rng.uniform(1, 8), submit=t)
+        job.info["memory_mb"] = rng.choice([0.0, 200.0, 300.0])
+        jobs.append(job)
+        s.submit(job, t)
+        running += [(t + j.estimate, j.id, j) for j in s.schedule(t)]
+        while i == 59 and running:  # the last arrival: play to the end
+            end, _, job = min(running)
+            running.remove(min(running))
+            s.finish(job, end)
+            running += [(end + j.estimate, j.id, j) for j in s.schedule(end)]
+        for st in p.state.values():  # the kept sums are the sums
+            assert st.parallel_cpu == pytest.approx(sum(st.tasks.values()))
+            assert st.free_memory_mb == pytest.approx(
+                512.0 - st.local_memory_mb - sum(st.task_memory.values()))
+    return [(j.start, tuple(j.nodes or ())) for j in jobs]
+
+
+@pytest.mark.parametrize("policy", ["normal", "uniform", "random"])
+def test_remembered_misses_and_reservations_change_no_placement(policy):
+    # a miss is kept until a job starts or ends, and EASY's reservation copies only the
+    # nodes it changes: the same starts, on the same nodes, as looking afresh every time
+    for seed in (1, 2, 3):
+        _Counting.looks = _LookingAfresh.looks = 0
+        kept = _easy_trace(_Counting, policy, seed)
+        assert kept == _easy_trace(_LookingAfresh, policy, seed)
+        assert all(start is not None for start, _ in kept)
+        assert _Counting.looks < _LookingAfresh.looks  # misses were remembered
+
+
 def test_pattern_policy_picks_the_widest_links():
     import networkx as nx
 

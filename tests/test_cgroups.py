@@ -67,7 +67,10 @@ def test_on_cgroup_v2_a_node_gets_cpu_max_and_its_groups_go(tmp_path, monkeypatc
     assert (root / "nodesel-1" / "cgroup.subtree_control").read_text() == "+cpu"
     assert (root / "nodesel-1" / "n1" / "cpu.max").read_text() == "2000 16000"
     assert (root / "nodesel-1" / "n_2" / "cpu.max").read_text() == "2000 16000"
-    for n in ("n1", "n_2"):
+    # the coordinator: no quota, the largest weight (the nodes keep the default 100)
+    assert (root / "nodesel-1" / "coordinator" / "cpu.weight").read_text() == "10000"
+    assert not (root / "nodesel-1" / "coordinator" / "cpu.max").exists()
+    for n in ("n1", "n_2", "coordinator"):
         (root / "nodesel-1" / n / "cgroup.procs").write_text("")
     cgroups.join(base, "n1", 4242)
     assert (root / "nodesel-1" / "n1" / "cgroup.procs").read_text() == "4242"
@@ -82,3 +85,10 @@ def test_without_a_cpu_controller_there_is_no_hierarchy(tmp_path, monkeypatch):
     monkeypatch.setattr(cgroups, "V1_ROOT", str(tmp_path / "no-v1"))
     monkeypatch.setattr(cgroups, "V2_ROOT", str(tmp_path))
     assert cgroups.hierarchy() is None
+
+
+def test_a_node_named_as_the_coordinators_group_is_refused(tmp_path):
+    from emulator.errors import UserError
+
+    with pytest.raises(UserError, match="may not be named 'coordinator'"):
+        cgroups.CpuGroups(["n1", "coordinator"], 8, root=str(tmp_path), version="v1")

@@ -1,6 +1,6 @@
 """The nodes' CPUs as cgroups (--cpu kernel) for real: a node's quota holds a burning
-process to its share, groups go away after use and after a killed run, and a batch runs
-with the kernel's scheduler deciding.
+process to its share, the coordinator's group takes a core beside busy nodes, groups go away
+after use and after a killed run, and a batch runs with the kernel's scheduler deciding.
 
 Needs root and the cgroup cpu controller; skips with a reason elsewhere.
 """
@@ -64,6 +64,28 @@ def test_a_node_group_holds_a_burning_process_to_its_share_and_goes_away():
         assert groups.down()
     assert not groups.down()  # again: nothing to do
     assert not os.path.exists(groups.base)
+
+
+def test_the_coordinators_group_takes_a_core_beside_nodes_that_fill_the_machine():
+    # every core's worth of node quota busy (dilation 1: a whole core each); a burner in the
+    # coordinator's group still gets (nearly) a core, where a fair share would be 2/3 of one
+    cores = os.cpu_count()
+    names = [f"n{i}" for i in range(cores)]
+    groups = cgroups.CpuGroups(names, 1.0, run=f"{cgroups.PREFIX}{os.getpid()}")
+    procs = []
+    try:
+        run = groups.up()
+        for n in names + [cgroups.COORDINATOR]:
+            procs.append(subprocess.Popen([sys.executable, "-c", BURN]))
+            cgroups.join(run, n, procs[-1].pid)
+        shares = best_of(lambda: cpu_share(procs[-1].pid, 1.5), lambda share: share >= 0.9)
+        assert shares[-1] >= 0.9, (shares, host_state())
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        assert groups.down()
+    assert not leftovers()
 
 
 def test_groups_of_a_run_whose_launcher_is_gone_are_removed():

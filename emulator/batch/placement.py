@@ -51,21 +51,35 @@ class NodeState:
     local_memory_mb: float = 0.0  # its local user's
     task_memory: dict = field(default_factory=dict)  # job id -> MB of its task here
 
-    def copy(self):
-        return NodeState(self.name, self.local_cpu, dict(self.tasks), self.memory_mb,
-                         self.local_memory_mb, dict(self.task_memory))
+    def __post_init__(self):
+        self._sum()
 
-    @property
-    def free_memory_mb(self):
-        return self.memory_mb - self.local_memory_mb - sum(self.task_memory.values())
+    def _sum(self):
+        # kept, not summed per look: node selection reads them for every node at every try
+        self.parallel_cpu = sum(self.tasks.values())
+        self.free_memory_mb = self.memory_mb - self.local_memory_mb - sum(self.task_memory.values())
+
+    def add(self, job_id, cpu_fraction, memory_mb):
+        """A task of ``job_id`` starts here."""
+        self.tasks[job_id] = cpu_fraction
+        self.task_memory[job_id] = memory_mb
+        self._sum()
+
+    def remove(self, job_id):
+        """The task of ``job_id`` here ends (if any)."""
+        self.tasks.pop(job_id, None)
+        self.task_memory.pop(job_id, None)
+        self._sum()
+
+    def copy(self):
+        other = NodeState.__new__(NodeState)  # the sums as they are (copied per simulated step)
+        other.__dict__.update(self.__dict__)
+        other.tasks, other.task_memory = dict(self.tasks), dict(self.task_memory)
+        return other
 
     @property
     def loaded(self):
         return self.local_cpu > 0
-
-    @property
-    def parallel_cpu(self):
-        return sum(self.tasks.values())
 
     @property
     def demand(self):
@@ -80,11 +94,11 @@ class NodeState:
 def eligible(node, mpl, cpu_fraction, memory_mb=0.0):
     """Can ``node`` take one more parallel task of CPU share ``cpu_fraction`` holding
     ``memory_mb``?"""
-    if len(node.tasks) >= mpl or memory_mb > node.free_memory_mb:
+    tasks = node.tasks
+    if len(tasks) >= mpl or memory_mb > node.free_memory_mb:
         return False
-    if node.loaded and node.tasks and node.parallel_cpu + cpu_fraction > LOADED_PARALLEL_CPU_MAX:
-        return False
-    return True
+    return not (node.local_cpu > 0 and tasks
+                and node.parallel_cpu + cpu_fraction > LOADED_PARALLEL_CPU_MAX)
 
 
 def _by_use(nodes):
@@ -177,21 +191,24 @@ class Placement:
         self.predictor = None  # predicted: (job, nodes) -> a score, the least chosen
         self.pinned = {}  # job id -> the nodes its next start takes (a what-if)
         self._choice = None  # (job id, nodes) of the last can_place
+        self._misses = set()  # needs that found no nodes, until a job starts or ends
 
-    def choose(self, info):
+    def choose(self, info, state=None, jobs=None, rng=None):
+        """The nodes the policy gives ``info``'s job now (or with ``state``, ``jobs`` and
+        ``rng`` in place of the placement's own)."""
+        state = self.state if state is None else state
         fixed = info.get("nodes")
         if fixed:  # the jobs file names its nodes: those, once every one can take it
-            ok = all(n in self.state and eligible(self.state[n], self.mpl, *_needs(info))
-                     for n in fixed)
+            ok = all(n in state and eligible(state[n], self.mpl, *_needs(info)) for n in fixed)
             return list(fixed) if ok else None
         p = self.policy
         if p in ("normal", "basic", "predicted"):
-            return choose_normal(self.state, self.mpl, info)
+            return choose_normal(state, self.mpl, info)
         if p == "uniform":
-            return choose_uniform(self.state, self.mpl, info, self.jobs)
+            return choose_uniform(state, self.mpl, info, self.jobs if jobs is None else jobs)
         if p == "random":
-            return choose_random(self.state, self.mpl, info, self.rng)
-        return choose_pattern(self.state, self.mpl, info, self.graph, self.pattern_of)
+            return choose_random(state, self.mpl, info, rng or self.rng)
+        return choose_pattern(state, self.mpl, info, self.graph, self.pattern_of)
 
     def choose_for(self, job):
         """The nodes ``job`` would take now: pinned ones, or the policy's (with a predictor,
@@ -214,13 +231,21 @@ class Placement:
         the reservation's head needs)?"""
         if job.id in self.pinned:
             nodes = self.pinned[job.id]
-        elif avoid:
-            needs = _needs(job.info)
-            kept = {n: s for n, s in self.state.items()
-                    if n not in avoid or eligible(avoid[n], self.mpl, *needs)}
-            nodes = self.copy_with(kept).choose(job.info)
         else:
-            nodes = self.choose_for(job)
+            info = job.info
+            needs = _needs(info)
+            barred = frozenset(n for n, s in avoid.items()
+                               if not eligible(s, self.mpl, *needs)) if avoid else frozenset()
+            # a miss stays one while no job starts or ends (EASY tries many alike)
+            miss = (info["tasks"], needs, tuple(info.get("nodes") or ()), barred)
+            if miss in self._misses:
+                nodes = None
+            elif avoid:
+                nodes = self.choose(info, {n: s for n, s in self.state.items() if n not in barred})
+            else:
+                nodes = self.choose_for(job)
+            if nodes is None:
+                self._misses.add(miss)
         self._choice = (job.id, nodes)
         return nodes is not None
 
@@ -229,18 +254,28 @@ class Placement:
         ``ending`` have released theirs and the head has started there ({node: state});
         a job still running then may only take a node whose state has room for it too.
         Empty if the head would not fit even then."""
-        then = self.copy()
+        state, jobs = dict(self.state), dict(self.jobs)
+
+        def own(n):  # copied before it changes: the placement's own states stay as they are
+            if state[n] is self.state[n]:
+                state[n] = state[n].copy()
+            return state[n]
+
         for job in ending:
-            if job.id in then.jobs:
-                then.release(job)
-        nodes = then.choose(head.info)
+            for n in jobs.pop(job.id, (0, "", ()))[2]:
+                if n in state:
+                    own(n).remove(job.id)
+        rng = None
+        if self.policy == "random":  # a copy's draws: the live ones stay as they were
+            rng = random.Random()
+            rng.setstate(self.rng.getstate())
+        nodes = self.choose(head.info, state, jobs, rng)
         if nodes is None:
             return {}
         cpu, memory = _needs(head.info)
         for n in nodes:
-            then.state[n].tasks[head.id] = cpu
-            then.state[n].task_memory[head.id] = memory
-        return {n: then.state[n] for n in nodes}
+            own(n).add(head.id, cpu, memory)
+        return {n: state[n] for n in nodes}
 
     def place(self, job):
         nodes = self._choice[1] if self._choice and self._choice[0] == job.id else None
@@ -250,22 +285,24 @@ class Placement:
         if nodes is None:
             raise RuntimeError(f"job {job.id} started with no nodes free for it")
         self._choice = None
+        self._misses.clear()
+        cpu, memory = _needs(job.info)
         for n in nodes:
-            self.state[n].tasks[job.id] = job.info["cpu_fraction"]
-            self.state[n].task_memory[job.id] = job.info.get("memory_mb", 0.0)
+            self.state[n].add(job.id, cpu, memory)
         self.jobs[job.id] = (len(nodes), job.info["kind"], tuple(nodes))
         return list(nodes)
 
     def release(self, job):
         _, _, nodes = self.jobs.pop(job.id)
+        self._misses.clear()
         for n in nodes:
             if n in self.state:
-                self.state[n].tasks.pop(job.id, None)
-                self.state[n].task_memory.pop(job.id, None)
+                self.state[n].remove(job.id)
 
     def mark_down(self, node):
         """A failed node takes no more tasks."""
         self.state.pop(node, None)
+        self._misses.clear()
 
     def copy_onto(self, sim, mapping):
         """Give ``sim``, a snapshot of the scheduler this placement serves (``mapping``:
@@ -281,15 +318,12 @@ class Placement:
         """An independent placement in the same state (for simulating forward); the random
         policy's copy draws from a copy of the generator, so simulating forward leaves the
         live run's draws as they were."""
-        return self.copy_with(self.state)
-
-    def copy_with(self, state):
-        """:meth:`copy`, over the nodes of ``state`` only."""
         other = copy.copy(self)
-        other.state = {n: s.copy() for n, s in state.items()}
+        other.state = {n: s.copy() for n, s in self.state.items()}
         other.jobs = dict(self.jobs)
-        other.rng = random.Random()
-        other.rng.setstate(self.rng.getstate())
-        other._choice = None
+        if self.policy == "random":  # the only policy that draws
+            other.rng = random.Random()
+            other.rng.setstate(self.rng.getstate())
+        other._choice, other._misses = None, set()
         other.predictor, other.pinned = None, {}
         return other

@@ -747,6 +747,8 @@ def launch(program, settings, *, world=None):
     try:
         return _launch(program, settings, world)
     finally:
+        if world.Get_rank() == 0:
+            _leave_cpu_group(settings)
         if groups is not None:
             groups.down()
 
@@ -754,17 +756,18 @@ def launch(program, settings, *, world=None):
 def _kernel_cpu(settings):
     """On rank 0 before the ranks start: the work units of a CPU-second, and the nodes'
     cgroups (made by the launcher, whose run this is, or else here: returned to be taken
-    down at the end)."""
+    down at the end); rank 0 joins the coordinator's group."""
     from ..kernel import cgroups
     from .work import calibrate
 
     settings.extra["work_units_per_second"] = calibrate()
     run = os.environ.get(cgroups.ENV)
-    if run:
-        settings.extra["cpu_groups"] = run
-        return None
-    groups = cgroups.CpuGroups(clusters.node_names(settings.cluster), settings.dilation)
-    settings.extra["cpu_groups"] = groups.up()
+    groups = None
+    if not run:
+        groups = cgroups.CpuGroups(clusters.node_names(settings.cluster), settings.dilation)
+        run = groups.up()
+    settings.extra["cpu_groups"] = run
+    cgroups.join(run, cgroups.COORDINATOR)
     return groups
 
 

@@ -11,6 +11,12 @@ of 2/K ms of emulated time, 2 - 2/K ms apart; below K = 2 the period is longer, 
 :func:`period_us`). The node's rank and its local user join the node's
 group; every process in a group shares its quota by the kernel's fair scheduler.
 
+The coordinator (rank 0) has a group of its own beside the nodes', ``coordinator``, with no
+quota and the largest CPU weight (``cpu.shares`` 262144, v2 ``cpu.weight`` 10000, against
+the nodes' 1024 and 100): a cluster's front end is a machine of its own, so when it has work
+(Algorithm 1 at an arrival) it takes a core at once instead of a fair share beside the nodes
+running there. It never spins while it waits, so the nodes lose only the CPU it uses.
+
 Only groups this run made are touched: :meth:`CpuGroups.down` moves whatever is still in them
 back to the root group and removes them, and can run again safely; :func:`remove_stale`
 removes the groups of runs whose launcher is gone.
@@ -33,6 +39,8 @@ PREFIX = "nodesel-"
 QUOTA_US = 2000  # a node runs this long at most per period of K times it
 WHOLE_CORE_PERIOD_US = 50000
 ENV = "NODESEL_CPU_GROUPS"  # the run's group, from the launcher to the ranks
+COORDINATOR = "coordinator"  # rank 0's group
+COORDINATOR_WEIGHT = {"v1": ("cpu.shares", "262144"), "v2": ("cpu.weight", "10000")}  # the most
 
 
 def hierarchy():
@@ -100,13 +108,16 @@ class CpuGroups:
         self.base = os.path.join(root, self.run)
         self.nodes = list(nodes)
         self.dilation = float(dilation)
+        if COORDINATOR in map(_name, self.nodes):
+            raise UserError(f"--cpu kernel: a node may not be named {COORDINATOR!r} (the "
+                            "coordinator's cgroup has that name)")
 
     def path(self, node):
         return os.path.join(self.base, _name(node))
 
     def up(self):
-        """Make the run's group and one per node with its quota; returns the run's path
-        (for :data:`ENV`)."""
+        """Make the run's group, one per node with its quota and the coordinator's; returns
+        the run's path (for :data:`ENV`)."""
         remove_stale(self.root)
         period = period_us(self.dilation)
         quota = int(round(period / self.dilation))
@@ -122,6 +133,10 @@ class CpuGroups:
                     _write(os.path.join(group, "cpu.cfs_quota_us"), str(quota))
                 else:
                     _write(os.path.join(group, "cpu.max"), f"{quota} {period}")
+            group = self.path(COORDINATOR)
+            os.makedirs(group, exist_ok=True)
+            _write(os.path.join(group, COORDINATOR_WEIGHT[self.version][0]),
+                   COORDINATOR_WEIGHT[self.version][1])
         except OSError as e:
             self.down()
             raise UserError(f"cannot make the nodes' cgroups under {self.base}: {e}") from None
@@ -138,7 +153,7 @@ class CpuGroups:
 
 def join(run_path, node, pid=None):
     """Put process ``pid`` (default this one) and its threads in ``node``'s group of the run
-    at ``run_path``."""
+    at ``run_path`` (:data:`COORDINATOR`: the coordinator's)."""
     _write(os.path.join(run_path, _name(node), "cgroup.procs"), str(pid or os.getpid()))
 
 
