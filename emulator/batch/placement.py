@@ -105,9 +105,15 @@ def _by_use(nodes):
     return sorted(nodes, key=lambda n: (round(n.demand, 6), len(n.tasks), n.name))
 
 
-def choose_normal(state, mpl, info):
+def _eligible(state, mpl, info):
+    """The nodes of ``state`` that can take one of ``info``'s tasks."""
     cpu_fraction, memory_mb = _needs(info)
-    ok = [n for n in state.values() if eligible(n, mpl, cpu_fraction, memory_mb)]
+    return [n for n in state.values() if eligible(n, mpl, cpu_fraction, memory_mb)]
+
+
+def choose_normal(state, mpl, info, ok=None):
+    """``ok``: :func:`_eligible`'s nodes, if known."""
+    ok = _eligible(state, mpl, info) if ok is None else ok
     if len(ok) < info["tasks"]:
         return None
     return [n.name for n in _by_use(ok)[:info["tasks"]]]
@@ -120,25 +126,25 @@ def _needs(info):
 
 def choose_uniform(state, mpl, info, jobs):
     """``jobs``: running job id -> (tasks, kind, node names)."""
-    size, needs = info["tasks"], _needs(info)
+    size = info["tasks"]
+    ok = _eligible(state, mpl, info)
+    if len(ok) < size:
+        return None  # neither a partner's nodes, nor idle ones, nor Normal's
+    names_ok = {n.name for n in ok}
     partners = []
     for jid, (tasks, kind, names) in jobs.items():
-        if tasks != size:
-            continue
-        if any(n not in state for n in names):
-            continue  # on a node it may not use
+        if tasks != size or not names_ok.issuperset(names):
+            continue  # another size, or on a node that cannot take the task
         nodes = [state[n] for n in names]
-        if not all(eligible(n, mpl, *needs) for n in nodes):
-            continue
         if any(len(n.tasks) > 1 for n in nodes):
             continue  # already a pair (or more): not a partner
         partners.append((kind == info["kind"], sum(n.demand for n in nodes), jid, names))
     if partners:
         return list(min(partners)[3])
-    idle = [n for n in state.values() if not n.tasks and eligible(n, mpl, *needs)]
+    idle = [n for n in ok if not n.tasks]
     if len(idle) >= size:
         return [n.name for n in _by_use(idle)[:size]]
-    return choose_normal(state, mpl, info)
+    return choose_normal(state, mpl, info, ok)
 
 
 def choose_random(state, mpl, info, rng):
