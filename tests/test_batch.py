@@ -584,6 +584,28 @@ def test_the_experiment_gives_each_cell_an_interval_over_its_repeats():
     assert few["deviation_interval_pct"] == {}  # two repeats: no interval
 
 
+def test_the_summary_times_one_estimator_per_arrival_over_every_run():
+    # arrivals' Algorithm 1 runs (7 estimators) from two runs, one of them resumed (no
+    # timings of its own runs in this invocation): each arrival's sum over 7
+    from emulator.batch.experiment import summarize
+
+    def rec(job, ms):
+        return {"job": job, "submit": 0.0, "start": 0.0, "end": 10.0, "status": "done",
+                "predicted_end": {e: 10.0 for e in cisne.ESTIMATORS}, "estimation_ms": ms}
+
+    rows = [("normal+fcfs", 0.25, 0, rec(1, 3.5)), ("normal+fcfs", 0.25, 0, rec(2, 10.5)),
+            ("normal+fcfs", 1.0, 0, rec(1, 14.0)), ("normal+fcfs", 1.0, 0, rec(2, None))]
+    from emulator.batch.report import columns
+
+    each = summarize(rows, [], [0.5, 1.5], complete=True, settings_json={},
+                     characterization={}, columns=columns(cisne.ESTIMATORS))[
+        "estimation_ms_per_estimator"]
+    assert each["mean"] == pytest.approx((0.5 + 1.5 + 2.0) / 3)
+    assert each["median"] == pytest.approx(1.5)
+    assert each["within_1ms_share"] == pytest.approx(1 / 3)
+    assert each["by_loaded_fraction"] == pytest.approx({"0.25": 1.0, "1": 2.0})
+
+
 # -- resuming an experiment ----------------------------------------------------------------
 
 def _experiment_outputs(out, jobs, *, policy="normal+fcfs", cpu="model", dilation=1.0):

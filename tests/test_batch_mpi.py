@@ -83,6 +83,10 @@ def test_tiny_batch_run_end_to_end(tiny):
                  "characterization.json"):
         assert (out / name).exists(), name
     assert "| 17% |" in proc.stdout
+    each = summary["estimation_ms_per_estimator"]  # the run's 4 arrivals, per estimator
+    assert each["mean"] == pytest.approx(
+        sum(float(r["estimation_ms"]) for r in rows) / 4 / len(summary["estimators"][:-1]))
+    assert f"every run: {each['mean']:.3f} ms per estimator per arrival" in proc.stdout
     assert no_leftovers()
 
 

@@ -53,8 +53,10 @@ def policy_label(nsp, jsp):
 def summarize(rows, runs, estimation_ms, *, complete, settings_json, characterization,
               estimation_cpu_ms=(), columns=report.COLUMNS):
     """The summary JSON from (policy, fraction, repeat, record) rows; ``estimation_ms`` and
-    ``estimation_cpu_ms``: the wall and CPU time of every Algorithm 1 run; ``columns``: the
-    predictions recorded (:func:`.report.columns`)."""
+    ``estimation_cpu_ms``: the wall and CPU time of every Algorithm 1 run this invocation
+    made; ``columns``: the predictions recorded (:func:`.report.columns`). Each record's
+    ``estimation_ms`` (its arrival's Algorithm 1 runs) gives the time per estimator per
+    arrival over every run in ``rows``."""
     cells = {}
     for policy, frac, _, rec in rows:
         cells.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(rec)
@@ -88,6 +90,12 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
             start_errors.setdefault(policy, {}).setdefault(f"{frac:g}", []).append(
                 abs(rec["predicted_start"] - rec["start"]))
     per_arrival = [r["estimation_ms"] for _, _, _, r in rows if r["estimation_ms"] is not None]
+    timed = len(columns) - 1  # one Algorithm 1 run per arrival and column but ``forward``
+    by_fraction = {}  # loaded fraction -> ms per estimator at each arrival (every run)
+    for _, frac, _, r in rows:
+        if r["estimation_ms"] is not None and timed:
+            by_fraction.setdefault(f"{frac:g}", []).append(r["estimation_ms"] / timed)
+    each = [v for values in by_fraction.values() for v in values]
     return {"deviation_pct": dev, "signed_deviation_pct": signed, "pessimistic_share": pess,
             # half the 90% t interval of the repeats' own mean |deviation| (3 repeats on)
             "deviation_interval_pct": interval,
@@ -100,6 +108,12 @@ def summarize(rows, runs, estimation_ms, *, complete, settings_json, characteriz
             "estimation_cpu_ms": float(np.mean(estimation_cpu_ms)) if len(estimation_cpu_ms)
             else None,
             "estimation_ms_per_arrival": float(np.mean(per_arrival)) if per_arrival else None,
+            # over every run in rows (resumed ones too): one estimator's time per arrival
+            "estimation_ms_per_estimator": {
+                "mean": float(np.mean(each)), "median": float(np.median(each)),
+                "within_1ms_share": float(np.mean([v <= 1.0 for v in each])),
+                "by_loaded_fraction": {f: float(np.mean(v)) for f, v in by_fraction.items()},
+            } if each else None,
             "estimators": list(columns), "complete": complete, "runs": runs,
             "settings": settings_json,
             "characterization": {"/".join(map(str, k)): v for k, v in characterization.items()}}

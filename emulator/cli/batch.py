@@ -221,6 +221,10 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False, resume
              f"{summary['estimation_ms_per_arrival']:.3f} ms per arrival ({count} "
              f"estimator{'s' if count > 1 else ''})" if summary["estimation_ms"] else
              "no estimates made (no run played)")
+        each = summary["estimation_ms_per_estimator"]
+        if each:
+            echo(f"every run: {each['mean']:.3f} ms per estimator per arrival (median "
+                 f"{each['median']:.3f}; {100 * each['within_1ms_share']:.0f}% within 1 ms)")
         echo(f"results in {out}")
         return summary
 
