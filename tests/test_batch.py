@@ -737,6 +737,7 @@ def test_the_communication_model_builds_each_pattern_once_and_answers_as_built(m
         built.append(a)
         return builtin_pattern(*a, **k)
     monkeypatch.setattr(live, "builtin_pattern", counted)
+    live.job_pattern.cache_clear()
     model = live.comm_model_function(graph, lambda n: 100.0)
     slow, fast = ["n1", "n2", "n3", "n4"], ["n5", "n6", "n7", "n8"]
     answers = [model("mg", "A", slow), model("mg", "A", fast), model("mg", "A", slow)]
@@ -745,3 +746,4 @@ def test_the_communication_model_builds_each_pattern_once_and_answers_as_built(m
                                 lambda u, v: graph[u][v]["bandwidth_mbps"],
                                 port_mbps=lambda n: 100.0) for nodes in (slow, fast, slow)]
     assert answers == expected and answers[0] > answers[1]  # n3's 40 Mbit/s links cost
+    live.job_pattern.cache_clear()  # none of the counting patterns stays
