@@ -747,3 +747,16 @@ def test_the_communication_model_builds_each_pattern_once_and_answers_as_built(m
                                 port_mbps=lambda n: 100.0) for nodes in (slow, fast, slow)]
     assert answers == expected and answers[0] > answers[1]  # n3's 40 Mbit/s links cost
     live.job_pattern.cache_clear()  # none of the counting patterns stays
+
+
+def test_a_batch_run_keeps_what_it_started_with_out_of_the_collectors_sight():
+    import gc
+    import types
+
+    from emulator.batch.live import BatchRun
+
+    seen = []
+    run = types.SimpleNamespace(_run=lambda: seen.append(gc.get_freeze_count()) or ["done"])
+    assert BatchRun.run(run) == ["done"]
+    assert seen[0] > 1000  # the modules and whatever the coordinator held, frozen
+    assert gc.get_freeze_count() == 0  # and given back after the run
