@@ -125,6 +125,18 @@ def test_tasks_go_only_where_their_memory_fits_beside_the_local_user():
         assert not q.can_place(other)
 
 
+def test_a_local_user_that_starts_later_holds_its_memory_at_once():
+    # as a live run starts the local load after the placement is made: 350 MB fit on a
+    # bare 512 MB node, not beside a local user's 179 MB
+    p = Placement("normal", ["a"], mpl=4, memory_mb={"a": 512})
+    big = _job(1, 1, cpu=0.1)
+    big.info["memory_mb"] = 350.0
+    assert p.can_place(big)
+    p.state["a"].local_memory_mb = 0.35 * 512
+    assert p.state["a"].free_memory_mb == pytest.approx(512 - 179.2)
+    assert not p.copy().can_place(big)
+
+
 def test_a_job_whose_tasks_fit_nowhere_yet_waits_for_the_memory():
     p = Placement("normal", ["a", "b"], mpl=4, memory_mb={"a": 512, "b": 512})
     s = Scheduler(8, "fcfs", nodes=p)

@@ -57,7 +57,7 @@ class NodeState:
     def _sum(self):
         # kept, not summed per look: node selection reads them for every node at every try
         self.parallel_cpu = sum(self.tasks.values())
-        self.free_memory_mb = self.memory_mb - self.local_memory_mb - sum(self.task_memory.values())
+        self.task_memory_mb = sum(self.task_memory.values())
 
     def add(self, job_id, cpu_fraction, memory_mb):
         """A task of ``job_id`` starts here."""
@@ -76,6 +76,10 @@ class NodeState:
         other.__dict__.update(self.__dict__)
         other.tasks, other.task_memory = dict(self.tasks), dict(self.task_memory)
         return other
+
+    @property
+    def free_memory_mb(self):
+        return self.memory_mb - self.local_memory_mb - self.task_memory_mb
 
     @property
     def loaded(self):
@@ -271,11 +275,7 @@ class Placement:
             for n in jobs.pop(job.id, (0, "", ()))[2]:
                 if n in state:
                     own(n).remove(job.id)
-        rng = None
-        if self.policy == "random":  # a copy's draws: the live ones stay as they were
-            rng = random.Random()
-            rng.setstate(self.rng.getstate())
-        nodes = self.choose(head.info, state, jobs, rng)
+        nodes = self.choose(head.info, state, jobs, self._rng_copy())
         if nodes is None:
             return {}
         cpu, memory = _needs(head.info)
@@ -327,9 +327,16 @@ class Placement:
         other = copy.copy(self)
         other.state = {n: s.copy() for n, s in self.state.items()}
         other.jobs = dict(self.jobs)
-        if self.policy == "random":  # the only policy that draws
-            other.rng = random.Random()
-            other.rng.setstate(self.rng.getstate())
+        other.rng = self._rng_copy() or self.rng
         other._choice, other._misses = None, set()
         other.predictor, other.pinned = None, {}
         return other
+
+    def _rng_copy(self):
+        """A generator in the live one's state, for draws that must leave it as it was; None
+        unless the policy draws (random)."""
+        if self.policy != "random":
+            return None
+        rng = random.Random()
+        rng.setstate(self.rng.getstate())
+        return rng
