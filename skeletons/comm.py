@@ -76,6 +76,8 @@ class MPIComm(Collectives):
         start = time.monotonic()
         while True:
             done.update(i for i, r in enumerate(requests) if i in done or r.Test())
+            if not requests:  # a test drives MPI's progress; with none, a probe does, or
+                self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)  # this rank's sends would stall
             if done or time.time() >= until:
                 return sorted(done)
             if timeout is not None and time.monotonic() - start > timeout:
