@@ -46,11 +46,18 @@ def test_up_builds_switches_trunks_and_ports_and_down_removes_them(tmp_path):
     rates = {(a[2], a[a.index("dev") + 1]): a[a.index("rate") + 1] for a in link_classes}
     assert rates[("tt-s2", "t1")] == "156837kbit"  # 150 Mbit/s of payload in 1514-byte frames
     assert rates[("tt-n1", "eth0")] == "104558kbit"
-    # the rack-1 uplink carries a->c and b->c: one leaf and filter for each
-    filters = [a for a in run.argvs if a[:3] == ["tc", "-n", "tt-s2"] and "filter" in a
-               and a[a.index("dev") + 1] == "t1"]
+    # the rack-1 uplink carries a->c and b->c: one leaf and filter for each, after the
+    # filter that sends pure ACKs to their own leaf, tried first and served first
+    ack, *filters = [a for a in run.argvs if a[:3] == ["tc", "-n", "tt-s2"] and "filter" in a
+                     and a[a.index("dev") + 1] == "t1"]
     assert [(f[f.index("src") + 1], f[f.index("dst") + 1]) for f in filters] == \
         [("10.77.0.1/32", "10.77.0.3/32"), ("10.77.0.2/32", "10.77.0.3/32")]
+    assert "src" not in ack and ack[-1] == "1:ffe" and "protocol" in ack[ack.index("u32"):]
+    assert int(ack[ack.index("prio") + 1]) < min(int(f[f.index("prio") + 1]) for f in filters)
+    leaf_prio = {a[a.index("classid") + 1]: a[a.index("prio") + 1] for a in run.argvs
+                 if a[:3] == ["tc", "-n", "tt-s2"] and "class" in a and "t1" in a
+                 and a[a.index("classid") + 1] != "1:1"}
+    assert leaf_prio.pop("1:ffe") == "0" and set(leaf_prio.values()) == {"1"}
     state = json.load(open(bed.path))
     assert state["topology"] == "tree" and state["queue"] == "fair"
     again, _ = treebed.open_testbed("tt", str(tmp_path), run=run)

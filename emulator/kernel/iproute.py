@@ -24,6 +24,12 @@ NAME = re.compile(r"^[a-z][a-z0-9-]{0,14}$")  # Linux interface names: at most 1
 MAX_RATE_MBPS = 100_000.0
 MIN_RATE_MBPS = 0.01
 DEFAULT_CLASS = 0xFFF  # HTB minor of the default class
+ACK_CLASS = 0xFFE  # HTB minor of a fair link's leaf for pure TCP ACKs
+# u32 words of a pure TCP ACK: protocol TCP, a 20-byte IP header, under 128 bytes in all
+# (headers, timestamps, a few SACK blocks), and the ACK flag alone (a bulk segment may carry
+# only ACK too, but not under 128 bytes)
+PURE_ACK = [("ip", "protocol", "6", "0xff"), ("u8", "0x05", "0x0f", "at", "0"),
+            ("u16", "0x0000", "0xff80", "at", "2"), ("u8", "0x10", "0xff", "at", "33")]
 MAX_GSO_BYTES = 65536
 TIMER_SLACK_SECONDS = 0.002  # how late HTB's timer may fire before a class loses rate
 
@@ -209,13 +215,15 @@ def add_shaping(ns, dev, capacity_mbps, destinations):
     """
     cap = check_rate(capacity_mbps, "port capacity")
     return _classes(_tc(ns, dev), dev, cap, _htb(cap), [
-        (minor, _htb(min(check_rate(rate), cap)), [("dst", f"{check_address(address)}/32")])
+        (minor, _htb(min(check_rate(rate), cap)),
+         [("ip", "dst", f"{check_address(address)}/32")], 1)
         for minor, address, rate in destinations])
 
 
 def _classes(tc, dev, cap, default_leaf, leaves):
     """HTB root, the port or link class at ``cap``, its default leaf, and one leaf and u32
-    filter per ``(minor, htb arguments, [ip match words])``."""
+    filter per ``(minor, htb arguments, [u32 match words], filter priority)`` (a filter of a
+    lower priority number is tried first)."""
     cmds = [tc + ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default",
                   f"{DEFAULT_CLASS:x}"],
             tc + ["class", "add", "dev", dev, "parent", "1:", "classid", class_id(PORT_CLASS)]
@@ -223,17 +231,17 @@ def _classes(tc, dev, cap, default_leaf, leaves):
             tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
                   class_id(DEFAULT_CLASS)] + default_leaf]
     seen = set()
-    for minor, leaf, match in leaves:
+    for minor, leaf, match, prio in leaves:
         if not 2 <= minor < DEFAULT_CLASS or minor in seen:
             raise InvalidTestbedValue(f"class minor {minor} invalid or repeated")
         seen.add(minor)
         words = []
         for selector in match:
-            words += ["match", "ip", *selector]
+            words += ["match", *selector]
         cmds += [tc + ["class", "add", "dev", dev, "parent", class_id(PORT_CLASS), "classid",
                        class_id(minor)] + leaf,
                  tc + ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
-                       "1", "u32", *words, "flowid", class_id(minor)]]
+                       str(prio), "u32", *words, "flowid", class_id(minor)]]
     return cmds
 
 
@@ -261,20 +269,28 @@ def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
     selected by a u32 filter on source and destination address. The leaves' own rates are
     the smallest tc takes, so they share the link by borrowing, and HTB's deficit round
     robin with one ``quantum_bytes`` for all gives each active pair an equal turn (fair
-    queuing across pairs; flows of one pair share its leaf's FIFO). Other traffic (control,
-    ARP) goes to a default leaf of the same kind.
+    queuing across pairs; flows of one pair share its leaf's FIFO). Pure TCP ACKs go first,
+    through a leaf of their own served before the pairs': the fluid model has no ACKs, and in
+    a pair's leaf those of a flow in the opposite direction would wait behind its data,
+    holding that flow's clock back. (MPI carries both directions of a pair on one TCP
+    connection, so ACKs that ride on data still wait.) Other traffic (control, ARP) goes to
+    a default leaf of the same kind.
 
     ``pairs`` is a list of ``(minor, source address, destination address)``, or of
     ``(minor, source, destination, source port)`` for a leaf of one TCP stream; minors
-    distinct, between 2 and 0xFFE.
+    distinct, between 2 and 0xFFD.
     """
     cap = check_rate(capacity_mbps, "link capacity")
     leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
             "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
             "quantum", str(int(quantum_bytes))]
-    return _classes(_tc(ns, dev), dev, cap, leaf, [
-        (minor, leaf, [("src", f"{check_address(src)}/32"), ("dst", f"{check_address(dst)}/32")]
-         + ([] if sport is None else [("sport", str(_port(sport)), "0xffff")]))
+    if any(minor == ACK_CLASS for minor, *_ in pairs):
+        raise InvalidTestbedValue(f"class minor {ACK_CLASS} is the ACKs' own")
+    return _classes(_tc(ns, dev), dev, cap, leaf + ["prio", "1"], [
+        (ACK_CLASS, leaf + ["prio", "0"], PURE_ACK, 1)] + [
+        (minor, leaf + ["prio", "1"],
+         [("ip", "src", f"{check_address(src)}/32"), ("ip", "dst", f"{check_address(dst)}/32")]
+         + ([] if sport is None else [("ip", "sport", str(_port(sport)), "0xffff")]), 2)
         for minor, src, dst, *rest in pairs for sport in [rest[0] if rest else None]])
 
 
