@@ -117,7 +117,8 @@ def cluster_options(p, probe_kib=256, default_nodes=10):
                    help="name of the testbed a tc run brings up (default nselx)")
     p.add_argument("--testbed-queue", choices=("fair", "fifo"), default="fair",
                    help="on a tree testbed, how a link serves the node pairs crossing it: "
-                        "fair, round robin among them (default); fifo, one drop-tail queue")
+                        "fair, round robin among them, pure TCP ACKs first (default); fifo, "
+                        "one drop-tail queue")
     p.add_argument("--testbed-background", choices=("rates", "real"), default="rates",
                    help="on a tree testbed, the scenario's competing streams as link rates "
                         "(default) or as real TCP streams")

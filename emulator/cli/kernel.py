@@ -36,7 +36,8 @@ def register(sub):
                                        "node, trunks shaped at the links' capacities")
     tup.add_argument("--queue", choices=("fair", "fifo"), default="fair",
                      help="on a tree, how a link serves the node pairs crossing it: fair, "
-                          "round robin among them (default); fifo, one drop-tail queue")
+                          "round robin among them, pure TCP ACKs first (default); fifo, "
+                          "one drop-tail queue")
     tup.add_argument("--background", choices=("rates", "real"), default="rates",
                      help="on a tree, a scenario's competing streams as a change of the "
                           "link's rate (default) or as real TCP streams (started by 'play' "
