@@ -284,8 +284,6 @@ def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
     leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
             "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
             "quantum", str(int(quantum_bytes))]
-    if any(minor == ACK_CLASS for minor, *_ in pairs):
-        raise InvalidTestbedValue(f"class minor {ACK_CLASS} is the ACKs' own")
     return _classes(_tc(ns, dev), dev, cap, leaf + ["prio", "1"], [
         (ACK_CLASS, leaf + ["prio", "0"], PURE_ACK, 1)] + [
         (minor, leaf + ["prio", "1"],
