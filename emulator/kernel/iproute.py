@@ -284,9 +284,10 @@ def add_fair_link(ns, dev, capacity_mbps, pairs, *, quantum_bytes=3028):
     leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
             "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
             "quantum", str(int(quantum_bytes))]
-    return _classes(_tc(ns, dev), dev, cap, leaf + ["prio", "1"], [
+    pair_leaf = leaf + ["prio", "1"]  # served after the ACKs' leaf (prio 0)
+    return _classes(_tc(ns, dev), dev, cap, pair_leaf, [
         (ACK_CLASS, leaf + ["prio", "0"], PURE_ACK, 1)] + [
-        (minor, leaf + ["prio", "1"],
+        (minor, pair_leaf,
          [("ip", "src", f"{check_address(src)}/32"), ("ip", "dst", f"{check_address(dst)}/32")]
          + ([] if sport is None else [("ip", "sport", str(_port(sport)), "0xffff")]), 2)
         for minor, src, dst, *rest in pairs for sport in [rest[0] if rest else None]])
