@@ -31,8 +31,7 @@ def jobs_of(rows):
 
 
 def starts(jobs, scheduler):
-    simulate(jobs, scheduler)
-    return [j.start for j in jobs]
+    return [j.start for j in simulate(jobs, scheduler).jobs]
 
 
 @pytest.fixture
@@ -77,8 +76,8 @@ def test_fcfs_with_easy_is_the_easy_shorthand_job_for_job():
     a, b = jobs_from_trace(nasa), jobs_from_trace(nasa)
     for j in a + b:
         j.submit = float(int(j.submit / 1.93))  # 90% offered load: queues form
-    simulate(a, Scheduler(128, "easy"))
-    simulate(b, Scheduler(128, order="fcfs", backfill="easy"))
+    a = simulate(a, Scheduler(128, "easy")).jobs
+    b = simulate(b, Scheduler(128, order="fcfs", backfill="easy")).jobs
     assert [j.start for j in a] == [j.start for j in b]
     assert sum(j.start > j.submit for j in a) > 1000
 
@@ -151,7 +150,7 @@ def test_fair_share_runs_a_trace_under_each_backfilling_rule():
         jobs = jobs_from_trace(nasa)
         for j in jobs:
             j.submit = float(int(j.submit / 3))
-        simulate(jobs, Scheduler(128, order="fairshare", backfill=backfill))
+        jobs = simulate(jobs, Scheduler(128, order="fairshare", backfill=backfill)).jobs
         assert all(j.start is not None and j.start >= j.submit for j in jobs)
         # never more processors in use than the machine has
         events = sorted([(j.start, j.procs) for j in jobs] + [(j.end, -j.procs) for j in jobs],

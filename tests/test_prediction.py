@@ -356,8 +356,7 @@ def _snapshot_with_truth(seed, n, policy, now):
     rng = np.random.default_rng(seed)
     jobs = [job(i, float(i * 5), int(rng.integers(1, 9)), float(rng.integers(10, 300)))
             for i in range(n)]
-    truth = [j.fresh() for j in jobs]
-    simulate(truth, Scheduler(8, policy), estimator=Actual())
+    truth = simulate(jobs, Scheduler(8, policy), estimator=Actual()).jobs
     return jobs, truth, _schedule_until([j.fresh() for j in jobs], 8, policy, now)
 
 
@@ -437,11 +436,12 @@ def test_technique1_respects_limits_and_running_jobs_overrunning_predictions():
     site = SitePolicy(users={"1": Credential(maxproc=2)})
     jobs = [job(0, 0, 2, 1000, user=1), job(1, 1, 2, 50, user=1), job(2, 2, 2, 50, user=2)]
     sched = _schedule_until(jobs, 8, "fcfs", 2, site=site)
-    assert jobs[1].start is None and jobs[2].start == 2
+    (queued,) = sched.waiting()
+    assert queued.id == 1 and [j.id for j in sched.running] == [0, 2]
     # believed 100 s for job 0, which has run 2 s: job 1 starts when it ends, at 100
-    assert predict_start(sched, 2, jobs[1], lambda j, e: 100.0, knows_estimates=False) == 100
+    assert predict_start(sched, 2, queued, lambda j, e: 100.0, knows_estimates=False) == 100
     # at t=500 job 0 has outlived a 100 s belief: it is believed to run to 2 x 500 = 1000
-    sched2 = _schedule_until([j.fresh() for j in jobs], 8, "fcfs", 500, site=site)
+    sched2 = _schedule_until(jobs, 8, "fcfs", 500, site=site)
     q = sched2.waiting()[0]
     assert predict_start(sched2, 500, q, lambda j, e: 100.0, knows_estimates=False) == 1000
 
@@ -531,7 +531,8 @@ def test_the_work_rule_trusts_errors_that_cancel_over_a_burst():
                                 evaluate=range(100, 200), train=range(100),
                                 select=("work", "wait"))
     work = summary["selected"]["work"]
-    known = [j for j in jobs[:100] if j.end <= jobs[100].submit]
+    ran = simulate(jobs, Scheduler(8, "easy"), estimator=Actual()).jobs  # the same schedule
+    known = [j for j in ran[:100] if j.end <= jobs[100].submit]
     assert work["train_jobs"] == len(known) > 50
     for name, values in (("alternating", alternating), ("short", short)):
         assert work["train_work_error_cpu_hours"][name] * 3600 == pytest.approx(

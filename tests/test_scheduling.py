@@ -4,6 +4,7 @@ advance reservations, and properties on random workloads."""
 import json
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from emulator.cli import main
 from emulator.errors import InputFileError
 from emulator.scheduling.estimates import Function, Requested
-from emulator.scheduling.job import Job
+from emulator.scheduling.job import Job, jobs_from_trace
 from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_maui,
                                             read_policy_file)
 from emulator.scheduling.profile import Profile
@@ -19,6 +20,7 @@ from emulator.scheduling.reservations import ReservationRequest
 from emulator.scheduling.scheduler import DEPTH, POLICIES, Scheduler
 from emulator.scheduling.simulate import simulate
 from emulator.workload.swf import read_swf
+from emulator.workload.traces import resolve_trace
 
 
 def jobs_of(*rows, **extra):
@@ -33,10 +35,14 @@ def jobs_of(*rows, **extra):
     return out
 
 
-def starts(policy, jobs, processors, **kw):
+def schedule(policy, jobs, processors, **kw):
+    """The jobs as ``policy`` runs them (copies; ``jobs`` is left as given)."""
     site = kw.pop("site", None)
-    simulate(jobs, Scheduler(processors, policy, site=site), **kw)
-    return [j.start for j in jobs]
+    return simulate(jobs, Scheduler(processors, policy, site=site), **kw).jobs
+
+
+def starts(policy, jobs, processors, **kw):
+    return [j.start for j in schedule(policy, jobs, processors, **kw)]
 
 
 # -- hand-worked schedules -----------------------------------------------------------------
@@ -64,8 +70,8 @@ def test_easy_backfills_what_ends_before_the_shadow_time_only():
     # J2's reservation (shadow time) is 10, with no processors to spare then. J3 ends at 5
     # and J4 at 9: both backfill (J4 once J3 frees a processor). J5 would run to 24 and must
     # not backfill (at 4 one processor is free, but J2 needs all four at 10).
-    jobs = jobs_of(*QUEUE)
-    assert starts("easy", jobs, 4) == [0, 10, 2, 5, 15]
+    jobs = schedule("easy", jobs_of(*QUEUE), 4)
+    assert [j.start for j in jobs] == [0, 10, 2, 5, 15]
     assert jobs[1].reserved == 10  # the head's reservation, kept
 
 
@@ -80,8 +86,8 @@ def test_easy_delays_the_second_job_where_conservative_does_not():
     assert starts("easy", jobs_of(*SECOND), 4) == [0, 10, 33, 3, 4]
     # conservative: J3 was promised 20 (after J2) when it arrived; J4 would hold a processor
     # through it, so it waits for 30. J5 ends at 9, before anything, and backfills at 4.
-    jobs = jobs_of(*SECOND)
-    assert starts("conservative", jobs, 4) == [0, 10, 20, 30, 4]
+    jobs = schedule("conservative", jobs_of(*SECOND), 4)
+    assert [j.start for j in jobs] == [0, 10, 20, 30, 4]
     assert [j.reserved for j in jobs] == [0, 10, 20, 30, 4]
 
 
@@ -92,8 +98,9 @@ def test_compression_moves_no_reservation_later():
     # start at 10, but J5 would hold 5 of the 5 free processors through 11, where J6 was
     # promised one. Compression keeps J6's promise; J5 keeps its own, 12. Rebuilding the
     # reservations in queue order would have let J5 in first and pushed J6 to 12.
-    jobs = jobs_of((0, 1, 12), (0, 2, 10), (0, 5, 0), (0, 4, 0), (0, 5, 2), (0, 1, 11))
-    assert starts("conservative", jobs, 6) == [0, 0, 10, 10, 12, 10]
+    jobs = schedule("conservative", jobs_of((0, 1, 12), (0, 2, 10), (0, 5, 0), (0, 4, 0),
+                                            (0, 5, 2), (0, 1, 11)), 6)
+    assert [j.start for j in jobs] == [0, 0, 10, 10, 12, 10]
     assert [j.reserved for j in jobs] == [0, 0, 10, 11, 12, 11]
 
 
@@ -105,8 +112,7 @@ def test_compression_repeats_until_nothing_moves():
     # pass moves J6 up to 28, where J5 and J8 now end (nothing happens at 29 any more).
     rows = [(0, 4, 9), (8, 4, 4), (1, 5, 12), (15, 4, 0), (17, 2, 3), (16, 6, 8), (14, 2, 5),
             (15, 2, 3), (18, 2, 10)]
-    jobs = jobs_of(*rows)
-    starts("conservative", jobs, 6)
+    jobs = schedule("conservative", jobs_of(*rows), 6)
     assert jobs[5].reserved == 29 and jobs[5].start == 28
     assert [j.start for j in jobs] == [0, 21, 9, 25, 25, 28, 21, 25, 36]
 
@@ -149,16 +155,76 @@ def test_restartable_jobs_make_room_by_least_cost():
     # done less work (2 x 19 against 2 x 20) and is terminated, requeued, and restarts at 30.
     site = SitePolicy(mode="restartable", restart_cost=(1.0, 0.1))
     req = ReservationRequest(10, 20, 2, 10, id=1)
-    jobs = jobs_of((0, 2, 100), (1, 2, 100))
-    assert starts("easy", jobs, 4, site=site, reservations=[req]) == [0, 30]
+    jobs = schedule("easy", jobs_of((0, 2, 100), (1, 2, 100)), 4, site=site,
+                    reservations=[req])
+    assert [j.start for j in jobs] == [0, 30]
     assert req.granted_seconds == 20 and req.started_seconds == 20
     assert jobs[1].restarts == 1 and jobs[1].end == 130
 
 
 def test_kill_at_requested_and_estimates_from_requested_times():
-    jobs = jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5}))
-    assert starts("fcfs", jobs, 4, estimator=Requested(), kill_at_requested=True) == [0, 20]
+    jobs = schedule("fcfs", jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5})),
+                    4, estimator=Requested(), kill_at_requested=True)
+    assert [j.start for j in jobs] == [0, 20]
     assert jobs[0].killed and jobs[0].end == 20 and not jobs[1].killed
+
+
+# -- inputs are never changed --------------------------------------------------------------
+
+SCHEDULERS = [(order, backfill) for order in ("fcfs", "sjf", "lwf", "fairshare")
+              for backfill in ("none", "easy", "conservative")]
+
+
+@pytest.mark.parametrize("order, backfill", SCHEDULERS)
+def test_a_job_list_simulated_twice_gives_what_fresh_lists_give(order, backfill):
+    """A simulation schedules copies: the list it is given stays as submitted, and the same
+    list under a second policy gets that policy's schedule, not the first one's again."""
+    nasa = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 2000)
+    jobs = jobs_from_trace(nasa)
+    for j in jobs:
+        j.submit = float(int(j.submit / 4))  # queues form
+    given = [(j.id, j.submit, j.procs, j.run, j.estimate, j.start, j.end) for j in jobs]
+
+    def run(job_list, o, b):
+        return [(j.start, j.end) for j in simulate(job_list, Scheduler(
+            128, order=o, backfill=b)).jobs]
+
+    other = ("lwf", "conservative") if (order, backfill) != ("lwf", "conservative") else \
+        ("fcfs", "none")
+    first = run(jobs, *other)
+    again = run(jobs, order, backfill)
+    assert again == run(jobs_from_trace_scaled(nasa, 4), order, backfill)
+    assert again != first  # the two policies differ on this list: the check can fail
+    assert [(j.id, j.submit, j.procs, j.run, j.estimate, j.start, j.end)
+            for j in jobs] == given
+
+
+def jobs_from_trace_scaled(trace, factor):
+    jobs = jobs_from_trace(trace)
+    for j in jobs:
+        j.submit = float(int(j.submit / factor))
+    return jobs
+
+
+def test_the_stale_list_case_gives_easys_own_waits():
+    # NASA with submit times halved: FCFS first, then EASY on the same list (75,422 s)
+    nasa = read_swf(resolve_trace("nasa"))
+    jobs = jobs_from_trace(nasa)
+    for j in jobs:
+        j.submit = math.floor(j.submit / 2)
+
+    def mean_wait(sim):
+        return sum(j.start - j.submit for j in sim.jobs) / len(sim.jobs)
+
+    assert mean_wait(simulate(jobs, Scheduler(128, "fcfs"))) == pytest.approx(440_280, abs=1)
+    assert mean_wait(simulate(jobs, Scheduler(128, "easy"))) == pytest.approx(75_422, abs=1)
+
+
+def test_a_scheduled_job_is_refused_by_a_second_scheduler():
+    (ran,) = simulate([Job(1, 0, 1, 5.0)], Scheduler(2, "fcfs")).jobs
+    with pytest.raises(ValueError, match="job 1 was already scheduled"):
+        Scheduler(2, "easy").submit(ran, 0.0)
+    Scheduler(2, "easy").submit(ran.fresh(), 0.0)  # a fresh copy is welcome
 
 
 def test_a_job_past_its_estimate_gets_a_longer_one():
@@ -259,8 +325,8 @@ def _check_capacity(jobs, processors):
 @settings(max_examples=150, deadline=None)
 @given(rows=job_rows, processors=st.integers(1, 8), policy=st.sampled_from(POLICIES))
 def test_no_schedule_uses_more_processors_than_exist(rows, processors, policy):
-    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
-    starts(policy, jobs, processors)
+    jobs = schedule(policy, jobs_of(*[(s, min(p, processors), r) for s, p, r in rows]),
+                    processors)
     assert all(j.start is not None and j.start >= j.submit for j in jobs)
     _check_capacity(jobs, processors)
 
@@ -268,8 +334,8 @@ def test_no_schedule_uses_more_processors_than_exist(rows, processors, policy):
 @settings(max_examples=150, deadline=None)
 @given(rows=job_rows, processors=st.integers(1, 8))
 def test_fcfs_starts_jobs_in_arrival_order(rows, processors):
-    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
-    starts("fcfs", jobs, processors)
+    jobs = schedule("fcfs", jobs_of(*[(s, min(p, processors), r) for s, p, r in rows]),
+                    processors)
     order = sorted(jobs, key=lambda j: (j.submit, j.index))
     assert all(a.start <= b.start for a, b in zip(order, order[1:]))
 
@@ -277,8 +343,9 @@ def test_fcfs_starts_jobs_in_arrival_order(rows, processors):
 @settings(max_examples=150, deadline=None)
 @given(rows=job_rows, processors=st.integers(1, 8))
 def test_easy_never_delays_the_queue_heads_reservation(rows, processors):
-    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
-    starts("easy", jobs, processors)  # estimates: the actual run times
+    # estimates: the actual run times
+    jobs = schedule("easy", jobs_of(*[(s, min(p, processors), r) for s, p, r in rows]),
+                    processors)
     assert all(j.start <= j.reserved for j in jobs if j.reserved is not None)
 
 
@@ -287,9 +354,9 @@ def test_easy_never_delays_the_queue_heads_reservation(rows, processors):
 def test_conservative_never_starts_a_job_after_its_reservation(rows, processors, scale):
     """Estimates at or above the run times: jobs end on time or early (compression), and
     none starts later than the reservation it was given at arrival."""
-    jobs = jobs_of(*[(s, min(p, processors), r) for s, p, r in rows])
     est = Function(lambda job, now: math.ceil(job.run * scale))
-    starts("conservative", jobs, processors, estimator=est)
+    jobs = schedule("conservative", jobs_of(*[(s, min(p, processors), r) for s, p, r in rows]),
+                    processors, estimator=est)
     assert all(j.reserved is not None and j.start <= j.reserved for j in jobs)
 
 
@@ -317,8 +384,8 @@ def test_fast_paths_agree_with_the_profile_path(rows, processors, policy, scale)
         rows, scale = [(s, p, max(r, 1)) for s, p, r in rows], 1.0
     est = Function(lambda job, now: math.ceil(job.run * scale))
     a, b = jobs_of(*rows), jobs_of(*rows)
-    simulate(a, Scheduler(processors, policy), estimator=est)
-    simulate(b, GeneralScheduler(processors, policy), estimator=est)
+    a = simulate(a, Scheduler(processors, policy), estimator=est).jobs
+    b = simulate(b, GeneralScheduler(processors, policy), estimator=est).jobs
     assert [j.start for j in a] == [j.start for j in b]
 
 

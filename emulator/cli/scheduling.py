@@ -164,7 +164,6 @@ def cmd_schedule(args):
                 if r.procs > processors:
                     raise UserError(f"reservation {r.id} asks for {r.procs} processors, more "
                                     f"than the machine's {processors}")
-        scheduled = list(jobs)
         nonrestartable = bool(requests) and site.mode == "nonrestartable"
         est = _predicting(args, trace, jobs, lambda: make(processors)) if predicting \
             else estimator(args.estimates)
@@ -194,8 +193,8 @@ def cmd_schedule(args):
                        filled_requested_jobs=trace.filled)
         summaries.append(summary)
         metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
-        if len(scheduled) == len(trace):
-            metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, scheduled)
+        if len(sim.jobs) == len(trace):
+            metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, sim.jobs)
         write_json_atomic(os.path.join(folder, "summary.json"), summary)
         if args.gantt:
             from ..scheduling.gantt import plot_gantt

@@ -34,9 +34,8 @@ def completion_times(jobs, processors, *, waits=None, policy="easy"):
     with actual run times. Returns an array in the jobs' order."""
     if waits is not None and len(waits) and (np.asarray(waits) >= 0).all():
         return np.array([j.submit + w + j.run for j, w in zip(jobs, waits)])
-    copies = [j.fresh() for j in jobs]
-    simulate(copies, Scheduler(processors, policy), estimator=Actual())
-    return np.array([c.end for c in copies])
+    sim = simulate(jobs, Scheduler(processors, policy), estimator=Actual())
+    return np.array([c.end for c in sim.jobs])
 
 
 def events(jobs, ends, *, until=None):

@@ -223,11 +223,11 @@ def prefix_wait(training, estimates, scheduler_of):
     from ..scheduling.estimates import Function
     from ..scheduling.simulate import simulate
 
-    jobs = [j.fresh() for j in training.jobs[:training.split]]
-    position = {j.index: k for k, j in enumerate(training.jobs[:training.split])}
-    simulate(jobs, scheduler_of(),
-             estimator=Function(lambda job, now: float(estimates[position[job.index]])))
-    return float(np.mean([j.start - j.submit for j in jobs]))
+    jobs = training.jobs[:training.split]
+    position = {j.index: k for k, j in enumerate(jobs)}
+    sim = simulate(jobs, scheduler_of(),
+                   estimator=Function(lambda job, now: float(estimates[position[job.index]])))
+    return float(np.mean([j.start - j.submit for j in sim.jobs]))
 
 
 def search_templates(training, attrs, requested, *, seed=1, loss="mae", method="ga",

@@ -40,7 +40,7 @@ def published_starts(jobs, processors, policy, estimator, source, at, *, site=No
     """Schedule ``jobs`` up to ``at`` (seconds), then publish a start time per probe.
     Returns a JSON-able dict."""
     scheduler = Scheduler(processors, policy, site=site)
-    known = [j.fresh() for j in jobs if j.submit <= at]
+    known = [j for j in jobs if j.submit <= at]
     simulate(known, scheduler, estimator=Learning(estimator, [source]), until=at,
              kill_at_requested=kill_at_requested)
     knows = estimator.name != "actual"

@@ -221,6 +221,7 @@ def evaluate_waits(jobs, processors, policy, sources, estimator, *, site=None,
 
     sim = simulate(jobs, scheduler, estimator=Learning(estimator, sources),
                    kill_at_requested=kill_at_requested, on_instant=on_instant)
+    jobs = sim.jobs
     chosen = sorted(j.index for j in jobs if j.index in evaluate and j.start is not None)
     by_index = {j.index: j for j in jobs}
     waits = np.array([by_index[i].start - by_index[i].submit for i in chosen])

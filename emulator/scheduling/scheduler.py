@@ -129,7 +129,11 @@ class Scheduler:
 
     def submit(self, job, now):
         """A job arrives (its ``estimate`` already set). Raises ValueError if it asks for
-        more processors than the machine has."""
+        more processors than the machine has, or if it was scheduled before (a job record
+        holds one schedule: submit :meth:`~.job.Job.fresh` copies to schedule again)."""
+        if job.start is not None or job.end is not None:
+            raise ValueError(f"job {job.id} was already scheduled (start {job.start}); "
+                             f"submit a fresh copy (Job.fresh) to schedule it again")
         if job.procs > self.total:
             raise ValueError(f"job {job.id} asks for {job.procs} processors, more than the "
                              f"machine's {self.total}")

@@ -13,8 +13,9 @@ from .estimates import Actual
 
 
 class Simulation:
-    """The outcome of a simulation: the jobs (start and end filled in), the advance
-    reservations, and how long the simulation took."""
+    """The outcome of a simulation: the jobs as they ran (copies of the jobs given, in the
+    same order, with start and end filled in), the advance reservations, and how long the
+    simulation took."""
 
     def __init__(self, jobs, reservations, processors, policy, seconds):
         self.jobs = jobs
@@ -35,8 +36,11 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
     Parameters
     ----------
     jobs : list of Job
-        Each with ``submit``, ``procs`` and ``run``; ``estimate`` is set here by
-        ``estimator`` (default: the actual run time) when the job arrives.
+        Each with ``submit``, ``procs`` and ``run``. They are read, never changed: the
+        simulation schedules copies as submitted (:meth:`~.job.Job.fresh`), whose
+        ``estimate`` is set by ``estimator`` (default: the actual run time) when the job
+        arrives, and returns them in ``Simulation.jobs``. The same list simulated under two
+        policies gives each policy's own schedule.
     estimator : object, optional
         ``estimate(job, now)`` and ``observe(job, now)``; see :mod:`.estimates`.
     kill_at_requested : bool
@@ -57,15 +61,17 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
     Returns
     -------
     Simulation
+        Its ``jobs`` are the scheduled copies, in the order of ``jobs``.
     """
     estimator = estimator or Actual()
-    arrivals = sorted(jobs, key=lambda j: (j.submit, j.index))
+    started_at = time.perf_counter()
+    runs = [job.fresh() for job in jobs]
+    arrivals = sorted(runs, key=lambda j: (j.submit, j.index))
     requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
     ends = []  # (end, index, start, job); stale if the job was killed and requeued
     n, m = len(arrivals), len(requests)
     a = r = 0
     done = 0
-    started_at = time.perf_counter()
     inf = float("inf")
     while True:
         t = ends[0][0] if ends else inf
@@ -118,4 +124,4 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
     seconds = time.perf_counter() - started_at
     if progress is not None:
         progress(done)
-    return Simulation(jobs, list(reservations), scheduler.total, scheduler.policy, seconds)
+    return Simulation(runs, list(reservations), scheduler.total, scheduler.policy, seconds)
