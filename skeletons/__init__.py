@@ -22,8 +22,8 @@ from .comm import as_comm
 
 SKELETONS = {}
 CLASSES = ("S", "W", "A", "B")
-# Modeled compute speed of one emulated node: NPB on the 1.7 GHz Xeons of the seed-004
-# testbed ran at a few hundred Mflop/s per CPU.
+# Modeled compute speed of one emulated node: NPB on the 1.7 GHz Xeons of Goteti and
+# Subhlok's testbed ran at a few hundred Mflop/s per CPU.
 NODE_MFLOPS = 300.0
 
 

@@ -69,7 +69,7 @@ def test_a_job_larger_than_the_cluster_is_refused():
         check_fits(jobs, 6)
 
 
-def test_generated_workload_is_seed_000s(tmp_path):
+def test_generated_workload_is_hanzich_et_als(tmp_path):
     jobs = generate_jobs(30, seed=3)
     assert len(jobs) == 30 and jobs[0].arrival_seconds == 0
     assert {j.benchmark for j in jobs} <= {"bt", "cg", "is", "mg"}

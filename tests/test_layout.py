@@ -144,3 +144,28 @@ def test_help_prints_options_and_examples(argv, capsys):
     assert "example" in out
     if argv[0] == "testbed":
         assert "--subnet SUBNET" in out and "IPv4 subnet" in out
+
+
+def test_papers_are_named_by_their_authors():
+    """A paper is cited by its authors, never by the number of its file in the folder of
+    design papers."""
+    import re
+    import subprocess
+
+    pattern = re.compile(r"seeds?[ _-]?00[0-4]", re.IGNORECASE)
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout: " + tracked.stderr.strip())
+    found = []
+    for rel in tracked.stdout.split():
+        path = os.path.join(ROOT, rel)
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        if b"\0" in data[:4096]:
+            continue  # binary (pictures, compressed traces)
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if pattern.search(line):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

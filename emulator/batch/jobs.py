@@ -41,8 +41,8 @@ FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb", "nodes"
 # switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
 COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
 COMMUNICATION_BOUND = ("cg", "ft", "is", "mg")
-SEED000_BENCHMARKS = ("bt", "cg", "is", "mg")
-SEED000_TASKS = (2, 4, 8)
+HANZICH_BENCHMARKS = ("bt", "cg", "is", "mg")
+HANZICH_TASKS = (2, 4, 8)
 SWF_EXECUTABLES = NAS_BENCHMARKS  # executable number k (1-based) is NAS_BENCHMARKS[k - 1]
 
 
@@ -265,8 +265,8 @@ def check_fits(jobs, nodes, *, path="jobs", memory_mb=None, names=None):
                                      "that much")
 
 
-def generate_jobs(count=30, *, seed=1, mean_gap_seconds=15.0, benchmarks=SEED000_BENCHMARKS,
-                  tasks=SEED000_TASKS, npb_class="A", max_tasks=None):
+def generate_jobs(count=30, *, seed=1, mean_gap_seconds=15.0, benchmarks=HANZICH_BENCHMARKS,
+                  tasks=HANZICH_TASKS, npb_class="A", max_tasks=None):
     """Hanzich et al.'s workload: ``count`` jobs, Poisson arrivals, sizes from ``tasks`` (squares
     only for BT and SP), computation and communication balanced. The first job arrives at
     0."""

@@ -4,7 +4,7 @@ A cluster is a plain networkx graph (topology as data; nothing here touches the 
 Compute nodes have ``kind="compute"``, a port ``capacity_mbps`` and ``memory_mb``; switches
 and routers have ``kind="switch"``/``"router"``. Edges are physical links with
 ``capacity_mbps`` and ``latency_ms``. The graph attribute ``topology`` is ``"crossbar"`` (one
-full-crossbar switch: every pair of nodes is its own path, as in the seed-004 testbed) or
+full-crossbar switch: every pair of nodes is its own path, as in Goteti and Subhlok's testbed) or
 ``"tree"`` (switches/routers with per-link capacities).
 
 Cluster files are TOML or JSON::

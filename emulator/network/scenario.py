@@ -108,7 +108,7 @@ def _stream_bandwidth(capacity, streams):
 
 def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAULT_INTERVAL_SECONDS,
                      floor_mbps=DEFAULT_FLOOR_MBPS, initial_max_streams=DEFAULT_INITIAL_MAX_STREAMS):
-    """The seed-004 stream model on the links of ``cluster``, as a timeline.
+    """Goteti and Subhlok's stream model on the links of ``cluster``, as a timeline.
 
     Examples
     --------
