@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
-           "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing"]
+           "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing",
+           "emulator.scheduling.job"]
 
 
 @pytest.mark.parametrize("name", MODULES)

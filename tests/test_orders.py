@@ -8,7 +8,7 @@ import pytest
 
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
-from emulator.scheduling.job import Job, jobs_from_trace
+from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
 from emulator.scheduling.orders import FairShare, make_order
 from emulator.scheduling.policyfile import policy_from_dict, policy_from_maui
 from emulator.scheduling.scheduler import Scheduler
@@ -73,9 +73,7 @@ def test_a_class_order_keeps_state_through_its_hooks(tmp_path):
 
 def test_fcfs_with_easy_is_the_easy_shorthand_job_for_job():
     nasa = read_swf(resolve_trace("nasa"))
-    a, b = jobs_from_trace(nasa), jobs_from_trace(nasa)
-    for j in a + b:
-        j.submit = float(int(j.submit / 1.93))  # 90% offered load: queues form
+    a = b = compress_arrivals(jobs_from_trace(nasa), 1.93)  # 90% offered load: queues form
     a = simulate(a, Scheduler(128, "easy")).jobs
     b = simulate(b, Scheduler(128, order="fcfs", backfill="easy")).jobs
     assert [j.start for j in a] == [j.start for j in b]
@@ -147,9 +145,7 @@ def test_fair_share_settings_come_from_the_policy_file_in_mauis_words():
 def test_fair_share_runs_a_trace_under_each_backfilling_rule():
     nasa = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 3000)
     for backfill in ("none", "easy", "conservative"):
-        jobs = jobs_from_trace(nasa)
-        for j in jobs:
-            j.submit = float(int(j.submit / 3))
+        jobs = compress_arrivals(jobs_from_trace(nasa), 3)
         jobs = simulate(jobs, Scheduler(128, order="fairshare", backfill=backfill)).jobs
         assert all(j.start is not None and j.start >= j.submit for j in jobs)
         # never more processors in use than the machine has

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from emulator.cli import main
 from emulator.errors import InputFileError
 from emulator.scheduling.estimates import Function, Requested
-from emulator.scheduling.job import Job, jobs_from_trace
+from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
 from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_maui,
                                             read_policy_file)
 from emulator.scheduling.profile import Profile
@@ -180,9 +180,7 @@ def test_a_job_list_simulated_twice_gives_what_fresh_lists_give(order, backfill)
     """A simulation schedules copies: the list it is given stays as submitted, and the same
     list under a second policy gets that policy's schedule, not the first one's again."""
     nasa = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 2000)
-    jobs = jobs_from_trace(nasa)
-    for j in jobs:
-        j.submit = float(int(j.submit / 4))  # queues form
+    jobs = compress_arrivals(jobs_from_trace(nasa), 4)  # queues form
     given = [(j.id, j.submit, j.procs, j.run, j.estimate, j.start, j.end) for j in jobs]
 
     def run(job_list, o, b):
@@ -193,25 +191,16 @@ def test_a_job_list_simulated_twice_gives_what_fresh_lists_give(order, backfill)
         ("fcfs", "none")
     first = run(jobs, *other)
     again = run(jobs, order, backfill)
-    assert again == run(jobs_from_trace_scaled(nasa, 4), order, backfill)
+    assert again == run(compress_arrivals(jobs_from_trace(nasa), 4), order, backfill)
     assert again != first  # the two policies differ on this list: the check can fail
     assert [(j.id, j.submit, j.procs, j.run, j.estimate, j.start, j.end)
             for j in jobs] == given
 
 
-def jobs_from_trace_scaled(trace, factor):
-    jobs = jobs_from_trace(trace)
-    for j in jobs:
-        j.submit = float(int(j.submit / factor))
-    return jobs
-
-
 def test_the_stale_list_case_gives_easys_own_waits():
     # NASA with submit times halved: FCFS first, then EASY on the same list (75,422 s)
     nasa = read_swf(resolve_trace("nasa"))
-    jobs = jobs_from_trace(nasa)
-    for j in jobs:
-        j.submit = math.floor(j.submit / 2)
+    jobs = compress_arrivals(jobs_from_trace(nasa), 2)
 
     def mean_wait(sim):
         return sum(j.start - j.submit for j in sim.jobs) / len(sim.jobs)

@@ -1,6 +1,5 @@
 """The ``predict`` commands: run times, waits and published start times."""
 
-import math
 import os
 import sys
 
@@ -129,13 +128,9 @@ def _scheduler_options(p):
 
 
 def _jobs(args, trace):
-    from ..scheduling.job import jobs_from_trace
+    from ..scheduling.job import compress_arrivals, jobs_from_trace
 
-    jobs = jobs_from_trace(trace)
-    factor = getattr(args, "compress_arrivals", 1.0)
-    if factor != 1.0:
-        for job in jobs:
-            job.submit = math.floor(job.submit / factor)
+    jobs = compress_arrivals(jobs_from_trace(trace), getattr(args, "compress_arrivals", 1.0))
     jobs.sort(key=lambda j: (j.submit, j.index))
     return jobs
 

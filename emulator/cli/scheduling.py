@@ -1,6 +1,5 @@
 """The ``schedule`` command: simulate a batch scheduler over an SWF trace."""
 
-import math
 import os
 import sys
 
@@ -120,7 +119,7 @@ def cmd_schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
     from ..scheduling.estimates import estimator
-    from ..scheduling.job import jobs_from_trace
+    from ..scheduling.job import compress_arrivals, jobs_from_trace
     from ..scheduling.policyfile import read_policy_file
     from ..scheduling.reservations import jobs_as_reservations
     from ..scheduling.simulate import simulate
@@ -145,10 +144,7 @@ def cmd_schedule(args):
     processors = trace.max_procs
     summaries = []
     for policy, make in schedulers:
-        jobs = jobs_from_trace(trace)
-        if args.compress_arrivals != 1.0:
-            for job in jobs:  # whole seconds, as SWF times are
-                job.submit = math.floor(job.submit / args.compress_arrivals)
+        jobs = compress_arrivals(jobs_from_trace(trace), args.compress_arrivals)
         requests = ()
         if args.reservation_fraction or (site and site.reservations):
             if site is None:

@@ -6,6 +6,8 @@ predictor's output), ``run`` how long it really runs (unknown to the scheduler; 
 live cluster until it ends). The scheduler fills in ``start`` and ``end``.
 """
 
+import math
+
 import numpy as np
 
 from ..workload.swf import COLUMN
@@ -58,6 +60,26 @@ class Job:
         copy.priority = self.priority
         copy.info = self.info
         return copy
+
+
+def compress_arrivals(jobs, factor):
+    """Copies of ``jobs`` (as submitted) with every submit time divided by ``factor`` and
+    rounded down to a whole second, as SWF times are: a factor above 1 brings arrivals
+    closer and loads the machine more. The jobs given are left as they are.
+
+    >>> jobs = [Job(1, 0, 4, 60.0), Job(2, 7, 2, 30.0), Job(3, 10, 1, 5.0)]
+    >>> [j.submit for j in compress_arrivals(jobs, 2.0)]
+    [0.0, 3.0, 5.0]
+    >>> [j.submit for j in jobs]
+    [0.0, 7.0, 10.0]
+    """
+    if not factor > 0:
+        raise ValueError(f"the compression factor must be positive, got {factor}")
+    out = [job.fresh() for job in jobs]
+    if factor != 1.0:
+        for job in out:
+            job.submit = float(math.floor(job.submit / factor))
+    return out
 
 
 def jobs_from_trace(trace):
