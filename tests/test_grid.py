@@ -61,9 +61,11 @@ def test_migration_time_is_part_of_a_remote_jobs_slowdown():
     jobs = [job(1, 0, 8, 1000, migratable=False), job(2, 5, 8, 100, migratable=False),
             job(3, 10, 4, 50, data_bytes=5e6)]
     grid = Grid("g", [Site("a", 8, "nasa"), Site("b", 8, "nasa")])
-    simulate_grid(jobs, [Scheduler(8, "easy"), Scheduler(8, "easy")], "shortest-queue",
-                  lambda a, b, t: 40.0)
-    moved = jobs[2]
+    given = [(j.start, dict(j.info)) for j in jobs]
+    ran, _ = simulate_grid(jobs, [Scheduler(8, "easy"), Scheduler(8, "easy")],
+                           "shortest-queue", lambda a, b, t: 40.0)
+    assert [(j.start, j.info) for j in jobs] == given  # the jobs given are left alone
+    jobs, moved = ran, ran[2]
     assert moved.info["site"] == 1 and moved.info["migration_seconds"] == pytest.approx(1.0)
     assert moved.start == pytest.approx(11.0)
     m = metrics(grid, jobs, 0.0)

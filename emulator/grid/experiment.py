@@ -123,8 +123,8 @@ def run_one(grid, drawn, sharing_pct, target, bandwidth):
                       "data_bytes": float(data[s][k])}
             jobs.append(c)
     schedulers = [Scheduler(s.processors, s.policy) for s in grid.sites]
-    seconds = simulate_grid(jobs, schedulers, target, bandwidth)
-    return metrics(grid, jobs, seconds)
+    ran, seconds = simulate_grid(jobs, schedulers, target, bandwidth)
+    return metrics(grid, ran, seconds)
 
 
 def site_type(site):

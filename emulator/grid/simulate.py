@@ -41,13 +41,19 @@ def simulate_grid(jobs, schedulers, target, bandwidth):
     source (``predicted-start:last2``); ``bandwidth(a, b, t)``: Mbit/s between sites ``a``
     and ``b`` (indices) at time ``t``.
 
-    Fills in each job's ``start`` and ``end`` and ``info``: ``site`` (where it ran) and
-    ``migration_seconds`` (0 for a job that stayed). Returns the wall seconds it took.
+    The jobs given are left as they are. Returns (the jobs as they ran, the wall seconds it
+    took): copies in the order given, with ``start``, ``end`` and ``info``'s ``site`` (where
+    the job ran) and ``migration_seconds`` (0 for a job that stayed).
     """
     started_at = time.perf_counter()
     policy, source = parse_target(target)
     run_of, observe = run_time_source(source, len(schedulers)) if source else (None, None)
-    arrivals = sorted(jobs, key=lambda j: (j.submit, j.index))
+    runs = []
+    for job in jobs:
+        run = job.fresh()
+        run.info = dict(job.info)
+        runs.append(run)
+    arrivals = sorted(runs, key=lambda j: (j.submit, j.index))
     sizes = [s.total for s in schedulers]
     transfers = []  # (arrival at the target, index, job, target)
     ends = []  # (end, index, site, job)
@@ -107,4 +113,4 @@ def simulate_grid(jobs, schedulers, target, bandwidth):
             for job in schedulers[site].schedule(t):
                 job.end = t + job.run
                 heapq.heappush(ends, (job.end, job.index, site, job))
-    return time.perf_counter() - started_at
+    return runs, time.perf_counter() - started_at
