@@ -1,21 +1,158 @@
-"""nodesel: a cluster emulator and scheduler for shared clusters, driven by MPI.
+"""nodesel: an emulator and resource manager for shared clusters, driven by MPI.
 
-The subpackages follow the flow of the program:
+The objects a study needs are here at the top level, one name each; a module is imported the
+first time one of its names is used, so a node rank or a scheduling run loads only what it
+calls. ``help(emulator)`` lists them all; each carries its own documentation.
 
-- ``network``: clusters, bandwidth scenarios, status graphs and the flow model;
-- ``shaping`` and ``kernel``: the two ways traffic is shaped (in-process, or by tc);
-- ``selection``: communication patterns and max-min node selection;
-- ``coordinator``: the MPI runtime (rank 0 coordinates, ranks 1..N are nodes), measurement,
-  local load and the selection pipeline;
-- ``experiments``: the Figure 3 experiment and selection for users' own programs;
-- ``cli``: the ``nodesel`` command, one module per command group.
+Clusters, scenarios and the flow model
+    crossbar, load_cluster, cluster_from_dict, describe_cluster, node_names,
+    generate_streams, static_timeline, load_scenario, Timeline, simulate_flows, read_flows,
+    read_graph, to_node_link
+Node selection and communication patterns (Goteti and Subhlok)
+    builtin_pattern, resolve_pattern, pattern_from_matrix, pattern_names, pair_bandwidths,
+    max_min_select, all_all_select, random_select, Selection, Candidate
+Skeletons through the flow model
+    SkeletonSimulator
+Workloads and traces (SWF; England and Weissman's model)
+    read_swf, write_swf, prepare_trace, Trace, resolve_trace, offered_utilization,
+    fit_model, sample_jobs, read_model
+The batch scheduler
+    Job, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
+    Simulation, schedule_summary, make_order, Order, SitePolicy, Credential,
+    read_policy_file, ReservationRequest, Actual, Requested, EstimateFunction, estimator
+Predictions (Smith; Li et al.)
+    evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, Source,
+    predict_start, probe_starts, published_starts, ForecastBound, QBETSBound
+Turnaround on time-shared nodes (Hanzich et al.)
+    BatchJob, read_batch_jobs, generate_batch_jobs, estimate_ends, CISNE_ESTIMATORS
+Load sharing across a grid (England and Weissman)
+    Grid, Site, read_grid, simulate_grid
+Errors
+    UserError, InputFileError, SelectionError
 
-``errors`` (the exceptions a user sees) and ``files`` (atomic result files) serve them all.
+Example: one trace under two policies (the jobs given are never changed).
+
+>>> import emulator as ns
+>>> trace = ns.read_swf(ns.resolve_trace("nasa"))
+>>> jobs = ns.compress_arrivals(ns.jobs_from_trace(trace), 2.0)
+>>> for policy in ("fcfs", "easy"):
+...     sim = ns.simulate_schedule(jobs, ns.Scheduler(trace.max_procs, policy))
+...     print(policy, round(ns.schedule_summary(sim)["mean_wait_seconds"]))
+fcfs 440280
+easy 75422
+
+The subpackages, by domain: ``network`` (clusters, scenarios, status graphs, the flow
+model), ``shaping`` and ``kernel`` (in-process and tc shaping), ``selection``, ``coordinator``
+(the MPI runtime), ``experiments``, ``workload``, ``scheduling``, ``prediction``, ``batch``,
+``grid``, and ``cli`` (the ``nodesel`` command, a thin door over this API).
 """
 
+import importlib as _importlib
 import os as _os
 
 if any(k in _os.environ for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
     # A rank emulates one node, and ranks outnumber cores: one BLAS thread each. (OpenBLAS's
     # idle workers spin for a while after loading, about 6% of a core per rank here.)
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+# public name -> (module, name in it); a leading "." is a module of this package
+_API = {
+    # clusters, scenarios and the flow model
+    "crossbar": (".network.cluster", "crossbar"),
+    "load_cluster": (".network.cluster", "load_cluster"),
+    "cluster_from_dict": (".network.cluster", "cluster_from_dict"),
+    "describe_cluster": (".network.cluster", "describe"),
+    "node_names": (".network.cluster", "node_names"),
+    "generate_streams": (".network.scenario", "generate_streams"),
+    "static_timeline": (".network.scenario", "static_timeline"),
+    "load_scenario": (".network.scenario", "load_scenario"),
+    "Timeline": (".network.scenario", "Timeline"),
+    "simulate_flows": (".network.sharing", "simulate"),
+    "read_flows": (".network.flowfile", "read_flows"),
+    "read_graph": (".network.netgraph", "read_graph"),
+    "to_node_link": (".network.netgraph", "to_node_link"),
+    # node selection and patterns
+    "builtin_pattern": (".selection.patterns", "builtin_pattern"),
+    "resolve_pattern": (".selection.patterns", "resolve_pattern"),
+    "pattern_from_matrix": (".selection.patterns", "pattern_from_matrix"),
+    "pattern_names": (".selection.patterns", "pattern_names"),
+    "pair_bandwidths": (".selection.maxmin", "pair_bandwidths"),
+    "max_min_select": (".selection.maxmin", "max_min_select"),
+    "all_all_select": (".selection.maxmin", "all_all_select"),
+    "random_select": (".selection.maxmin", "random_select"),
+    "Selection": (".selection.maxmin", "Selection"),
+    "Candidate": (".selection.maxmin", "Candidate"),
+    # skeletons
+    "SkeletonSimulator": ("skeletons.simulate", "Simulator"),
+    # workloads and traces
+    "read_swf": (".workload.swf", "read_swf"),
+    "write_swf": (".workload.swf", "write_swf"),
+    "prepare_trace": (".workload.swf", "prepare"),
+    "Trace": (".workload.swf", "Trace"),
+    "resolve_trace": (".workload.traces", "resolve_trace"),
+    "offered_utilization": (".workload.summary", "offered_utilization"),
+    "fit_model": (".workload.model", "fit_model"),
+    "sample_jobs": (".workload.model", "sample"),
+    "read_model": (".workload.model", "read_model"),
+    # the batch scheduler
+    "Job": (".scheduling.job", "Job"),
+    "jobs_from_trace": (".scheduling.job", "jobs_from_trace"),
+    "compress_arrivals": (".scheduling.job", "compress_arrivals"),
+    "Scheduler": (".scheduling.scheduler", "Scheduler"),
+    "POLICIES": (".scheduling.scheduler", "POLICIES"),
+    "simulate_schedule": (".scheduling.simulate", "simulate"),
+    "Simulation": (".scheduling.simulate", "Simulation"),
+    "schedule_summary": (".scheduling.metrics", "summarize"),
+    "make_order": (".scheduling.orders", "make_order"),
+    "Order": (".scheduling.orders", "Order"),
+    "SitePolicy": (".scheduling.policyfile", "SitePolicy"),
+    "Credential": (".scheduling.policyfile", "Credential"),
+    "read_policy_file": (".scheduling.policyfile", "read_policy_file"),
+    "ReservationRequest": (".scheduling.reservations", "ReservationRequest"),
+    "Actual": (".scheduling.estimates", "Actual"),
+    "Requested": (".scheduling.estimates", "Requested"),
+    "EstimateFunction": (".scheduling.estimates", "Function"),
+    "estimator": (".scheduling.estimates", "estimator"),
+    # predictions
+    "evaluate_runtimes": (".prediction.evaluate", "evaluate_runtimes"),
+    "fit_predictor": (".prediction.evaluate", "fit_predictor"),
+    "predictor_names": (".prediction.evaluate", "predictor_names"),
+    "evaluate_waits": (".prediction.waits", "evaluate_waits"),
+    "Source": (".prediction.waits", "Source"),
+    "predict_start": (".prediction.forward", "predict_start"),
+    "probe_starts": (".prediction.forward", "probe_starts"),
+    "published_starts": (".prediction.starts", "published_starts"),
+    "ForecastBound": (".prediction.bounds", "ForecastBound"),
+    "QBETSBound": (".prediction.bounds", "QBETSBound"),
+    # turnaround on time-shared nodes
+    "BatchJob": (".batch.jobs", "BatchJob"),
+    "read_batch_jobs": (".batch.jobs", "read_jobs"),
+    "generate_batch_jobs": (".batch.jobs", "generate_jobs"),
+    "estimate_ends": (".batch.cisne", "estimate_ends"),
+    "CISNE_ESTIMATORS": (".batch.cisne", "ESTIMATORS"),
+    # load sharing across a grid
+    "Grid": (".grid.gridfile", "Grid"),
+    "Site": (".grid.gridfile", "Site"),
+    "read_grid": (".grid.gridfile", "read_grid"),
+    "simulate_grid": (".grid.simulate", "simulate_grid"),
+    # errors
+    "UserError": (".errors", "UserError"),
+    "InputFileError": (".errors", "InputFileError"),
+    "SelectionError": (".errors", "SelectionError"),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+    try:
+        module, attribute = _API[name]
+    except KeyError:
+        raise AttributeError(f"module 'emulator' has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module, __name__), attribute)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

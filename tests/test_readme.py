@@ -131,3 +131,58 @@ def test_no_help_screen_calls_a_paper_by_a_file_name():
     assert len(screens) > 25
     for words, text in screens:
         assert not re.search(r"seeds? 00[0-4]", text, re.I), " ".join(words)
+
+
+def readme_python():
+    """The README's Python code blocks (```python), joined."""
+    blocks, block = [], None
+    for raw in open(README).read().splitlines():
+        if block is None and raw.strip() == "```python":
+            block = []
+        elif block is not None and raw.startswith("```"):
+            blocks.append("\n".join(block))
+            block = None
+        elif block is not None:
+            block.append(raw)
+    return blocks
+
+
+def test_the_readme_python_api_section_runs_and_prints_what_it_says(tmp_path):
+    (code,) = readme_python()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    ends = eval(lines[0])  # two flows sharing one 100 Mbit/s port: 1.25 MB at 50 Mbit/s
+    assert ends == [pytest.approx(0.2, abs=0.002)] * 2
+    assert "bottleneck_mbps=100.0" in lines[1]  # the slow pairs are kept apart
+    waits = {line.split()[0]: float(line.split()[1]) for line in lines[2:5]}
+    assert list(waits) == ["fcfs", "easy", "conservative"]
+    assert waits["fcfs"] > 2 * waits["easy"] > 0  # backfilling shortens the waits
+    assert float(lines[5]) > 4 * 86400  # a queued job starts after now
+
+
+def test_the_package_top_level_is_the_documented_api():
+    import pydoc
+
+    import emulator
+
+    assert len(emulator.__all__) > 60
+    text = pydoc.render_doc(emulator, renderer=pydoc.plaintext)
+    for name in emulator.__all__:
+        assert getattr(emulator, name) is not None
+        assert name in text, f"help(emulator) does not list {name}"
+    with pytest.raises(AttributeError, match="no attribute 'simulate'"):
+        emulator.simulate  # names are unique at the top: simulate_flows, simulate_schedule
+
+
+def test_a_scheduling_run_imports_no_plotting_graph_or_science_library():
+    code = ("import sys, emulator as ns\n"
+            "t = ns.read_swf(ns.resolve_trace('nasa'))\n"
+            "ns.simulate_schedule(ns.jobs_from_trace(t), ns.Scheduler(t.max_procs, 'easy'))\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'scipy', 'matplotlib', 'networkx'}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
