@@ -13,10 +13,11 @@ from emulator.prediction.bounds import (ForecastBound, QBETSBound, bound_summary
                                         order_index, replay_bounds)
 from emulator.prediction.forward import predict_start
 from emulator.prediction.waits import edg_wait
-from emulator.scheduling.estimates import Actual
-from emulator.scheduling.job import Job
+from emulator.scheduling.estimates import Actual, Requested
+from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
+from emulator.workload.swf import read_swf
 from test_prediction import _schedule_until, _trace
 
 
@@ -146,6 +147,14 @@ def test_replayed_qbets_matches_the_one_inside_the_wait_evaluation(tmp_path):
     ours = [float(r["bound_seconds"]) for r in rows]
     assert bound_summary(0.9, waits, ours)["coverage"] == pytest.approx(b["coverage"])
     assert "Wait bounds at quantile 0.9" in (out / "table.md").read_text()
+    # the same schedule, its submissions and starts replayed into a fresh QBETS bound
+    trace = read_swf(str(_trace(tmp_path, n=400)))
+    ran = simulate(compress_arrivals(jobs_from_trace(trace), 6), Scheduler(16, "easy"),
+                   estimator=Requested()).jobs
+    replayed = replay_bounds(ran, QBETSBound(0.9))
+    inside = {int(r["index"]): float(r["qbets_bound_seconds"]) for r in rows}
+    assert len(inside) > 200 and len(set(inside.values())) > 1
+    assert {i: replayed[i] for i in inside} == pytest.approx(inside, abs=0.5)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -287,13 +287,21 @@ def test_launcher_maps_a_hostfile_address_to_its_namespace(monkeypatch, tmp_path
     bed.down()
 
 
-def test_testbed_commands_explain_missing_root(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("runs as root here; the message is for other users")
-    proc = subprocess.run([sys.executable, "-m", "emulator", "testbed", "up", "--nodes", "2",
-                           "--state-dir", str(tmp_path)], capture_output=True, text=True,
-                          cwd=ROOT)
-    assert proc.returncode == 2 and "needs root" in proc.stderr
+def test_testbed_commands_explain_missing_root(tmp_path, monkeypatch, capsys):
+    # what a user who is not root sees (as root too: the process is told it is uid 1000)
+    from emulator.cli import main
+    from emulator.kernel import command
+
+    def refuse(argv, **kwargs):  # were the check to fail, nothing is made as root here
+        raise command.CommandError(argv, 1, "the test runs no command")
+
+    monkeypatch.setattr(command.subprocess, "run", refuse)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    for argv in (["up", "--nodes", "2"], ["down"]):
+        assert main(["testbed", *argv, "--state-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "the namespace testbed needs root" in err, argv
+    assert os.listdir(tmp_path) == []  # nothing was recorded: nothing was made
 
 
 def test_segment_size_follows_the_port_speed():

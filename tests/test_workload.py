@@ -212,14 +212,18 @@ def test_generation_is_reproducible_byte_for_byte(tmp_path, nasa_model):
 
 
 def test_requested_times_follow_the_traces_ratio(tmp_path):
+    # the trace asks for twice or four times the run time, about half its jobs each
     rng = np.random.default_rng(0)
+    factors = rng.choice([2, 4], 400)
     body = "".join(swf_line(i + 1, i * 100, int(r), 2, requested=int(r * f), user=1 + i % 3)
-                   for i, (r, f) in enumerate(zip(rng.integers(10, 5000, 400),
-                                                  rng.choice([2, 4], 400))))
+                   for i, (r, f) in enumerate(zip(rng.integers(10, 5000, 400), factors)))
     model = fit_model(read_swf(write(tmp_path, body)), components=2)
     generated = sample(model, 5000, seed=1)
     ratio = generated.column("requested_time") / np.maximum(generated.column("run"), 1)
-    assert np.median(ratio) == pytest.approx(3, abs=1.01) and ratio.min() >= 1.9
+    assert ratio.min() >= 1.99 and ratio.max() <= 4.01  # ceil() may add a second
+    for f in (2, 4):
+        share = np.mean(np.abs(ratio - f) < 0.05)
+        assert share == pytest.approx(np.mean(factors == f), abs=0.06), f
 
 
 @pytest.mark.parametrize("change, field", [
