@@ -62,6 +62,28 @@ def register(sub):
                       help="cluster TOML/JSON or hostfile (default: the Slurm or PBS "
                            "allocation's nodes inside one, else a 10-node crossbar)")
     show.add_argument("--json", action="store_true", help="networkx node-link JSON")
+    gen = command(csub, "generate", help="write a tree cluster file: racks behind a core "
+                  "switch, or a k-ary fat tree", handler=cmd_cluster_generate,
+                  examples=["nodesel cluster generate racks --racks 32 --nodes-per-rack 32 "
+                            "--port-mbps 1000 --oversubscription 4 --out racks1024.toml",
+                            "nodesel cluster generate fat-tree --k 16 --link-mbps 1000 "
+                            "--out fattree1024.toml"])
+    gen.add_argument("kind", choices=("racks", "fat-tree"), help="the cluster's shape")
+    gen.add_argument("--racks", type=int, help="racks: how many")
+    gen.add_argument("--nodes-per-rack", type=int, help="racks: nodes in each")
+    gen.add_argument("--port-mbps", type=float, default=1000.0,
+                     help="racks: a node port's capacity (default 1000)")
+    gen.add_argument("--uplink-mbps", type=float,
+                     help="racks: a rack uplink's capacity (default: every port at once)")
+    gen.add_argument("--oversubscription", type=float,
+                     help="racks: a rack's port capacity over its uplink's (4 means 4:1)")
+    gen.add_argument("--k", type=int, help="fat-tree: the switches' port count (even; k^3/4 "
+                                           "nodes)")
+    gen.add_argument("--link-mbps", type=float, default=1000.0,
+                     help="fat-tree: every link's capacity (default 1000)")
+    gen.add_argument("--latency-ms", type=float, default=0.1,
+                     help="each link's latency (default 0.1)")
+    gen.add_argument("--out", required=True, help="the cluster file to write (TOML)")
 
     ssub = actions(sub, "scenario", help="bandwidth scenarios",
                    examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json")
@@ -214,6 +236,40 @@ def cmd_cluster(args):
         print(clusters.dumps(graph))
     else:
         print("\n".join(clusters.describe(graph)))
+    return 0
+
+
+def cmd_cluster_generate(args):
+    from ..files import write_text_atomic
+    from ..network import cluster as clusters
+    from ..network import generate
+
+    if args.kind == "racks":
+        if args.racks is None or args.nodes_per_rack is None:
+            raise UserError("cluster generate racks needs --racks and --nodes-per-rack")
+        make = lambda: generate.racks(  # noqa: E731
+            args.racks, args.nodes_per_rack, port_mbps=args.port_mbps,
+            uplink_mbps=args.uplink_mbps, oversubscription=args.oversubscription,
+            latency_ms=args.latency_ms)
+    else:
+        if args.k is None:
+            raise UserError("cluster generate fat-tree needs --k")
+        make = lambda: generate.fat_tree(args.k, link_mbps=args.link_mbps,  # noqa: E731
+                                         latency_ms=args.latency_ms)
+    try:
+        data = make()
+    except ValueError as e:
+        raise UserError(f"cluster generate {args.kind}: {e}") from None
+    graph = clusters.cluster_from_dict(data, args.out)  # what users will load, checked
+    flags = ("racks", "nodes_per_rack", "port_mbps", "uplink_mbps", "oversubscription") \
+        if args.kind == "racks" else ("k", "link_mbps")
+    argv = " ".join(f"--{f.replace('_', '-')} {getattr(args, f):g}" for f in flags
+                    if getattr(args, f) is not None)
+    write_text_atomic(args.out, generate.cluster_toml(data, comment=(
+        f"{generate.summary(data)}\nWritten by: nodesel cluster generate {args.kind} {argv} "
+        f"--latency-ms {args.latency_ms:g}")))
+    print(f"{args.out}: {len(clusters.node_names(graph))} nodes, "
+          f"{graph.number_of_nodes() - len(clusters.node_names(graph))} switches")
     return 0
 
 
