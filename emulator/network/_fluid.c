@@ -1,6 +1,7 @@
 /* The cluster's network as one fluid model: every active flow shares every resource it
  * crosses, max-min fair (progressive filling), re-solved whenever a flow starts or ends or
- * the scenario changes (emulator/network/sharing.py says what the resources are).
+ * the scenario changes, for the flows the change can reach (the incremental solve, below)
+ * (emulator/network/sharing.py says what the resources are).
  *
  * A resource is a directed link (a port up or down, a switch-to-switch link in one
  * direction, a crossbar pair's path in one direction) or a node's CPU, with a capacity in
@@ -40,17 +41,26 @@
 #include "fluid.h"
 
 #define FL_MAGIC 0x31666c7569646e73ULL /* "sndiulf1" */
-#define FL_VERSION 2
+#define FL_VERSION 3
 #define DONE_BITS_SECONDS 1e-9 /* a flow within this much transfer of its end is done */
 #define RING_EPS_SECONDS 2e-5  /* a projection this much earlier than seen wakes the party */
 #define MAX_RINGS 256
+#define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
+#define FL_SEEDS 1024  /* flows and resources a solve starts from; past that, a full solve */
+#define CHANGE_TOL 1e-11 /* a rate this much apart (relative) has changed */
+#define FULL_SHARE 0.5 /* an incremental solve whose rounds have solved this share of the
+                          active flows, summed, stops and solves them all: at worst it cost
+                          half a full solve more than one */
 
 enum { FREE = 0, ACTIVE = 1, DONE = 2 };
 
 typedef struct {
     double capacity; /* units per second, dilated */
     int32_t background;
-    int32_t pad;
+    int32_t head;      /* the first element (flow * FL_MAX_PATH + position) crossing it, -1 */
+    int32_t n_flows;   /* active flows crossing it */
+    int32_t saturated; /* in the last solve that reached it */
+    long double load;  /* the rates of its flows, summed (long: it is kept by differences) */
 } Res;
 
 typedef struct {
@@ -65,6 +75,8 @@ typedef struct {
     double rcv_seen, snd_seen;  /* projections the parties last read */
     uint8_t rcv_len, snd_len;
     char rcv_bell[FL_BELL_BYTES], snd_bell[FL_BELL_BYTES];
+    /* while active: its place in each crossed resource's list of elements */
+    int32_t link_next[FL_MAX_PATH], link_prev[FL_MAX_PATH];
 } Flow;
 
 typedef struct {
@@ -78,7 +90,11 @@ typedef struct {
     double played; /* the latest scenario time the model has reached */
     double buffer; /* a sender is released when this much of its flow is left */
     int64_t cursor; /* the next scenario event */
-    uint64_t solves;
+    uint64_t solves, full_solves;
+    /* what changed since the last solve: flows that started, resources whose users or
+     * capacity changed (seed_full: everything) */
+    int32_t n_seed_flows, n_seed_res, seed_full, linked;
+    int32_t seed_flows[FL_SEEDS], seed_res[FL_SEEDS];
 } Header;
 
 typedef struct {
@@ -110,7 +126,23 @@ typedef struct Fluid {
     double *rem;
     int32_t *users, *stamp, *touched, *unfrozen;
     char *sat;
-    int32_t stamp_now;
+    int32_t stamp_now, n_touched;
+    double *lvl;   /* per resource: the level at which it saturated */
+    /* the heap solve's own: per resource its rem at level lref, its heap place and key,
+     * its elements' span; per position of the ids given, frozen or not */
+    double *lref, *key;
+    int32_t *heap, *hpos, *span, *span_end, *elems, *by_bound, *newsat;
+    char *frozen;
+    size_t elems_cap;
+    double *fixed; /* per resource: what flows outside an incremental solve take of it */
+    /* the incremental solve's own: its flows (F) and closed resources (S) */
+    double *old_rate, *out_max;
+    long double *f_load; /* per resource: what F's flows took of it before the solve */
+    int32_t *in_f, *in_s, *f_list, *s_list, *r_stamp, *f_count;
+    char *has_out;
+    int32_t f_now, s_now, r_now;
+    double fell_back;   /* how often incremental solves fell back lately (a moving average) */
+    int32_t full_streak; /* full solves in a row since, skipping the incremental attempt */
     int ring_fd, n_rings;
     char ring_to[MAX_RINGS][FL_BELL_BYTES];
     uint8_t ring_len[MAX_RINGS];
@@ -118,6 +150,7 @@ typedef struct Fluid {
 } Fluid;
 
 static PyTypeObject FluidType;
+static void seed_everything(Fluid *f);
 
 /* -- clocks --------------------------------------------------------------------------- */
 
@@ -221,15 +254,19 @@ static void reset_resources(Fluid *f)
         f->res[tl->res[k]].background = tl->background[k];
     }
     h->cursor = k;
-    h->dirty = 1;
+    seed_everything(f);
 }
 
 /* -- the max-min solve (progressive filling) ----------------------------------------- */
 
 /* Rates of the flows in `ids` (n of them) over capacities `cap` and background `bg`:
  * every flow's rate is raised together; a flow freezes when a resource on its path is
- * saturated or it reaches its bound; background flows freeze with their resource. */
-static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *res)
+ * saturated or it reaches its bound; background flows freeze with their resource. With
+ * `fixed`, what other flows take of each resource is left out of its capacity. Leaves the
+ * resources it reached in f->touched (f->n_touched), their saturation in f->sat and the
+ * level at which they saturated in f->lvl (where the caller has one). */
+static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *res,
+                   const double *fixed)
 {
     int32_t now = ++f->stamp_now;
     int nt = 0;
@@ -243,14 +280,19 @@ static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *
             if (f->stamp[r] != now) {
                 f->stamp[r] = now;
                 f->touched[nt++] = r;
-                f->rem[r] = res[r].capacity;
+                f->rem[r] = res[r].capacity - (fixed ? fixed[r] : 0.0);
+                if (f->rem[r] < 0)
+                    f->rem[r] = 0;
                 f->users[r] = res[r].background;
                 f->sat[r] = 0;
+                if (f->lvl)
+                    f->lvl[r] = INFINITY;
             }
             f->users[r]++;
         }
         f->unfrozen[i] = ids[i];
     }
+    f->n_touched = nt;
     int nu = n;
     double level = 0.0;
     while (nu > 0) {
@@ -283,8 +325,11 @@ static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *
             if (f->sat[r] || f->users[r] <= 0)
                 continue;
             f->rem[r] -= d * f->users[r];
-            if (r == arg || f->rem[r] <= 1e-12 * res[r].capacity)
+            if (r == arg || f->rem[r] <= 1e-12 * res[r].capacity) {
                 f->sat[r] = 1;
+                if (f->lvl)
+                    f->lvl[r] = level;
+            }
         }
         int k = 0;
         for (int i = 0; i < nu; i++) {
@@ -304,6 +349,235 @@ static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *
         }
         nu = k;
     }
+    for (int i = 0; i < nt; i++) { /* background streams fill what the flows left */
+        int r = f->touched[i];
+        if (!f->sat[r] && res[r].background > 0) {
+            f->sat[r] = 1;
+            if (f->lvl)
+                f->lvl[r] = level + f->rem[r] / f->users[r];
+        }
+    }
+}
+
+/* -- the max-min solve by events ------------------------------------------------------
+ *
+ * The same progressive filling as maxmin(), driven by events instead of rounds over every
+ * resource and flow. While its users do not change, a resource saturates at level
+ * lref + rem / users (rem: what was left of it at level lref), so the resources wait in a
+ * heap by that level; a saturation freezes the unfrozen flows crossing it (through this
+ * solve's elements, grouped by resource), and each frozen flow updates the resources on
+ * its path. Bounds are events too, in increasing order. O(E log R) for E elements on R
+ * resources, where maxmin() costs O(levels x (R + flows)). maxmin() stays the reference
+ * (Fluid.check() compares the two). */
+
+static void heap_swap(Fluid *f, int a, int b)
+{
+    int32_t ra = f->heap[a], rb = f->heap[b];
+    f->heap[a] = rb;
+    f->heap[b] = ra;
+    f->hpos[rb] = a;
+    f->hpos[ra] = b;
+}
+
+static void heap_down(Fluid *f, int i, int n)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && f->key[f->heap[l]] < f->key[f->heap[m]])
+            m = l;
+        if (r < n && f->key[f->heap[r]] < f->key[f->heap[m]])
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(f, i, m);
+        i = m;
+    }
+}
+
+static void heap_up(Fluid *f, int i)
+{
+    while (i > 0 && f->key[f->heap[(i - 1) / 2]] > f->key[f->heap[i]]) {
+        heap_swap(f, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+/* what is left of resource r at `level` */
+static inline double rem_at(const Fluid *f, int32_t r, double level)
+{
+    return f->rem[r] - f->users[r] * (level - f->lref[r]);
+}
+
+static int grow_elems(Fluid *f, size_t need)
+{
+    if (need <= f->elems_cap)
+        return 0;
+    size_t cap = need * 2;
+    int32_t *e = realloc(f->elems, sizeof(int32_t) * cap);
+    if (!e)
+        return -1;
+    f->elems = e;
+    f->elems_cap = cap;
+    return 0;
+}
+
+static const Flow *sort_flows; /* the flows and ids bound_order() sorts positions of */
+static const int32_t *sort_ids;
+
+static int bound_order(const void *a, const void *b)
+{
+    double x = sort_flows[sort_ids[*(const int32_t *)a]].bound;
+    double y = sort_flows[sort_ids[*(const int32_t *)b]].bound;
+    return (x > y) - (x < y);
+}
+
+/* The flow at position i of `ids` freezes at `level` (or its bound, if lower): the
+ * resources on its path lose a user and wait for a later level. */
+static void freeze(Fluid *f, const int32_t *ids, int i, Flow *flows, double level, int hn)
+{
+    Flow *x = &flows[ids[i]];
+    f->frozen[i] = 1;
+    x->rate = x->bound > 0 && level > x->bound ? x->bound : level;
+    const int32_t *p;
+    int len = path_of(f, x, &p);
+    for (int j = 0; j < len; j++) {
+        int32_t r = p[j];
+        f->rem[r] = rem_at(f, r, level);
+        f->lref[r] = level;
+        f->users[r]--;
+        if (f->sat[r])
+            continue;
+        f->key[r] = f->users[r] > 0 ? level + fmax(f->rem[r], 0.0) / f->users[r] : INFINITY;
+        heap_up(f, f->hpos[r]);
+        heap_down(f, f->hpos[r], hn);
+    }
+}
+
+/* Group the elements of the flows in `ids` by resource: f->span[r] .. f->span_end[r] in
+ * f->elems (positions in ids). -1 if out of memory. */
+static int group_elements(Fluid *f, const int32_t *ids, int n, Flow *flows, size_t total)
+{
+    if (grow_elems(f, total + 1))
+        return -1;
+    int32_t at = 0;
+    for (int k = 0; k < f->n_touched; k++) {
+        int32_t r = f->touched[k];
+        at += f->span[r]; /* its count so far */
+        f->span[r] = f->span_end[r] = at;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        const int32_t *p;
+        int len = path_of(f, &flows[ids[i]], &p);
+        for (int j = 0; j < len; j++)
+            f->elems[--f->span[p[j]]] = i;
+    }
+    return 0;
+}
+
+static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *res,
+                         const double *fixed)
+{
+    int32_t now = ++f->stamp_now;
+    int nt = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        Flow *x = &flows[ids[i]];
+        x->rate = 0.0;
+        f->frozen[i] = 0;
+        const int32_t *p;
+        int len = path_of(f, x, &p);
+        total += (size_t)len;
+        for (int j = 0; j < len; j++) {
+            int32_t r = p[j];
+            if (f->stamp[r] != now) {
+                f->stamp[r] = now;
+                f->touched[nt++] = r;
+                f->rem[r] = res[r].capacity - (fixed ? fixed[r] : 0.0);
+                if (f->rem[r] < 0)
+                    f->rem[r] = 0;
+                f->lref[r] = 0.0;
+                f->users[r] = res[r].background;
+                f->span[r] = 0;
+                f->sat[r] = 0;
+                f->lvl[r] = INFINITY;
+            }
+            f->users[r]++;
+            f->span[r]++;
+        }
+    }
+    f->n_touched = nt;
+    if (group_elements(f, ids, n, flows, total))
+        return -1;
+    int hn = 0;
+    for (int k = 0; k < nt; k++) {
+        int32_t r = f->touched[k];
+        f->key[r] = f->rem[r] / f->users[r];
+        f->heap[hn] = r;
+        f->hpos[r] = hn++;
+    }
+    for (int i = hn / 2 - 1; i >= 0; i--)
+        heap_down(f, i, hn);
+    int nb = 0;
+    for (int i = 0; i < n; i++)
+        if (flows[ids[i]].bound > 0)
+            f->by_bound[nb++] = i;
+    sort_flows = flows;
+    sort_ids = ids;
+    qsort(f->by_bound, (size_t)nb, sizeof(int32_t), bound_order);
+    int nu = n, b = 0;
+    double level = 0.0;
+    while (nu > 0) {
+        while (b < nb && f->frozen[f->by_bound[b]])
+            b++;
+        double next_res = hn ? f->key[f->heap[0]] : INFINITY;
+        double next_bound = b < nb ? flows[ids[f->by_bound[b]]].bound : INFINITY;
+        double next = next_bound < next_res ? next_bound : next_res;
+        if (!isfinite(next)) { /* flows that cross nothing and have no bound: unlimited */
+            for (int i = 0; i < n; i++)
+                if (!f->frozen[i])
+                    flows[ids[i]].rate = INFINITY;
+            break;
+        }
+        if (next > level)
+            level = next;
+        int n_new = 0; /* every resource out of room at this level saturates */
+        while (hn > 0) {
+            int32_t r = f->heap[0];
+            if (!(f->key[r] <= level || rem_at(f, r, level) <= 1e-12 * res[r].capacity))
+                break;
+            f->sat[r] = 1;
+            f->lvl[r] = level;
+            f->newsat[n_new++] = r;
+            heap_swap(f, 0, --hn);
+            heap_down(f, 0, hn);
+        }
+        for (int k = 0; k < n_new; k++) {
+            int32_t r = f->newsat[k];
+            for (int32_t e = f->span[r]; e < f->span_end[r]; e++)
+                if (!f->frozen[f->elems[e]]) {
+                    freeze(f, ids, f->elems[e], flows, level, hn);
+                    nu--;
+                }
+        }
+        for (; b < nb; b++) {
+            int i = f->by_bound[b];
+            if (f->frozen[i])
+                continue;
+            if (level < flows[ids[i]].bound * (1 - 1e-12))
+                break;
+            freeze(f, ids, i, flows, level, hn);
+            nu--;
+        }
+    }
+    /* a resource with background streams is filled by them after the flows froze */
+    for (int k = 0; k < hn; k++) {
+        int32_t r = f->heap[k];
+        if (res[r].background > 0) {
+            f->sat[r] = 1;
+            f->lvl[r] = f->key[r];
+        }
+    }
+    return 0;
 }
 
 /* -- the fluid model ------------------------------------------------------------------ */
@@ -328,28 +602,329 @@ static double projected_release(const Header *h, const Flow *x, double clock)
     return clock + (x->remaining - h->buffer) / x->rate;
 }
 
+/* -- the incremental solve ----------------------------------------------------------
+ *
+ * Each resource keeps the list of the active flows crossing it (an element per flow and
+ * position on its path, in the shared state) and whether it was saturated when last solved.
+ * A change (a flow starts or ends, a resource's capacity or background changes) seeds the
+ * next solve: a new flow, or the saturated resources of an ended flow's path, or the
+ * changed resource. The solve re-solves only a set F of flows: those seeded, and every
+ * flow crossing a resource of the closed set S, with what the flows outside F take of each
+ * resource held fixed. It then closes (adds to S) every resource of F's paths that has flows
+ * outside F and (a) was saturated and is not any more, or (b) is saturated, and the flows of
+ * F that froze on it are slower than one outside F, or (c) was and is saturated, and a flow
+ * of F on it is now faster than every flow outside F; and solves F again, until nothing is
+ * closed.
+ *
+ * Then every flow has a bottleneck (a saturated resource where no flow is faster, or its
+ * bound): a flow of F the one it froze on, which is closed (all its flows in F) or passed
+ * (b); a flow outside F its old one, which F does not reach, or which is still saturated (a)
+ * with no flow faster than the fastest outside it (c). A feasible allocation in which every
+ * flow has a bottleneck is the max-min fair one, so the rates are the full solve's (to
+ * rounding; CHANGE_TOL). This is the selective update of SimGrid's LMM made exact for
+ * progressive filling, and tighter: a change that a saturated resource absorbs (its flows
+ * of F slow down, and it stays saturated) goes no further. */
+
+static int incremental_on = 1; /* off: every solve is a full one (for comparison) */
+static unsigned long long stat_rounds, stat_flows; /* this process's incremental solves */
+
+static inline Flow *elem_flow(Fluid *f, int32_t e)
+{
+    return &f->flows[e / FL_MAX_PATH];
+}
+
+static void link_flow(Fluid *f, int32_t id)
+{
+    if (!f->h->linked)
+        return;
+    Flow *x = &f->flows[id];
+    const int32_t *p;
+    int len = path_of(f, x, &p);
+    for (int j = 0; j < len; j++) {
+        Res *r = &f->res[p[j]];
+        int32_t e = id * FL_MAX_PATH + j;
+        x->link_prev[j] = -1;
+        x->link_next[j] = r->head;
+        if (r->head >= 0)
+            elem_flow(f, r->head)->link_prev[r->head % FL_MAX_PATH] = e;
+        r->head = e;
+        r->n_flows++;
+    }
+}
+
+static void unlink_flow(Fluid *f, int32_t id)
+{
+    if (!f->h->linked)
+        return;
+    Flow *x = &f->flows[id];
+    const int32_t *p;
+    int len = path_of(f, x, &p);
+    for (int j = 0; j < len; j++) {
+        Res *r = &f->res[p[j]];
+        int32_t prev = x->link_prev[j], next = x->link_next[j];
+        if (prev >= 0)
+            elem_flow(f, prev)->link_next[prev % FL_MAX_PATH] = next;
+        else
+            r->head = next;
+        if (next >= 0)
+            elem_flow(f, next)->link_prev[next % FL_MAX_PATH] = prev;
+        r->load -= x->rate;
+        if (--r->n_flows == 0) {
+            r->saturated = 0;
+            r->load = 0; /* no drift survives an idle resource */
+        }
+    }
+}
+
+static void seed_resource(Fluid *f, int32_t r)
+{
+    Header *h = f->h;
+    h->dirty = 1;
+    if (h->n_seed_res < FL_SEEDS)
+        h->seed_res[h->n_seed_res++] = r;
+    else
+        h->seed_full = 1;
+}
+
+static void seed_flow(Fluid *f, int32_t id)
+{
+    Header *h = f->h;
+    h->dirty = 1;
+    if (h->n_seed_flows < FL_SEEDS)
+        h->seed_flows[h->n_seed_flows++] = id;
+    else
+        h->seed_full = 1;
+}
+
+static void seed_everything(Fluid *f)
+{
+    f->h->dirty = 1;
+    f->h->seed_full = 1;
+}
+
+/* An active flow leaves the model: out of its resources' lists, and its saturated ones
+ * seed the next solve (an unsaturated one bottlenecks nobody, and gains slack only). */
+static void leave(Fluid *f, int32_t id)
+{
+    const int32_t *p;
+    int len = path_of(f, &f->flows[id], &p);
+    for (int j = 0; j < len; j++)
+        if (f->res[p[j]].saturated || !f->h->linked)
+            seed_resource(f, p[j]);
+    unlink_flow(f, id);
+}
+
+static void join_f(Fluid *f, int32_t id, int *n)
+{
+    if (f->in_f[id] == f->f_now || f->flows[id].state != ACTIVE)
+        return;
+    f->in_f[id] = f->f_now;
+    f->old_rate[id] = f->flows[id].rate;
+    f->f_list[(*n)++] = id;
+}
+
+static void close_s(Fluid *f, int32_t r, int *n_f, int *n_s)
+{
+    if (f->in_s[r] == f->s_now)
+        return;
+    f->in_s[r] = f->s_now;
+    f->s_list[(*n_s)++] = r;
+    for (int32_t e = f->res[r].head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH])
+        join_f(f, e / FL_MAX_PATH, n_f);
+}
+
+/* What the flows outside F take of each resource F crosses (its load less what F's flows
+ * took), and whether there are any. */
+static void outside_usage(Fluid *f, int n_f)
+{
+    int32_t now = ++f->r_now;
+    for (int i = 0; i < n_f; i++) {
+        int32_t id = f->f_list[i];
+        const int32_t *p;
+        int len = path_of(f, &f->flows[id], &p);
+        for (int j = 0; j < len; j++) {
+            int32_t r = p[j];
+            if (f->r_stamp[r] != now) {
+                f->r_stamp[r] = now;
+                f->f_count[r] = 0;
+                f->f_load[r] = 0;
+            }
+            f->f_count[r]++;
+            f->f_load[r] += f->old_rate[id];
+        }
+    }
+    for (int i = 0; i < n_f; i++) {
+        const int32_t *p;
+        int len = path_of(f, &f->flows[f->f_list[i]], &p);
+        for (int j = 0; j < len; j++) {
+            int32_t r = p[j];
+            f->has_out[r] = f->f_count[r] < f->res[r].n_flows;
+            double out = f->has_out[r] ? (double)(f->res[r].load - f->f_load[r]) : 0.0;
+            f->fixed[r] = out > 0 ? out : 0.0;
+        }
+    }
+}
+
+/* The fastest flow outside F crossing r. */
+static double fastest_outside(Fluid *f, int32_t r)
+{
+    double fastest = 0.0;
+    for (int32_t e = f->res[r].head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH]) {
+        int32_t id = e / FL_MAX_PATH;
+        if (f->in_f[id] != f->f_now && f->flows[id].rate > fastest)
+            fastest = f->flows[id].rate;
+    }
+    return fastest;
+}
+
+/* The fastest flow of F on each resource F crosses, in f->out_max (its background
+ * streams, solved with F, freeze at the level it saturates at). */
+static void fastest_in_f(Fluid *f, int n_f)
+{
+    for (int i = 0; i < f->n_touched; i++) {
+        int32_t r = f->touched[i];
+        f->out_max[r] = f->res[r].background > 0 && f->sat[r] ? f->lvl[r] : 0.0;
+    }
+    for (int i = 0; i < n_f; i++) {
+        const Flow *x = &f->flows[f->f_list[i]];
+        const int32_t *p;
+        int len = path_of(f, x, &p);
+        for (int j = 0; j < len; j++)
+            if (x->rate > f->out_max[p[j]])
+                f->out_max[p[j]] = x->rate;
+    }
+}
+
+static void full_solve(Fluid *f)
+{
+    Header *h = f->h;
+    if (maxmin_events(f, f->active, h->n_active, f->flows, f->res, NULL))
+        maxmin(f, f->active, h->n_active, f->flows, f->res, NULL);
+    /* every resource with flows is reached; one without has saturated = 0 and load = 0
+     * (unlink_flow); the loads are summed afresh */
+    for (int i = 0; i < f->n_touched; i++) {
+        f->res[f->touched[i]].saturated = f->sat[f->touched[i]];
+        f->res[f->touched[i]].load = 0;
+    }
+    for (int i = 0; i < h->n_active; i++) {
+        Flow *x = &f->flows[f->active[i]];
+        const int32_t *p;
+        int len = path_of(f, x, &p);
+        for (int j = 0; j < len; j++)
+            f->res[p[j]].load += x->rate;
+    }
+    h->full_solves++;
+}
+
+/* The incremental solve (see above). Returns the number of flows in F (listed in
+ * f->f_list), or -1 after it fell back on a full solve. */
+static int incremental_solve(Fluid *f)
+{
+    Header *h = f->h;
+    int n_f = 0, n_s = 0;
+    f->f_now++;
+    f->s_now++;
+    for (int i = 0; i < h->n_seed_flows; i++) {
+        int32_t id = h->seed_flows[i];
+        join_f(f, id, &n_f);
+        const int32_t *p; /* it takes a share of each saturated resource it crosses */
+        int len = f->flows[id].state == ACTIVE ? path_of(f, &f->flows[id], &p) : 0;
+        for (int j = 0; j < len; j++)
+            if (f->res[p[j]].saturated)
+                close_s(f, p[j], &n_f, &n_s);
+    }
+    for (int i = 0; i < h->n_seed_res; i++)
+        close_s(f, h->seed_res[i], &n_f, &n_s);
+    double work = 0.0;
+    while (n_f > 0) {
+        work += n_f;
+        if (work > FULL_SHARE * h->n_active && n_f > 64)
+            return -1;
+        outside_usage(f, n_f);
+        if (maxmin_events(f, f->f_list, n_f, f->flows, f->res, f->fixed))
+            maxmin(f, f->f_list, n_f, f->flows, f->res, f->fixed);
+        stat_rounds++;
+        stat_flows += (unsigned long long)n_f;
+        fastest_in_f(f, n_f);
+        int closed = 0;
+        for (int i = 0; i < f->n_touched; i++) {
+            int32_t r = f->touched[i];
+            if (f->in_s[r] == f->s_now || !f->has_out[r])
+                continue;
+            int was = f->res[r].saturated, is = f->sat[r];
+            double outside = is ? fastest_outside(f, r) : 0.0;
+            int lost = was && !is;                                    /* (a) */
+            int slower = is && outside > f->lvl[r] * (1 + CHANGE_TOL); /* (b) */
+            int faster = was && is && f->out_max[r] > outside * (1 + CHANGE_TOL); /* (c) */
+            if (lost || slower || faster) {
+                close_s(f, r, &n_f, &n_s);
+                closed = 1;
+            }
+        }
+        if (!closed)
+            break;
+    }
+    for (int i = 0; i < f->n_touched; i++)
+        f->res[f->touched[i]].saturated = f->sat[f->touched[i]];
+    for (int i = 0; i < n_f; i++) { /* the loads follow F's new rates */
+        int32_t id = f->f_list[i];
+        double delta = f->flows[id].rate - f->old_rate[id];
+        if (delta == 0)
+            continue;
+        const int32_t *p;
+        int len = path_of(f, &f->flows[id], &p);
+        for (int j = 0; j < len; j++)
+            f->res[p[j]].load += delta;
+    }
+    return n_f;
+}
+
+/* Wake the parties of flow x whose end or release came earlier than they last read. */
+static void ring_if_earlier(Fluid *f, Flow *x)
+{
+    Header *h = f->h;
+    double end = projected_end(x, h->clock);
+    if (end < x->rcv_seen - RING_EPS_SECONDS) {
+        want_ring(f, x->rcv_bell, x->rcv_len);
+        x->rcv_seen = end;
+    }
+    if (isnan(x->release_at) && x->snd_len) {
+        double rel = projected_release(h, x, h->clock);
+        if (rel < x->snd_seen - RING_EPS_SECONDS) {
+            want_ring(f, x->snd_bell, x->snd_len);
+            x->snd_seen = rel;
+        }
+    }
+}
+
+/* Where most incremental solves fall back (everything is coupled: oversubscribed uplinks
+ * that every flow crosses), the attempt costs more than it saves: then solves are full ones,
+ * and one in SKIP_RETRY tries again. */
+#define FELL_BACK_MAX 0.5
+#define SKIP_RETRY 16
+
 static void solve(Fluid *f)
 {
     Header *h = f->h;
-    maxmin(f, f->active, h->n_active, f->flows, f->res);
+    int n_f = -1;
+    int skip = f->fell_back > FELL_BACK_MAX && ++f->full_streak % SKIP_RETRY != 0;
+    if (incremental_on && h->linked && !h->seed_full && !skip) {
+        n_f = incremental_solve(f);
+        f->fell_back = 0.9 * f->fell_back + (n_f < 0 ? 0.1 : 0.0);
+        f->full_streak = 0;
+    }
+    if (n_f < 0)
+        full_solve(f);
+    h->n_seed_flows = h->n_seed_res = h->seed_full = 0;
     h->solves++;
     h->dirty = 0;
-    /* wake the parties whose end or release came earlier than they last read */
-    for (int i = 0; i < h->n_active; i++) {
-        Flow *x = &f->flows[f->active[i]];
-        double end = projected_end(x, h->clock);
-        if (end < x->rcv_seen - RING_EPS_SECONDS) {
-            want_ring(f, x->rcv_bell, x->rcv_len);
-            x->rcv_seen = end;
-        }
-        if (isnan(x->release_at) && x->snd_len) {
-            double rel = projected_release(h, x, h->clock);
-            if (rel < x->snd_seen - RING_EPS_SECONDS) {
-                want_ring(f, x->snd_bell, x->snd_len);
-                x->snd_seen = rel;
-            }
-        }
+    if (n_f >= 0) { /* the flows outside F kept their rates, and their projections */
+        for (int i = 0; i < n_f; i++)
+            ring_if_earlier(f, &f->flows[f->f_list[i]]);
+        return;
     }
+    for (int i = 0; i < h->n_active; i++)
+        ring_if_earlier(f, &f->flows[f->active[i]]);
 }
 
 static void free_slot(Fluid *f, int32_t id)
@@ -363,6 +938,7 @@ static void free_slot(Fluid *f, int32_t id)
 static void finish(Fluid *f, int32_t id, double at)
 {
     Flow *x = &f->flows[id];
+    leave(f, id);
     x->state = DONE;
     x->remaining = 0.0;
     x->done_at = at;
@@ -457,7 +1033,7 @@ static void advance(Fluid *f, double now)
             int64_t c = h->cursor++;
             f->res[tl->res[c]].capacity = tl->capacity[c] / h->dilation;
             f->res[tl->res[c]].background = tl->background[c];
-            h->dirty = 1;
+            seed_resource(f, tl->res[c]);
         }
     }
     if (now > h->clock && isfinite(now))
@@ -550,6 +1126,8 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         if (!n->persistent && n->amount <= h->buffer)
             x->release_at = now;
         f->active[h->n_active++] = id;
+        link_flow(f, id);
+        seed_flow(f, id);
         solve(f);
     }
     *slot = id;
@@ -605,6 +1183,7 @@ static void api_drop(Fluid *f, int32_t slot, uint32_t gen, int party)
     if (x->state == DONE) {
         free_slot(f, slot);
     } else if (x->persistent) { /* a background flow ends when its owner says */
+        leave(f, slot);
         for (int i = 0; i < h->n_active; i++)
             if (f->active[i] == slot) {
                 f->active[i] = f->active[--h->n_active];
@@ -830,10 +1409,24 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         return -1;
     if (!ALLOC(f->rem, f->n_res) || !ALLOC(f->users, f->n_res) || !ALLOC(f->stamp, f->n_res) ||
         !ALLOC(f->touched, f->n_res) || !ALLOC(f->sat, f->n_res) ||
-        !ALLOC(f->unfrozen, max_flows)) {
+        !ALLOC(f->unfrozen, max_flows) || !ALLOC(f->lvl, f->n_res) ||
+        !ALLOC(f->fixed, f->n_res) || !ALLOC(f->out_max, f->n_res) ||
+        !ALLOC(f->f_load, f->n_res) || !ALLOC(f->f_count, f->n_res) ||
+        !ALLOC(f->has_out, f->n_res) || !ALLOC(f->in_s, f->n_res) ||
+        !ALLOC(f->s_list, f->n_res) || !ALLOC(f->r_stamp, f->n_res) ||
+        !ALLOC(f->old_rate, max_flows) || !ALLOC(f->in_f, max_flows) ||
+        !ALLOC(f->f_list, max_flows) || !ALLOC(f->lref, f->n_res) ||
+        !ALLOC(f->key, f->n_res) || !ALLOC(f->heap, f->n_res) || !ALLOC(f->hpos, f->n_res) ||
+        !ALLOC(f->span, f->n_res) || !ALLOC(f->span_end, f->n_res) ||
+        !ALLOC(f->newsat, f->n_res) || !ALLOC(f->by_bound, max_flows) ||
+        !ALLOC(f->frozen, max_flows)) {
         PyErr_NoMemory();
         return -1;
     }
+    int longest = 1; /* a flow on a resource of its own crosses one */
+    for (Py_ssize_t k = 0; k + 1 < n_ps; k++)
+        if (f->path_start[k + 1] - f->path_start[k] > longest)
+            longest = f->path_start[k + 1] - f->path_start[k];
     size_t o_res, o_flows, o_active, o_free, o_bucket;
     size_t size = layout(n_nodes, f->n_res, max_flows, &o_res, &o_flows, &o_active, &o_free,
                          &o_bucket);
@@ -891,6 +1484,9 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
             f->free_stack[i] = max_flows - 1 - i;
         }
         h->n_free = max_flows;
+        h->linked = longest <= FL_MAX_PATH; /* else every solve is a full one */
+        for (int r = 0; r < f->n_res; r++)
+            f->res[r].head = -1;
         for (int k = 0; k < n_nodes * n_nodes; k++) {
             f->bucket[2 * k] = INFINITY; /* full */
             f->bucket[2 * k + 1] = -INFINITY;
@@ -928,6 +1524,28 @@ static void Fluid_dealloc(Fluid *f)
     free(f->touched);
     free(f->sat);
     free(f->unfrozen);
+    free(f->lvl);
+    free(f->fixed);
+    free(f->out_max);
+    free(f->f_load);
+    free(f->f_count);
+    free(f->lref);
+    free(f->key);
+    free(f->heap);
+    free(f->hpos);
+    free(f->span);
+    free(f->span_end);
+    free(f->newsat);
+    free(f->by_bound);
+    free(f->frozen);
+    free(f->elems);
+    free(f->has_out);
+    free(f->in_s);
+    free(f->s_list);
+    free(f->r_stamp);
+    free(f->old_rate);
+    free(f->in_f);
+    free(f->f_list);
     if (f->ring_fd >= 0)
         close(f->ring_fd);
     Py_XDECREF(f->capsule);
@@ -1158,10 +1776,71 @@ static PyObject *Fluid_counts(Fluid *f, PyObject *noargs)
     if (!ready(f))
         return NULL;
     fl_lock(f);
-    PyObject *out = Py_BuildValue("{s:i,s:i,s:K}", "active", f->h->n_active, "free",
-                                  f->h->n_free, "solves", (unsigned long long)f->h->solves);
+    PyObject *out = Py_BuildValue("{s:i,s:i,s:K,s:K,s:K,s:K}", "active", f->h->n_active,
+                                  "free", f->h->n_free, "solves",
+                                  (unsigned long long)f->h->solves, "full_solves",
+                                  (unsigned long long)f->h->full_solves, "rounds", stat_rounds,
+                                  "round_flows", stat_flows);
     fl_unlock(f);
     return out;
+}
+
+/* resources() -> [(capacity, background, flows, saturated, load)] per resource, as the
+ * model holds them (for checks) */
+static PyObject *Fluid_resources(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    if (f->h->dirty)
+        solve(f);
+    PyObject *out = PyList_New(f->n_res);
+    for (int r = 0; out && r < f->n_res; r++) {
+        Res *x = &f->res[r];
+        PyObject *t = Py_BuildValue("(diiid)", x->capacity, x->background, x->n_flows,
+                                    x->saturated, (double)x->load);
+        if (!t)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, r, t);
+    }
+    fl_unlock(f);
+    return out;
+}
+
+/* check() -> the largest relative difference between the active flows' rates and a full
+ * solve of them (the state is left as it was): the incremental solve's own test. */
+static PyObject *Fluid_check(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    Header *h = f->h;
+    if (h->dirty)
+        solve(f);
+    int n = h->n_active;
+    double *kept = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    double worst = 0.0;
+    if (kept) {
+        for (int i = 0; i < n; i++)
+            kept[i] = f->flows[f->active[i]].rate;
+        maxmin(f, f->active, n, f->flows, f->res, NULL);
+        for (int i = 0; i < n; i++) {
+            Flow *x = &f->flows[f->active[i]];
+            double full = x->rate, diff = 0.0;
+            if (full != kept[i])
+                diff = isinf(full) || isinf(kept[i]) ? INFINITY
+                       : fabs(full - kept[i]) / fmax(fabs(full), 1e-300);
+            if (diff > worst)
+                worst = diff;
+            x->rate = kept[i];
+        }
+    }
+    fl_unlock(f);
+    if (!kept)
+        return PyErr_NoMemory();
+    free(kept);
+    return PyFloat_FromDouble(worst);
 }
 
 /* Let go of the memory (before a shared window is freed): every later call on this model
@@ -1210,7 +1889,12 @@ static PyMethodDef Fluid_methods[] = {
     {"clock", (PyCFunction)Fluid_clock, METH_NOARGS,
      "(epoch, time_scale, dilation, timeline, scenario seconds reached, duration)"},
     {"rates", (PyCFunction)Fluid_rates, METH_VARARGS, "[(slot, src, dst, rate)] of the active"},
-    {"counts", (PyCFunction)Fluid_counts, METH_NOARGS, "active and free slots, solves"},
+    {"counts", (PyCFunction)Fluid_counts, METH_NOARGS,
+     "active and free slots, solves and how many of them were full"},
+    {"resources", (PyCFunction)Fluid_resources, METH_NOARGS,
+     "[(capacity, background, flows, saturated, load)] per resource"},
+    {"check", (PyCFunction)Fluid_check, METH_NOARGS,
+     "the largest relative difference of the rates from a full solve's"},
     {"capsule", (PyCFunction)Fluid_capsule, METH_NOARGS, "the C handle for the message path"},
     {"detach", (PyCFunction)Fluid_detach, METH_NOARGS, "let go of the memory (a shared window)"},
     {NULL}};
@@ -1351,7 +2035,7 @@ static PyObject *maxmin_py(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO|O", &caps, &bgs, &paths, &bounds))
         return NULL;
     if (solo_read(&s, caps, bgs, paths, bounds, NULL) == 0) {
-        maxmin(&s.f, s.ids, (int)s.n, s.flows, s.res);
+        maxmin(&s.f, s.ids, (int)s.n, s.flows, s.res, NULL);
         out = PyList_New(s.n);
         for (Py_ssize_t i = 0; out && i < s.n; i++)
             PyList_SET_ITEM(out, i, PyFloat_FromDouble(s.flows[i].rate));
@@ -1381,7 +2065,7 @@ static PyObject *finish_times_py(PyObject *mod, PyObject *args)
             }
             double t = 0.0;
             while (active > 0) {
-                maxmin(&s.f, s.ids, active, s.flows, s.res);
+                maxmin(&s.f, s.ids, active, s.flows, s.res, NULL);
                 double step = INFINITY;
                 for (int k = 0; k < active; k++) {
                     Flow *x = &s.flows[s.ids[k]];
@@ -1415,7 +2099,19 @@ static PyObject *finish_times_py(PyObject *mod, PyObject *args)
     return out;
 }
 
+/* set_incremental(on) -> was: incremental solves (the default) or full ones, in this process */
+static PyObject *set_incremental_py(PyObject *mod, PyObject *args)
+{
+    int on, was = incremental_on;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    incremental_on = on;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_incremental", set_incremental_py, METH_VARARGS,
+     "set_incremental(on) -> the previous setting: incremental or full solves (this process)"},
     {"maxmin", maxmin_py, METH_VARARGS,
      "maxmin(capacities, backgrounds, paths, bounds=None) -> max-min fair rates"},
     {"finish_times", finish_times_py, METH_VARARGS,

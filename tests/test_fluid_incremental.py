@@ -1,0 +1,110 @@
+"""The fluid model's incremental solve gives the full solve's rates after every change.
+
+Each case drives one model through random flows (messages, bounded and persistent flows on
+a node's CPU or on a path, drops) and scenario changes (capacities and background streams
+of the stream model), and after every change compares the rates with a full solve of every
+active flow by the reference solver (``Fluid.check``); then plays the same case again with
+full solves only and compares every flow's end."""
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emulator.network import _fluid
+from emulator.network.cluster import cluster_from_dict, crossbar
+from emulator.network.generate import fat_tree, racks
+from emulator.network.scenario import generate_streams
+from emulator.network.sharing import ClusterModel
+
+TOLERANCE = 1e-9  # relative, per flow
+
+CLUSTERS = {
+    "racks 2:1": lambda: cluster_from_dict(racks(3, 4, port_mbps=100, oversubscription=2)),
+    "fat tree k=4": lambda: cluster_from_dict(fat_tree(4, link_mbps=100)),
+    "crossbar 6": lambda: crossbar(6),
+}
+
+
+def play(cluster, seed, ops, *, streams, check):
+    """Drive a model through ``ops`` random changes; returns (worst difference from a full
+    solve after a change, each flow's end, the model's counts)."""
+    rng = random.Random(seed)
+    timeline = generate_streams(cluster, seed=seed, duration_seconds=60,
+                                interval_seconds=0.05) if streams else None
+    model = ClusterModel(cluster, timeline, base=0.0, max_flows=2048)
+    model.set_clock(epoch=0.0, wall=0.0)
+    fluid, n = model.fluid, len(model.nodes)
+    worst, t, held, ends = 0.0, 0.0, [], {}
+    messages = []
+    for _ in range(ops):
+        t += rng.expovariate(40.0)
+        kind = rng.random()
+        src, dst = rng.randrange(n), rng.randrange(n)
+        if kind < 0.75:
+            slot, gen, _ = fluid.add(t, src, dst, rng.uniform(1e4, 4e7), bucket=False)
+            messages.append((slot, gen))
+        elif kind < 0.9:
+            on_cpu = rng.random() < 0.5
+            resource = model.resources.index[("cpu", model.nodes[src])] if on_cpu else -1
+            held.append(fluid.add(t, src, src if on_cpu else dst, 0.0, persistent=True,
+                                  bound=rng.choice([0.0, 0.3, 2e7]), resource=resource)[:2])
+        elif held:
+            slot, gen = held.pop(rng.randrange(len(held)))
+            fluid.drop(slot, gen, wall=t)
+        fluid.advance(t)
+        if check:
+            worst = max(worst, fluid.check())
+    for slot, gen in held:
+        fluid.drop(slot, gen, wall=t)
+    while fluid.next_event() < 1e9:
+        fluid.advance(fluid.next_event())
+        if check:
+            worst = max(worst, fluid.check())
+    for slot, gen in messages:
+        ends[(slot, gen)] = fluid.view(slot, gen, wall=t)["end"]
+    return worst, ends, fluid.counts()
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(CLUSTERS)), seed=st.integers(0, 10_000),
+       streams=st.booleans())
+def test_after_every_change_the_rates_are_the_full_solves(name, seed, streams):
+    worst, _, counts = play(CLUSTERS[name](), seed, 120, streams=streams, check=True)
+    assert worst <= TOLERANCE
+    assert counts["solves"] > 100
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTERS))
+def test_every_flow_ends_when_full_solves_say(name):
+    cluster = CLUSTERS[name]()
+    _, ends, counts = play(cluster, 7, 300, streams=True, check=False)
+    was = _fluid.set_incremental(False)
+    try:
+        _, full_ends, full_counts = play(cluster, 7, 300, streams=True, check=False)
+    finally:
+        _fluid.set_incremental(was)
+    assert ends.keys() == full_ends.keys() and len(ends) > 150
+    for key, end in ends.items():
+        assert end == pytest.approx(full_ends[key], rel=TOLERANCE, abs=1e-12), key
+    assert full_counts["full_solves"] == full_counts["solves"]
+    assert counts["full_solves"] < counts["solves"]  # the incremental path ran
+
+
+def test_a_change_on_one_side_of_a_fat_tree_leaves_the_rest_unsolved():
+    # 64 flows inside pod 1, 1 flow inside pod 2: the pod-2 flow's end re-solves itself
+    model = ClusterModel(cluster_from_dict(fat_tree(8, link_mbps=100)), None, base=0.0,
+                         max_flows=256)
+    fluid = model.fluid
+    for i in range(16):
+        for j in range(4):
+            fluid.add(0.0, i, (i + 1 + j) % 16, 1e9, bucket=False)
+    fluid.add(0.0, 20, 21, 1e6, bucket=False)
+    before = fluid.counts()
+    fluid.advance(fluid.next_event())  # the small flow ends
+    after = fluid.counts()
+    assert after["active"] == 64 and after["solves"] == before["solves"] + 1
+    assert after["full_solves"] == before["full_solves"]
+    assert after["round_flows"] - before["round_flows"] == 0  # nobody shared its resources
+    assert fluid.check() <= TOLERANCE
