@@ -2,11 +2,13 @@
 the max-min solve, flows over time, scenarios, trees, and the flow table's bookkeeping."""
 
 import math
+import os
 
 import pytest
 
 from emulator.network import _fluid
-from emulator.network.cluster import cluster_from_dict, crossbar
+from emulator.network.cluster import cluster_from_dict, crossbar, load_cluster
+from emulator.network.generate import fat_tree
 from emulator.network.cluster import links as cluster_links
 from emulator.network.scenario import Timeline, generate_streams
 from emulator.network.sharing import (
@@ -20,6 +22,7 @@ from emulator.network.sharing import (
 )
 
 MB = 1_000_000
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def racks(uplink_mbps=150.0, per_rack=4, count=3, port_mbps=100.0):
@@ -267,3 +270,49 @@ def test_dilation_stretches_the_model_and_the_scenario_clock():
     assert start == 10.0
     assert model.fluid.view(slot, gen, wall=20.0)["end"] == pytest.approx(10.0 + 0.64)
     assert model.clock()["scenario_seconds_played"] == pytest.approx(20.0 / 4.0)
+
+
+@pytest.mark.parametrize("make", [lambda: crossbar(5), racks,
+                                  lambda: cluster_from_dict(fat_tree(4, link_mbps=100)),
+                                  lambda: load_cluster(os.path.join(ROOT, "hostfiles",
+                                                                    "tree16.toml"))])
+def test_routes_give_every_pair_the_links_of_its_path_in_order(make):
+    """Paths are made from the routes (O(n)), not stored per pair: each is the cluster's
+    own path, link by link in the direction travelled, and the model's flows cross it."""
+    import networkx as nx
+
+    cluster = make()
+    res = resources(cluster)
+    nodes = res.nodes
+    for i, u in enumerate(nodes):
+        hops_from = nx.single_source_shortest_path(cluster, u)
+        for j, v in enumerate(nodes):
+            if i == j:
+                continue
+            names = [res.names[r] for r in res.paths[(i, j)]]
+            if cluster.graph["topology"] == "crossbar":
+                assert names == [("up", u), ("pair", u, v), ("down", v)]
+                continue
+            hops = hops_from[v]
+            expected = [("up", u)] + [("link", a, b) for a, b in zip(hops[1:-1], hops[2:-1])] \
+                + [("down", v)]
+            assert names == expected, (u, v)
+    assert len(res.paths) == len(nodes) * (len(nodes) - 1)
+
+
+def test_a_route_longer_than_a_flow_can_hold_is_refused_by_name():
+    # a chain of 16 switches: a to b crosses its port, 15 switch links and b's port (17);
+    # a to c, on the 15th switch, crosses 16 and is taken
+    switches = [f"s{k}" for k in range(16)]
+    cluster = cluster_from_dict({"topology": "tree", "switches": switches,
+                                 "nodes": [{"name": "a", "switch": "s0"},
+                                           {"name": "b", "switch": "s15"},
+                                           {"name": "c", "switch": "s14"}],
+                                 "links": [{"a": x, "b": y} for x, y in zip(switches,
+                                                                            switches[1:])]})
+    model = ClusterModel(cluster, None, base=0.0, max_flows=4)
+    with pytest.raises(ValueError, match="the route from node 0 to 1 crosses more than 16"):
+        model.fluid.add(0.0, 0, 1, 1e6)
+    slot, gen, _ = model.fluid.add(0.0, 0, 2, 1e6, bucket=False)
+    assert model.fluid.view(slot, gen, wall=0.0)["rate"] == pytest.approx(100e6)
+    assert len(model.resources.paths[(0, 2)]) == 16

@@ -77,6 +77,8 @@ typedef struct {
     char rcv_bell[FL_BELL_BYTES], snd_bell[FL_BELL_BYTES];
     /* while active: its place in each crossed resource's list of elements */
     int32_t link_next[FL_MAX_PATH], link_prev[FL_MAX_PATH];
+    int32_t path_len; /* a routed model's: the resources its pair's flows cross */
+    int32_t path[FL_MAX_PATH];
 } Flow;
 
 typedef struct {
@@ -120,7 +122,14 @@ typedef struct Fluid {
     int has_view;
     /* the description, the same in every process */
     int n_nodes, n_res;
-    int32_t *path_start, *paths; /* per ordered node pair, resources crossed */
+    /* how a pair's flows cross resources: a table per ordered node pair (ROUTE_TABLE), or
+     * routes made at each flow's start from a tree (parent, depth, the resources up to the
+     * parent and down from it, per vertex; the vertex of each node) or a crossbar (each
+     * node's port up and down; the pairs' paths from pair_base on, source-major) */
+    int route_kind;
+    int32_t *path_start, *paths;
+    int32_t *r_parent, *r_depth, *r_up, *r_down, *r_vertex;
+    int32_t r_vertices, r_pair_base;
     Timeline tl[2];
     /* scratch of the solver and of the rings */
     double *rem;
@@ -227,15 +236,57 @@ static void want_ring(Fluid *f, const char *bell, int len)
 
 /* -- resources and paths -------------------------------------------------------------- */
 
+enum { ROUTE_TABLE = 0, ROUTE_TREE = 1, ROUTE_CROSSBAR = 2 };
+
 static int path_of(const Fluid *f, const Flow *x, const int32_t **path)
 {
     if (x->own_res >= 0) {
         *path = &x->own_res;
         return 1;
     }
+    if (f->route_kind != ROUTE_TABLE) {
+        *path = x->path;
+        return x->path_len;
+    }
     int k = x->src * f->n_nodes + x->dst;
     *path = f->paths + f->path_start[k];
     return f->path_start[k + 1] - f->path_start[k];
+}
+
+/* The resources a flow from node src to dst crosses: in the table, or made into `buf` (at
+ * most FL_MAX_PATH; -1 if the route is longer). */
+static int pair_path(const Fluid *f, int src, int dst, int32_t *buf, const int32_t **path)
+{
+    if (f->route_kind == ROUTE_TABLE) {
+        int k = src * f->n_nodes + dst;
+        *path = f->paths + f->path_start[k];
+        return f->path_start[k + 1] - f->path_start[k];
+    }
+    *path = buf;
+    if (src == dst)
+        return 0;
+    if (f->route_kind == ROUTE_CROSSBAR) {
+        buf[0] = f->r_up[src];
+        buf[1] = f->r_pair_base + src * (f->n_nodes - 1) + dst - (dst > src);
+        buf[2] = f->r_down[dst];
+        return 3;
+    }
+    int32_t a = f->r_vertex[src], b = f->r_vertex[dst], down[FL_MAX_PATH];
+    int n_up = 0, n_down = 0;
+    while (a != b) { /* climb the deeper end (both while level) to the common ancestor */
+        if (n_up + n_down >= FL_MAX_PATH)
+            return -1;
+        if (f->r_depth[a] >= f->r_depth[b]) {
+            buf[n_up++] = f->r_up[a];
+            a = f->r_parent[a];
+        } else {
+            down[n_down++] = f->r_down[b];
+            b = f->r_parent[b];
+        }
+    }
+    for (int j = n_down - 1; j >= 0; j--)
+        buf[n_up++] = down[j];
+    return n_up;
 }
 
 /* Resource states at scenario time t of the current timeline (after a clock change). */
@@ -1042,12 +1093,11 @@ static void advance(Fluid *f, double now)
 
 /* The token bucket of the pair src -> dst (HTB's burst: what the class's rate sends in
  * 0.2 ms, at least two frames): the bits a new flow of `bits` gets through at once. */
-static double burst_credit(Fluid *f, int src, int dst, double start, double bits)
+static double burst_credit(Fluid *f, int src, int dst, const int32_t *p, int len, double start,
+                           double bits)
 {
     int k = src * f->n_nodes + dst;
     double rate = INFINITY;
-    const int32_t *p = f->paths + f->path_start[k];
-    int len = f->path_start[k + 1] - f->path_start[k];
     for (int j = 0; j < len; j++) { /* the pair's available share for one more flow */
         double share = f->res[p[j]].capacity / (f->res[p[j]].background + 1);
         if (share < rate)
@@ -1087,6 +1137,11 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         return -2;
     if (h->n_free == 0)
         return -1;
+    int32_t route[FL_MAX_PATH];
+    const int32_t *pair;
+    int pair_len = pair_path(f, n->src, n->dst, route, &pair);
+    if (pair_len < 0)
+        return -4;
     double now = wall - h->base;
     if (now < h->clock)
         now = h->clock;
@@ -1112,10 +1167,14 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         memcpy(x->rcv_bell, n->rcv_bell, x->rcv_len);
     if (x->snd_len)
         memcpy(x->snd_bell, n->snd_bell, x->snd_len);
-    int k = n->src * f->n_nodes + n->dst;
-    int crosses = n->resource >= 0 || f->path_start[k + 1] > f->path_start[k];
-    double credit = n->bucket && crosses && n->amount > 0
-                        ? burst_credit(f, n->src, n->dst, now, n->amount) : 0.0;
+    if (f->route_kind != ROUTE_TABLE) {
+        x->path_len = pair_len;
+        memcpy(x->path, pair, sizeof(int32_t) * (size_t)pair_len);
+    }
+    int crosses = n->resource >= 0 || pair_len > 0;
+    double credit = n->bucket && crosses && n->amount > 0 && n->resource < 0
+                        ? burst_credit(f, n->src, n->dst, pair, pair_len, now, n->amount)
+                        : 0.0;
     x->remaining = x->size - credit;
     if (!crosses || (!n->persistent && x->remaining <= 0)) {
         x->state = DONE; /* nothing to move, or a node to itself: no network */
@@ -1362,40 +1421,17 @@ static int read_timeline(PyObject *tuple, Timeline *tl, int n_res)
 
 #define ALLOC(p, n) ((p) = calloc((size_t)((n) ? (n) : 1), sizeof(*(p))))
 
-/* Fluid(n_nodes, n_resources, path_start, paths, scenario, dedicated, max_flows, buffer,
- *       window=None, create=True, base=None): paths per ordered node pair (src * n_nodes +
- *       dst), each timeline a tuple of arrays (see read_timeline); the state in a new private
- *       block, or in `window` (made there with `create`, else attached to). Wall times count
- *       from `base` inside (default: now; 0 for a model on a clock of its own). */
-static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
+/* The paths of every ordered pair, as a table (path_start: n_nodes^2 + 1 offsets). */
+static int read_table(Fluid *f, PyObject *ps, PyObject *pp, int *longest)
 {
-    static char *names[] = {"n_nodes", "n_resources", "path_start", "paths", "scenario",
-                            "dedicated", "max_flows", "buffer", "window", "create", "base",
-                            NULL};
-    int n_nodes, n_res, max_flows, create = 1;
-    double buffer;
-    PyObject *ps, *pp, *scen, *ded, *window = Py_None, *base_o = Py_None;
-    if (f->h) {
-        PyErr_SetString(PyExc_RuntimeError, "a fluid model is initialised once");
-        return -1;
-    }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiOOOOid|OpO", names, &n_nodes, &n_res,
-                                     &ps, &pp, &scen, &ded, &max_flows, &buffer, &window,
-                                     &create, &base_o))
-        return -1;
-    double base = base_o == Py_None ? wall_now() : PyFloat_AsDouble(base_o);
-    if (PyErr_Occurred())
-        return -1;
     Py_ssize_t n_ps, n_pp;
-    if (n_nodes < 1 || n_res < 1 || max_flows < 1 || as_ints(ps, &f->path_start, &n_ps) ||
-        as_ints(pp, &f->paths, &n_pp)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "need a node, a resource and a flow slot");
+    if (ps == Py_None || pp == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "give the paths as a table, or routes");
         return -1;
     }
-    f->n_nodes = n_nodes;
-    f->n_res = n_res;
-    if (n_ps != (Py_ssize_t)n_nodes * n_nodes + 1 || f->path_start[0] != 0 ||
+    if (as_ints(ps, &f->path_start, &n_ps) || as_ints(pp, &f->paths, &n_pp))
+        return -1;
+    if (n_ps != (Py_ssize_t)f->n_nodes * f->n_nodes + 1 || f->path_start[0] != 0 ||
         f->path_start[n_ps - 1] != n_pp) {
         PyErr_SetString(PyExc_ValueError, "paths do not cover every ordered pair of nodes");
         return -1;
@@ -1405,6 +1441,120 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
             PyErr_SetString(PyExc_ValueError, "a path names an unknown resource");
             return -1;
         }
+    for (Py_ssize_t k = 0; k + 1 < n_ps; k++)
+        if (f->path_start[k + 1] - f->path_start[k] > *longest)
+            *longest = f->path_start[k + 1] - f->path_start[k];
+    f->route_kind = ROUTE_TABLE;
+    return 0;
+}
+
+static int check_ids(const int32_t *v, Py_ssize_t n, int32_t below, int allow_minus_one)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (v[i] >= below || v[i] < (allow_minus_one ? -1 : 0))
+            return -1;
+    return 0;
+}
+
+/* routes: ("tree", parent, depth, up, down, vertex of each node) or ("crossbar", up, down,
+ * pair_base): a pair's path is made when one of its flows starts (pair_path). */
+static int read_routes(Fluid *f, PyObject *routes, int *longest)
+{
+    const char *kind;
+    PyObject *a, *b, *c = NULL, *d = NULL, *e = NULL;
+    Py_ssize_t n_a, n_b, n_c, n_d, n_e;
+    if (!PyTuple_Check(routes) || PyTuple_GET_SIZE(routes) < 1) {
+        PyErr_SetString(PyExc_ValueError, "routes: a tuple (kind, ...)");
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(routes) == 6) {
+        if (!PyArg_ParseTuple(routes, "sOOOOO", &kind, &a, &b, &c, &d, &e))
+            return -1;
+        if (strcmp(kind, "tree") || as_ints(a, &f->r_parent, &n_a) ||
+            as_ints(b, &f->r_depth, &n_b) || as_ints(c, &f->r_up, &n_c) ||
+            as_ints(d, &f->r_down, &n_d) || as_ints(e, &f->r_vertex, &n_e)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "routes: unknown kind");
+            return -1;
+        }
+        int32_t nv = (int32_t)n_a;
+        if (n_b != nv || n_c != nv || n_d != nv || n_e != f->n_nodes ||
+            check_ids(f->r_parent, nv, nv, 1) || check_ids(f->r_up, nv, f->n_res, 1) ||
+            check_ids(f->r_down, nv, f->n_res, 1) || check_ids(f->r_vertex, n_e, nv, 0)) {
+            PyErr_SetString(PyExc_ValueError, "routes: a tree's arrays disagree");
+            return -1;
+        }
+        int deepest = 0;
+        for (int32_t v = 0; v < nv; v++) {
+            if (f->r_depth[v] > deepest)
+                deepest = f->r_depth[v];
+            int32_t up = f->r_parent[v];
+            if ((up < 0) != (f->r_depth[v] == 0) || (up >= 0 && (f->r_depth[up] !=
+                f->r_depth[v] - 1 || f->r_up[v] < 0 || f->r_down[v] < 0))) {
+                PyErr_SetString(PyExc_ValueError, "routes: not a tree (parent and depth)");
+                return -1;
+            }
+        }
+        f->r_vertices = nv;
+        /* a longer route is refused when a flow would take it (insert) */
+        deepest = 2 * deepest < FL_MAX_PATH ? 2 * deepest : FL_MAX_PATH;
+        *longest = deepest > *longest ? deepest : *longest;
+        f->route_kind = ROUTE_TREE;
+        return 0;
+    }
+    int pair_base;
+    if (!PyArg_ParseTuple(routes, "sOOi", &kind, &a, &b, &pair_base))
+        return -1;
+    if (strcmp(kind, "crossbar") || as_ints(a, &f->r_up, &n_a) || as_ints(b, &f->r_down, &n_b)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "routes: unknown kind");
+        return -1;
+    }
+    if (n_a != f->n_nodes || n_b != f->n_nodes || check_ids(f->r_up, n_a, f->n_res, 0) ||
+        check_ids(f->r_down, n_b, f->n_res, 0) || pair_base < 0 ||
+        (int64_t)pair_base + (int64_t)f->n_nodes * (f->n_nodes - 1) > f->n_res) {
+        PyErr_SetString(PyExc_ValueError, "routes: a crossbar's arrays disagree");
+        return -1;
+    }
+    f->r_pair_base = pair_base;
+    *longest = 3 > *longest ? 3 : *longest;
+    f->route_kind = ROUTE_CROSSBAR;
+    return 0;
+}
+
+/* Fluid(n_nodes, n_resources, path_start, paths, scenario, dedicated, max_flows, buffer,
+ *       window=None, create=True, base=None): paths per ordered node pair (src * n_nodes +
+ *       dst), each timeline a tuple of arrays (see read_timeline); the state in a new private
+ *       block, or in `window` (made there with `create`, else attached to). Wall times count
+ *       from `base` inside (default: now; 0 for a model on a clock of its own). */
+static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"n_nodes", "n_resources", "path_start", "paths", "scenario",
+                            "dedicated", "max_flows", "buffer", "window", "create", "base",
+                            "routes", NULL};
+    int n_nodes, n_res, max_flows, create = 1;
+    double buffer;
+    PyObject *ps, *pp, *scen, *ded, *window = Py_None, *base_o = Py_None, *routes = Py_None;
+    if (f->h) {
+        PyErr_SetString(PyExc_RuntimeError, "a fluid model is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiOOOOid|OpOO", names, &n_nodes, &n_res,
+                                     &ps, &pp, &scen, &ded, &max_flows, &buffer, &window,
+                                     &create, &base_o, &routes))
+        return -1;
+    double base = base_o == Py_None ? wall_now() : PyFloat_AsDouble(base_o);
+    if (PyErr_Occurred())
+        return -1;
+    if (n_nodes < 1 || n_res < 1 || max_flows < 1) {
+        PyErr_SetString(PyExc_ValueError, "need a node, a resource and a flow slot");
+        return -1;
+    }
+    f->n_nodes = n_nodes;
+    f->n_res = n_res;
+    int longest = 1; /* resources a flow crosses, at most (one of its own at least) */
+    if (routes == Py_None ? read_table(f, ps, pp, &longest) : read_routes(f, routes, &longest))
+        return -1;
     if (read_timeline(scen, &f->tl[0], f->n_res) || read_timeline(ded, &f->tl[1], f->n_res))
         return -1;
     if (!ALLOC(f->rem, f->n_res) || !ALLOC(f->users, f->n_res) || !ALLOC(f->stamp, f->n_res) ||
@@ -1423,10 +1573,6 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         return -1;
     }
-    int longest = 1; /* a flow on a resource of its own crosses one */
-    for (Py_ssize_t k = 0; k + 1 < n_ps; k++)
-        if (f->path_start[k + 1] - f->path_start[k] > longest)
-            longest = f->path_start[k + 1] - f->path_start[k];
     size_t o_res, o_flows, o_active, o_free, o_bucket;
     size_t size = layout(n_nodes, f->n_res, max_flows, &o_res, &o_flows, &o_active, &o_free,
                          &o_bucket);
@@ -1510,6 +1656,11 @@ static void Fluid_dealloc(Fluid *f)
     free(f->mem);
     free(f->path_start);
     free(f->paths);
+    free(f->r_parent);
+    free(f->r_depth);
+    free(f->r_up);
+    free(f->r_down);
+    free(f->r_vertex);
     for (int i = 0; i < 2; i++) {
         free(f->tl[i].t);
         free(f->tl[i].res);
@@ -1615,6 +1766,11 @@ static PyObject *Fluid_add(Fluid *f, PyObject *args, PyObject *kwargs)
     }
     if (rc == -2) {
         PyErr_SetString(PyExc_ValueError, "node index out of range");
+        return NULL;
+    }
+    if (rc == -4) {
+        PyErr_Format(PyExc_ValueError, "the route from node %d to %d crosses more than %d "
+                     "resources", src, dst, FL_MAX_PATH);
         return NULL;
     }
     return Py_BuildValue("(iId)", slot, gen, start);

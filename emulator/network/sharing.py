@@ -35,6 +35,7 @@ selection's flow-model ranking, the experiment's oracle and the batch estimators
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import networkx as nx
@@ -53,16 +54,57 @@ maxmin = _fluid.maxmin  # maxmin(capacities, backgrounds, paths, bounds=None) ->
 class Resources:
     """The resources of a cluster: names (``("up", n)``, ``("down", n)``, ``("pair", u, v)``,
     ``("link", a, b)``, ``("cpu", n)``), capacities in units per second (bit/s; CPU-s/s),
-    and for each ordered pair of compute nodes the resources its flows cross."""
+    and ``routes``, how the flows of an ordered pair of compute nodes cross them (see
+    :class:`PairPaths`; ``paths[(i, j)]`` gives them as a list). O(n) for a tree: no table
+    of every pair is made."""
 
     nodes: list
     names: list
     capacity: list
-    paths: dict  # (src index, dst index) -> [resource index]
+    routes: tuple
     index: dict  # name -> resource index
 
     def cpu(self, node):
         return self.index[("cpu", self.nodes[node] if isinstance(node, int) else node)]
+
+    @property
+    def paths(self):
+        return PairPaths(self.routes, len(self.nodes))
+
+
+class PairPaths(Mapping):
+    """The resources a flow from node i to node j crosses, ``paths[(i, j)]`` (i != j), made
+    from the routes as the fluid model makes them: ``("tree", parent, depth, up, down,
+    vertex)`` (up from the source to the common ancestor, then down) or ``("crossbar", up,
+    down, pair_base)`` (the source's port up, the pair's path, the destination's port
+    down)."""
+
+    def __init__(self, routes, n_nodes):
+        self.routes, self.n = routes, n_nodes
+
+    def __getitem__(self, key):
+        i, j = key
+        if not (0 <= i < self.n and 0 <= j < self.n) or i == j:
+            raise KeyError(key)
+        if self.routes[0] == "crossbar":
+            _, up, down, base = self.routes
+            return [up[i], base + i * (self.n - 1) + j - (j > i), down[j]]
+        _, parent, depth, up_res, down_res, vertex = self.routes
+        a, b, ups, downs = vertex[i], vertex[j], [], []
+        while a != b:
+            if depth[a] >= depth[b]:
+                ups.append(up_res[a])
+                a = parent[a]
+            else:
+                downs.append(down_res[b])
+                b = parent[b]
+        return ups + downs[::-1]
+
+    def __iter__(self):
+        return ((i, j) for i in range(self.n) for j in range(self.n) if i != j)
+
+    def __len__(self):
+        return self.n * (self.n - 1)
 
 
 def resources(cluster):
@@ -75,16 +117,16 @@ def resources(cluster):
         capacity.append(float(bps))
         return len(names) - 1
 
-    paths = {}
     if cluster.graph.get("topology") == "crossbar":
         port = {n: cluster.nodes[n]["capacity_mbps"] * 1e6 for n in nodes}
-        up = {n: add(("up", n), port[n]) for n in nodes}
-        down = {n: add(("down", n), port[n]) for n in nodes}
-        for i, u in enumerate(nodes):
-            for j, v in enumerate(nodes):
-                if i != j:
-                    pair = add(("pair", u, v), min(port[u], port[v]))
-                    paths[(i, j)] = [up[u], pair, down[v]]
+        up = [add(("up", n), port[n]) for n in nodes]
+        down = [add(("down", n), port[n]) for n in nodes]
+        pair_base = len(names)
+        for u in nodes:  # source-major, as PairPaths and the model number them
+            for v in nodes:
+                if u != v:
+                    add(("pair", u, v), min(port[u], port[v]))
+        routes = ("crossbar", up, down, pair_base)
     else:
         edge = {}
         for a, b, d in cluster.edges(data=True):
@@ -94,15 +136,25 @@ def resources(cluster):
                 name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
                     else (kind, x, y)
                 edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
-        for i, u in enumerate(nodes):
-            reach = nx.single_source_shortest_path(cluster, u)
-            for j, v in enumerate(nodes):
-                if i != j:
-                    hops = reach[v]
-                    paths[(i, j)] = [edge[e] for e in zip(hops, hops[1:])]
+        routes = _tree_routes(cluster, nodes, edge)
     for n in nodes:
         add(("cpu", n), 1.0)
-    return Resources(nodes, names, capacity, paths, {n: i for i, n in enumerate(names)})
+    return Resources(nodes, names, capacity, routes, {n: i for i, n in enumerate(names)})
+
+
+def _tree_routes(cluster, nodes, edge):
+    """("tree", parent, depth, up, down, vertex): the tree hung from a switch, each vertex's
+    parent, depth and the resources of its link up to the parent and down from it."""
+    root = next((v for v, k in cluster.nodes(data="kind") if k != "compute"), nodes[0])
+    order = {root: 0}
+    parent, depth, up, down = [-1], [0], [-1], [-1]
+    for p, v in nx.bfs_edges(cluster, root):
+        order[v] = len(parent)
+        parent.append(order[p])
+        depth.append(depth[order[p]] + 1)
+        up.append(edge[(v, p)])
+        down.append(edge[(p, v)])
+    return ("tree", parent, depth, up, down, [order[n] for n in nodes])
 
 
 def link_resources(res, cluster, a, b):
@@ -152,16 +204,6 @@ def timeline_arrays(res, cluster, timeline):
     return times, which, caps, bgs, init_cap, init_bg, duration
 
 
-def _path_arrays(res):
-    n = len(res.nodes)
-    start, flat = [0], []
-    for i in range(n):
-        for j in range(n):
-            flat.extend(res.paths.get((i, j), ()))
-            start.append(len(flat))
-    return start, flat
-
-
 def state_bytes(cluster, max_flows=DEFAULT_MAX_FLOWS):
     """The bytes of a model's state for ``cluster`` (the size of its shared window)."""
     res = resources(cluster)
@@ -186,11 +228,10 @@ class ClusterModel:
         self.resources = res = resources(cluster)
         self.nodes = res.nodes
         self.index = {n: i for i, n in enumerate(res.nodes)}
-        start, flat = _path_arrays(res)
-        self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), start, flat,
+        self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), None, None,
                                   timeline_arrays(res, cluster, timeline),
                                   timeline_arrays(res, cluster, None), max_flows, BUFFER_BITS,
-                                  window=window, create=create, base=base)
+                                  window=window, create=create, base=base, routes=res.routes)
 
     def set_clock(self, *, epoch, time_scale=1.0, dilation=1.0, dedicated=False, wall=None):
         """Scenario time 0 at wall time ``epoch``; the scenario (or, ``dedicated``, every link
