@@ -190,8 +190,11 @@ def test_a_kernel_cpu_batch_ended_by_sigterm_mid_run_leaves_nothing(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, err[-3000:]
+    assert proc.returncode == 143, err[-3000:]
     assert "Traceback" not in err and "error" not in err, err[-3000:]
+    said = err.strip().splitlines()  # the dilation line, then the stop's
+    assert said[-1] == f"nodesel: stopped by SIGTERM; results so far in {tmp_path / 'out'}"
+    assert len(said) <= 3, err[-3000:]
     assert not leftovers()
     time.sleep(1.0)
     strays = [p.pid for p in psutil.process_iter(["cmdline"])

@@ -162,6 +162,7 @@ def test_tiny_experiment_end_to_end(tmp_path, experiment):
 
 def test_killed_node_is_marked_down_and_the_job_retried(tmp_path, experiment):
     out = tmp_path / "exp"
+    before = mpich_segments()
     run = experiment(out)
     # kill node rank 2 once the first job has finished: the pipeline is busy
     assert run.wait_for_jobs(1), run.stderr[-3000:]
@@ -186,24 +187,35 @@ def test_killed_node_is_marked_down_and_the_job_retried(tmp_path, experiment):
         assert retried and all("n2" not in r["nodes"].split() for r in retried)
     assert "n2" in stdout + stderr
     assert not leftovers()
+    # the killed rank could not unlink MPICH's shared memory; the launcher did
+    assert mpich_segments() <= before
+
+
+def mpich_segments():
+    return {n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_")}
 
 
 def test_ctrl_c_leaves_valid_results_and_no_processes(tmp_path, experiment):
     out = tmp_path / "exp"
+    before = mpich_segments()
     run = experiment(out, "--repeats", "3")
     deadline = time.monotonic() + 200
     while time.monotonic() < deadline and not (out / "jobs.csv").exists():
         time.sleep(0.2)
     assert (out / "jobs.csv").exists(), "no slot finished"
     run.proc.send_signal(signal.SIGINT)
-    run.finish(timeout=60)
-    assert run.proc.returncode != 0
+    _, stderr = run.finish(timeout=60)
+    assert run.proc.returncode == 130
+    said = [ln for ln in stderr.splitlines() if ln.startswith("nodesel")]
+    assert said == [f"nodesel: stopped by SIGINT; results so far in {out}"], stderr[-3000:]
+    assert "Traceback" not in stderr and "Abort(" not in stderr
     summary = json.loads((out / "summary.json").read_text())  # whole, valid JSON
     assert summary["complete"] is False
     rows = rows_of(out)
     assert rows and all(r["app_seconds"] for r in rows)
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
     assert not leftovers()
+    assert mpich_segments() <= before
 
 
 def test_node_dead_in_start_up_ends_the_job_at_once(tmp_path, experiment):

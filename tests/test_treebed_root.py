@@ -227,7 +227,8 @@ def test_a_killed_tc_run_leaves_nothing_behind(tmp_path):
     assert traces_of("ntk")
     run.terminate()  # SIGTERM, as kill or a batch system's time limit sends
     out, err = run.communicate(timeout=60)
-    assert run.returncode == 130 and "interrupted" in err
+    assert run.returncode == 143 and err.strip().splitlines()[-1] == \
+        "nodesel: stopped by SIGTERM", err[-3000:]
     assert not traces_of("ntk")
     left = subprocess.run(["pgrep", "-f", "testbed-name ntk|ntk-launcher"], capture_output=True,
                           text=True)

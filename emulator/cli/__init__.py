@@ -54,39 +54,34 @@ def build_parser():
     return parser
 
 
-def _interrupted(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _interrupted_once(signum, frame):
-    """A rank's: the first SIGINT or SIGTERM ends it, the ones after are ignored (mpiexec and
-    the rank's supervisor both pass one on), so its finally blocks run to the end."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
 
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    from ..coordinator import stop
     from ..coordinator.launch import under_mpiexec
 
-    if not under_mpiexec():
-        # SIGTERM (kill, a batch system's time limit) ends a command as Ctrl-C does, so
-        # every finally runs: a testbed it brought up is taken down, results stay whole
-        signal.signal(signal.SIGTERM, _interrupted)
-    else:
-        signal.signal(signal.SIGINT, _interrupted_once)
+    # SIGINT, SIGTERM (kill, a batch system's time limit) and SIGHUP end a command the same
+    # way, so every finally runs: a testbed it brought up is taken down, results stay whole
+    stop.install()
     try:
         return args.handler(args) or 0
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("nodesel: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        signum = stop.signum_of(e)
+        if under_mpiexec():  # a rank: the command that started the job says it, once
+            if stop.says_it_here():  # rank 0 under the user's own mpiexec
+                print(stop.line(signum, getattr(args, "out", None)), file=sys.stderr)
+            stop.unlink_own_segments()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stop.exit_status(signum))  # no MPI finalize to wait in: peers stop too
+        print(stop.line(signum, getattr(args, "out", None)), file=sys.stderr)
+        return stop.exit_status(signum)
     except BrokenPipeError:
         # the reader went away (``nodesel ... | head``): end quietly, as shell tools do
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -60,15 +60,17 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
     import tempfile
 
     from ..errors import UserError
+    from . import stop
 
+    began = time.time()
     with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
         started = os.path.join(tmp, "started")
-        env = dict(os.environ, **{STARTED_FILE_ENV: started})
+        env = dict(os.environ, **{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
         proc = subprocess.Popen(argv, env=env)
-        # SIGTERM (a batch system's or kill's) ends the job as Ctrl-C does, so that what
-        # the caller made for it (a testbed) is taken down in its finally
-        previous = signal.signal(signal.SIGTERM, _interrupt) \
-            if threading.current_thread() is threading.main_thread() else None
+        # SIGTERM (a batch system's or kill's) and SIGHUP end the job as Ctrl-C does, so
+        # that what the caller made for it (a testbed) is taken down in its finally
+        main = threading.current_thread() is threading.main_thread()
+        previous = {s: signal.signal(s, _interrupt) for s in stop.SIGNALS} if main else {}
         try:
             if start_timeout_seconds is not None:
                 deadline = time.monotonic() + start_timeout_seconds
@@ -87,12 +89,19 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
             _end(proc, signal.SIGINT, grace_seconds)
             raise
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            # ranks that ended without MPI's finalize (stopped, killed) leave MPICH's
+            # shared memory behind: what no live process maps any more goes
+            stop.remove_orphan_segments(began)
 
 
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    from .stop import SIGNALS, Stopped
+
+    for s in SIGNALS:  # the first stop is the one
+        signal.signal(s, signal.SIG_IGN)
+    raise Stopped(signum)
 
 
 def _end(proc, sig, grace_seconds):

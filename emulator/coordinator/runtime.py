@@ -37,7 +37,7 @@ from ..network import cluster as clusters
 from ..network.scenario import pair_bandwidth_function
 from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
-from . import supervise
+from . import stop, supervise
 from .cpushare import KernelCPU, NodeCPU
 from .launch import report_started
 from .load import LoadSpec, LocalLoad
@@ -53,6 +53,7 @@ CONTROL_TAG = 7
 JOB_TAG_BASE = 1000  # a threaded job's reply comes on JOB_TAG_BASE + its number
 JOB_TAGS = 1 << 20
 GRACE_SECONDS = 2.0
+STOP_GRACE_SECONDS = 1.5  # a node failure waits this long for a stop that would explain it
 
 
 @dataclass
@@ -815,11 +816,16 @@ def _launch(program, settings, world):
             model.close()
         return result
     except NodeFailure as e:
+        # a stop reaches the node ranks and this one at about the same time: nodes that
+        # left because of it are not a failure (a stop arriving here ends this wait)
+        stop.await_stop(STOP_GRACE_SECONDS)
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
         _abort(world, 3)
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
         _abort(world, 2)
+    except KeyboardInterrupt:
+        raise  # stopped: every rank was told, and each ends on its own, quietly
     except BaseException:
         import traceback
 

@@ -1,0 +1,165 @@
+"""How a run that is stopped ends: the signal, the one line, and what the run leaves behind.
+
+A command the user started (and every rank under the user's own ``mpiexec``) turns its first
+SIGINT, SIGTERM or SIGHUP into :class:`Stopped`, a ``KeyboardInterrupt`` that remembers the
+signal, so every ``finally`` (results written, a testbed taken down) runs on the way out;
+the signals after the first are ignored. The command then prints one line (:func:`line`)
+and exits with 128 + the signal's number, as shells report a process a signal ended.
+
+MPICH keeps a rank's intra-node channels in POSIX shared memory (``/dev/shm/mpich_shm_*``)
+and unlinks it in ``MPI_Finalize``: a rank that is killed, or that ends without finalizing,
+leaves its segment behind. A stopped rank unlinks the segments it maps itself
+(:func:`unlink_own_segments`); for ranks that were killed, :func:`orphan_segments` finds what
+a run left: segments of this user, made or changed since the run started, that no live
+process maps any more (a live run's are mapped by its ranks, so another run's segments are
+never taken).
+"""
+
+import os
+import signal
+import time
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SHM_DIR = "/dev/shm"
+MPICH_PREFIX = "mpich_shm_"
+
+
+class Stopped(KeyboardInterrupt):
+    """The run was stopped by signal ``signum``."""
+
+    def __init__(self, signum=signal.SIGINT):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+_received = None  # the signal that stopped this process, once one has
+
+
+def _stop(signum, frame):
+    global _received
+    for s in SIGNALS:  # the first stop is the one: mpiexec and a supervisor both pass it on
+        signal.signal(s, signal.SIG_IGN)
+    _received = signum
+    raise Stopped(signum)
+
+
+def received():
+    """The signal that stopped this process, or None: a failure met while a stop winds the
+    run down (a node that left for the same stop) is part of the stop, not an error."""
+    return _received
+
+
+def install():
+    """Make SIGINT, SIGTERM and SIGHUP stop this process with :class:`Stopped` (the main
+    thread's, where Python runs handlers)."""
+    for s in SIGNALS:
+        signal.signal(s, _stop)
+
+
+def await_stop(seconds):
+    """Raise :class:`Stopped` if this process was stopped, or if a stop on its way arrives
+    within ``seconds``; return if none came."""
+    if _received is not None:
+        raise Stopped(_received)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def signum_of(interrupt):
+    """The signal behind a ``KeyboardInterrupt`` (SIGINT for a plain one: Ctrl-C)."""
+    return getattr(interrupt, "signum", int(signal.SIGINT))
+
+
+def exit_status(signum):
+    return 128 + int(signum)
+
+
+def line(signum, out=None):
+    """``nodesel: stopped by SIGTERM; results so far in X`` (without X where the command
+    keeps no results folder, or made none)."""
+    text = f"nodesel: stopped by {signal.Signals(signum).name}"
+    if out and os.path.isdir(out):
+        text += f"; results so far in {out}"
+    return text
+
+
+LAUNCHED_ENV = "NODESEL_LAUNCHED"  # set by a nodesel command for the ranks it starts
+
+
+def says_it_here():
+    """True on the rank that reports a stop: rank 0 of a job the user's own mpiexec started
+    (in a job a nodesel command started, that command does)."""
+    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
+    return rank == "0" and LAUNCHED_ENV not in os.environ
+
+
+def _mapped_segments(directory=SHM_DIR):
+    """Paths under ``directory`` that some process maps (from /proc/PID/maps)."""
+    mapped = set()
+    prefix = directory.rstrip("/") + "/"
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for entry in f:
+                    at = entry.find(prefix)
+                    if at >= 0:
+                        mapped.add(entry[at:].strip().removesuffix(" (deleted)"))
+        except OSError:  # gone, or not ours to read
+            continue
+    return mapped
+
+
+def unlink_own_segments():
+    """A stopped rank, before it leaves without MPI's finalize: unlink the MPICH segments
+    it maps (its job's; the others' mappings stay valid, only the names go)."""
+    try:
+        with open("/proc/self/maps") as f:
+            own = {e[e.find(SHM_DIR + "/"):].strip().removesuffix(" (deleted)")
+                   for e in f if SHM_DIR + "/" + MPICH_PREFIX in e}
+    except OSError:
+        return
+    for path in own:
+        try:
+            os.unlink(path)
+        except OSError:  # another rank of the job was first
+            pass
+
+
+def orphan_segments(since_seconds, *, directory=SHM_DIR, mapped=None):
+    """MPICH's segments in ``directory`` that this user made or changed at or after
+    ``since_seconds`` (epoch) and that no live process maps. ``mapped``: the mapped paths
+    (default: read from /proc)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    uid = os.getuid()
+    found = []
+    for e in entries:
+        if not e.name.startswith(MPICH_PREFIX):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if st.st_uid == uid and st.st_ctime >= since_seconds - 1:
+            found.append(e.path)
+    if not found:
+        return []
+    in_use = _mapped_segments(directory) if mapped is None else mapped
+    return [p for p in found if p not in in_use]
+
+
+def remove_orphan_segments(since_seconds, *, directory=SHM_DIR):
+    """Unlink :func:`orphan_segments`; returns the paths removed."""
+    removed = []
+    for path in orphan_segments(since_seconds, directory=directory):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except FileNotFoundError:
+            pass
+    return removed

@@ -1,0 +1,120 @@
+"""A run that is stopped ends cleanly: SIGINT, SIGTERM and SIGHUP give one line and exit
+status 128 + the signal's number, leave no process and no MPICH segment in /dev/shm."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from emulator.coordinator import stop
+from emulator.coordinator.launch import mpiexec_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- the pieces --------------------------------------------------------------------------
+
+def test_the_line_names_the_signal_and_the_results_folder(tmp_path):
+    assert stop.line(signal.SIGTERM) == "nodesel: stopped by SIGTERM"
+    assert stop.line(signal.SIGHUP, str(tmp_path)) == \
+        f"nodesel: stopped by SIGHUP; results so far in {tmp_path}"
+    assert stop.line(signal.SIGINT, str(tmp_path / "never-made")) == "nodesel: stopped by SIGINT"
+    assert stop.exit_status(signal.SIGTERM) == 143
+    assert stop.signum_of(stop.Stopped(signal.SIGHUP)) == signal.SIGHUP
+    assert stop.signum_of(KeyboardInterrupt()) == signal.SIGINT  # Ctrl-C
+
+
+def test_orphans_are_unmapped_mpich_segments_made_since_the_run_began(tmp_path):
+    began = time.time()
+    for name in ("mpich_shm_gone_0", "mpich_shm_live_0", "other_segment"):
+        (tmp_path / name).write_bytes(b"x")
+    mapped = {str(tmp_path / "mpich_shm_live_0")}  # a live run's ranks map it
+    assert stop.orphan_segments(began, directory=str(tmp_path), mapped=mapped) == \
+        [str(tmp_path / "mpich_shm_gone_0")]
+    # made before a run that began later: not that run's
+    assert stop.orphan_segments(began + 60, directory=str(tmp_path), mapped=set()) == []
+
+
+def test_a_live_processes_segment_is_never_an_orphan(tmp_path):
+    import mmap
+
+    path = tmp_path / "mpich_shm_mine_0"
+    path.write_bytes(b"\0" * 4096)
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 4096):
+        assert stop.orphan_segments(0, directory=str(tmp_path)) == []
+    assert stop.orphan_segments(0, directory=str(tmp_path)) == [str(path)]
+
+
+# -- whole commands ------------------------------------------------------------------------
+
+def segments():
+    return {n for n in os.listdir(stop.SHM_DIR) if n.startswith(stop.MPICH_PREFIX)}
+
+
+def emulator_processes():
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "-m emulator measure" in cmd or "hydra_pmi_proxy" in cmd:
+            found.append(cmd)
+    return found
+
+
+def stopped(argv, sig, *, progress="measuring every pair (2/"):
+    """Start ``argv``, send ``sig`` once its stderr shows ``progress``; (status, stderr
+    lines that are not progress, seconds from the signal to the last process gone)."""
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if progress in line or time.monotonic() > deadline:
+                break
+        assert any(progress in line for line in lines), lines[-20:]
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        lines += proc.communicate(timeout=60)[1].splitlines()
+        while emulator_processes() and time.monotonic() < sent + 30:
+            time.sleep(0.1)
+        return proc.returncode, [ln for ln in lines if not ln.startswith("measuring")], \
+            time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_stopped_run_ends_in_one_line_and_leaves_nothing(sig):
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    before = segments()
+    status, said, seconds = stopped([sys.executable, "-m", "emulator", "measure", "--nodes",
+                                     "6", "--rounds", "100"], sig)
+    name = signal.Signals(sig).name
+    assert status == 128 + sig, said
+    assert said == [f"nodesel: stopped by {name}"]
+    assert seconds < 10 and not emulator_processes()
+    assert segments() <= before
+
+
+@pytest.mark.mpi
+def test_under_the_users_own_mpiexec_rank_0_says_it_once():
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    before = segments()
+    status, said, seconds = stopped([mpiexec_path(), "-n", "5", sys.executable, "-m", "emulator",
+                                     "measure", "--rounds", "100", "--nodes", "4"],
+                                    signal.SIGTERM)
+    # the status is Hydra's: it ends the other ranks once one has exited (143, or 9)
+    assert status != 0 and said == ["nodesel: stopped by SIGTERM"]
+    assert seconds < 10 and not emulator_processes()
+    assert segments() <= before  # each stopped rank unlinked its job's segments
