@@ -144,7 +144,7 @@ _API = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     try:
         module, attribute = _API[name]
     except KeyError:
@@ -154,5 +154,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list:
     return sorted(set(globals()) | set(__all__))

@@ -18,6 +18,8 @@ never taken).
 import os
 import signal
 import time
+from types import FrameType
+from typing import Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SHM_DIR = "/dev/shm"
@@ -27,15 +29,15 @@ MPICH_PREFIX = "mpich_shm_"
 class Stopped(KeyboardInterrupt):
     """The run was stopped by signal ``signum``."""
 
-    def __init__(self, signum=signal.SIGINT):
+    def __init__(self, signum: int = signal.SIGINT) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = int(signum)
 
 
-_received = None  # the signal that stopped this process, once one has
+_received: Optional[int] = None  # the signal that stopped this process, once one has
 
 
-def _stop(signum, frame):
+def _stop(signum: int, frame: Optional[FrameType]) -> None:
     global _received
     for s in SIGNALS:  # the first stop is the one: mpiexec and a supervisor both pass it on
         signal.signal(s, signal.SIG_IGN)
@@ -43,20 +45,20 @@ def _stop(signum, frame):
     raise Stopped(signum)
 
 
-def received():
+def received() -> Optional[int]:
     """The signal that stopped this process, or None: a failure met while a stop winds the
     run down (a node that left for the same stop) is part of the stop, not an error."""
     return _received
 
 
-def install():
+def install() -> None:
     """Make SIGINT, SIGTERM and SIGHUP stop this process with :class:`Stopped` (the main
     thread's, where Python runs handlers)."""
     for s in SIGNALS:
         signal.signal(s, _stop)
 
 
-def await_stop(seconds):
+def await_stop(seconds: float) -> None:
     """Raise :class:`Stopped` if this process was stopped, or if a stop on its way arrives
     within ``seconds``; return if none came."""
     if _received is not None:
@@ -66,16 +68,16 @@ def await_stop(seconds):
         time.sleep(0.05)
 
 
-def signum_of(interrupt):
+def signum_of(interrupt: BaseException) -> int:
     """The signal behind a ``KeyboardInterrupt`` (SIGINT for a plain one: Ctrl-C)."""
     return getattr(interrupt, "signum", int(signal.SIGINT))
 
 
-def exit_status(signum):
+def exit_status(signum: int) -> int:
     return 128 + int(signum)
 
 
-def line(signum, out=None):
+def line(signum: int, out: Optional[str] = None) -> str:
     """``nodesel: stopped by SIGTERM; results so far in X`` (without X where the command
     keeps no results folder, or made none)."""
     text = f"nodesel: stopped by {signal.Signals(signum).name}"
@@ -87,14 +89,14 @@ def line(signum, out=None):
 LAUNCHED_ENV = "NODESEL_LAUNCHED"  # set by a nodesel command for the ranks it starts
 
 
-def says_it_here():
+def says_it_here() -> bool:
     """True on the rank that reports a stop: rank 0 of a job the user's own mpiexec started
     (in a job a nodesel command started, that command does)."""
     rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
     return rank == "0" and LAUNCHED_ENV not in os.environ
 
 
-def _mapped_segments(directory=SHM_DIR):
+def _mapped_segments(directory: str = SHM_DIR) -> set:
     """Paths under ``directory`` that some process maps (from /proc/PID/maps)."""
     mapped = set()
     prefix = directory.rstrip("/") + "/"
@@ -112,7 +114,7 @@ def _mapped_segments(directory=SHM_DIR):
     return mapped
 
 
-def unlink_own_segments():
+def unlink_own_segments() -> None:
     """A stopped rank, before it leaves without MPI's finalize: unlink the MPICH segments
     it maps (its job's; the others' mappings stay valid, only the names go)."""
     try:
@@ -128,7 +130,8 @@ def unlink_own_segments():
             pass
 
 
-def orphan_segments(since_seconds, *, directory=SHM_DIR, mapped=None):
+def orphan_segments(since_seconds: float, *, directory: str = SHM_DIR,
+                    mapped: Optional[set] = None) -> list:
     """MPICH's segments in ``directory`` that this user made or changed at or after
     ``since_seconds`` (epoch) and that no live process maps. ``mapped``: the mapped paths
     (default: read from /proc)."""
@@ -153,7 +156,7 @@ def orphan_segments(since_seconds, *, directory=SHM_DIR, mapped=None):
     return [p for p in found if p not in in_use]
 
 
-def remove_orphan_segments(since_seconds, *, directory=SHM_DIR):
+def remove_orphan_segments(since_seconds: float, *, directory: str = SHM_DIR) -> list:
     """Unlink :func:`orphan_segments`; returns the paths removed."""
     removed = []
     for path in orphan_segments(since_seconds, directory=directory):

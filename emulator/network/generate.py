@@ -23,11 +23,14 @@ as TOML. Nodes are ``n1`` .. ``nN``, numbered rack by rack.
 (16, {'a': 'edge1-1', 'b': 'pod1', 'capacity_mbps': 2000.0})
 """
 
+from typing import Any, Optional
+
 __all__ = ["racks", "fat_tree", "cluster_toml", "summary"]
 
 
-def racks(count, per_rack, *, port_mbps=1000.0, uplink_mbps=None, oversubscription=None,
-          latency_ms=0.1, memory_mb=512):
+def racks(count: int, per_rack: int, *, port_mbps: float = 1000.0,
+          uplink_mbps: Optional[float] = None, oversubscription: Optional[float] = None,
+          latency_ms: float = 0.1, memory_mb: int = 512) -> dict:
     """``count`` racks of ``per_rack`` nodes behind one core switch (a cluster file's data).
 
     Give ``uplink_mbps`` or ``oversubscription`` (the ratio of a rack's port capacity to
@@ -54,7 +57,8 @@ def racks(count, per_rack, *, port_mbps=1000.0, uplink_mbps=None, oversubscripti
     }
 
 
-def fat_tree(k, *, link_mbps=1000.0, latency_ms=0.1, memory_mb=512):
+def fat_tree(k: int, *, link_mbps: float = 1000.0, latency_ms: float = 0.1,
+             memory_mb: int = 512) -> dict:
     """The k-ary fat tree (k even, k^3/4 nodes) as the tree of its aggregated links (see
     the module docstring). Raises ValueError for an odd or too small k."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 2 or k % 2:
@@ -79,7 +83,7 @@ def fat_tree(k, *, link_mbps=1000.0, latency_ms=0.1, memory_mb=512):
     }
 
 
-def cluster_toml(data, *, comment=None):
+def cluster_toml(data: dict, *, comment: Optional[str] = None) -> str:
     """A cluster file's data (as :func:`racks` and :func:`fat_tree` give it) as TOML text."""
     lines = [f"# {line}" for line in (comment or "").splitlines()]
     for key in ("topology", "capacity_mbps", "memory_mb", "latency_ms"):
@@ -95,13 +99,13 @@ def cluster_toml(data, *, comment=None):
     return "\n".join(lines) + "\n"
 
 
-def summary(data):
+def summary(data: dict) -> str:
     """One line on a generated cluster: nodes, switches, and each kind of link's capacity.
 
     >>> summary(racks(2, 3, port_mbps=100, oversubscription=2))
     '6 nodes, 3 switches; node ports 100 Mbit/s; switch links 150 Mbit/s (2 of them)'
     """
-    caps = {}
+    caps: dict = {}
     for link in data.get("links", []):
         caps[link["capacity_mbps"]] = caps.get(link["capacity_mbps"], 0) + 1
     links = ", ".join(f"{_value(c)} Mbit/s ({n} of them)" for c, n in sorted(caps.items()))
@@ -109,13 +113,13 @@ def summary(data):
             f"{_value(data['capacity_mbps'])} Mbit/s; switch links {links}")
 
 
-def _inline(item):
+def _inline(item: Any) -> str:
     if isinstance(item, str):
         return _value(item)
     return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in item.items()) + "}"
 
 
-def _value(v):
+def _value(v: Any) -> str:
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, float) and v.is_integer():
@@ -123,11 +127,11 @@ def _value(v):
     return repr(v)
 
 
-def _check_count(what, n):
+def _check_count(what: str, n: Any) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"{what} must be a whole number >= 1, got {n!r}")
 
 
-def _check_positive(what, v):
+def _check_positive(what: str, v: Any) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
         raise ValueError(f"{what} must be a number > 0, got {v!r}")

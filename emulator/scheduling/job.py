@@ -7,6 +7,7 @@ live cluster until it ends). The scheduler fills in ``start`` and ``end``.
 """
 
 import math
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -22,8 +23,10 @@ class Job:
                  "group", "executable", "queue", "priority", "start", "end", "est_end",
                  "killed", "reserved", "slot", "restarts", "nodes", "info")
 
-    def __init__(self, id, submit, procs, run=None, *, requested=None, estimate=None, user=-1,
-                 group=-1, executable=-1, queue=-1, index=None):
+    def __init__(self, id: Any, submit: float, procs: int, run: Optional[float] = None, *,
+                 requested: Optional[float] = None, estimate: Optional[float] = None,
+                 user: Any = -1, group: Any = -1, executable: Any = -1, queue: Any = -1,
+                 index: Optional[int] = None) -> None:
         self.id = id
         self.index = id if index is None else index
         self.submit = float(submit)
@@ -39,20 +42,20 @@ class Job:
         self.nodes = None
         self.info = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Job({self.id}, submit={self.submit:g}, procs={self.procs}, run={self.run}, "
                 f"estimate={self.estimate}, start={self.start})")
 
     @property
-    def wait(self):
+    def wait(self) -> Optional[float]:
         return None if self.start is None else self.start - self.submit
 
-    def limit(self):
+    def limit(self) -> Optional[float]:
         """The longest the job may run: its requested time, else (perfect knowledge) its
         actual run time."""
         return self.requested if self.requested is not None else self.run
 
-    def fresh(self):
+    def fresh(self) -> "Job":
         """A copy as submitted: same attributes, no schedule."""
         copy = Job(self.id, self.submit, self.procs, self.run, requested=self.requested,
                    estimate=self.estimate, user=self.user, group=self.group,
@@ -62,7 +65,7 @@ class Job:
         return copy
 
 
-def compress_arrivals(jobs, factor):
+def compress_arrivals(jobs: Sequence["Job"], factor: float) -> list:
     """Copies of ``jobs`` (as submitted) with every submit time divided by ``factor`` and
     rounded down to a whole second, as SWF times are: a factor above 1 brings arrivals
     closer and loads the machine more. The jobs given are left as they are.
@@ -82,7 +85,7 @@ def compress_arrivals(jobs, factor):
     return out
 
 
-def jobs_from_trace(trace):
+def jobs_from_trace(trace: Any) -> list:
     """The jobs of an SWF :class:`~emulator.workload.swf.Trace`, in file order."""
     data = trace.data
     procs = trace.procs

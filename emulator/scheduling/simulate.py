@@ -8,6 +8,7 @@ then the policy runs once, so jobs that arrive together are scheduled together.
 
 import heapq
 import time
+from typing import Any, Callable, Optional, Sequence
 
 from .estimates import Actual
 
@@ -17,7 +18,8 @@ class Simulation:
     same order, with start and end filled in), the advance reservations, and how long the
     simulation took."""
 
-    def __init__(self, jobs, reservations, processors, policy, seconds):
+    def __init__(self, jobs: list, reservations: list, processors: int, policy: str,
+                 seconds: float) -> None:
         self.jobs = jobs
         self.reservations = reservations
         self.processors = processors
@@ -25,12 +27,15 @@ class Simulation:
         self.seconds = seconds
 
     @property
-    def jobs_per_second(self):
+    def jobs_per_second(self) -> float:
         return len(self.jobs) / self.seconds if self.seconds > 0 else float("inf")
 
 
-def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reservations=(),
-             stop=None, until=None, progress=None, on_instant=None):
+def simulate(jobs: Sequence[Any], scheduler: Any, *, estimator: Any = None,
+             kill_at_requested: bool = False, reservations: Sequence[Any] = (),
+             stop: Optional[Callable[[float], bool]] = None, until: Optional[float] = None,
+             progress: Optional[Callable[[int], None]] = None,
+             on_instant: Optional[Callable[..., None]] = None) -> Simulation:
     """Simulate ``jobs`` (:class:`~.job.Job`, any order) on ``scheduler``.
 
     Parameters
@@ -68,7 +73,7 @@ def simulate(jobs, scheduler, *, estimator=None, kill_at_requested=False, reserv
     runs = [job.fresh() for job in jobs]
     arrivals = sorted(runs, key=lambda j: (j.submit, j.index))
     requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
-    ends = []  # (end, index, start, job); stale if the job was killed and requeued
+    ends: list = []  # (end, index, start, job); stale if the job was killed and requeued
     n, m = len(arrivals), len(requests)
     a = r = 0
     done = 0
