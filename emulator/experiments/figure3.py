@@ -164,8 +164,7 @@ class Experiment:
         started = time.monotonic()
         try:
             for j, (repeat, benchmark) in enumerate(slots):
-                self._slot(j, repeat, benchmark)
-                self._write(complete=False)
+                self._slot(j, repeat, benchmark)  # writes the files after every job
         finally:
             self.progress.close()
         summary = self._write(complete=True, wall_seconds=time.monotonic() - started)
@@ -199,6 +198,11 @@ class Experiment:
         if ded is None:
             return
         dedicated_seconds = ded["app_seconds"]
+        ded["dedicated_seconds"] = dedicated_seconds
+        ded["slowdown_pct"] = 0.0
+        ded["predicted_seconds"] = predicted_seconds(pattern, _mapping(ded), full,
+                                                     self.ports.get, iterations)
+        self._write(complete=False)
         best, best_predicted = oracle(pattern, coord.up, truth, self.ports.get, iterations)
         # each run waits at most the timeout plus 20 dedicated runs (bandwidth >= 10% of it)
         timeout = coord.timeout_seconds + 20 * dedicated_seconds
@@ -231,10 +235,7 @@ class Experiment:
             row["predicted_seconds"] = predicted_seconds(pattern, _mapping(row), truth,
                                                          self.ports.get, iterations)
             row["oracle_predicted_seconds"] = best_predicted
-        ded["dedicated_seconds"] = dedicated_seconds
-        ded["slowdown_pct"] = 0.0
-        ded["predicted_seconds"] = predicted_seconds(pattern, _mapping(ded), full,
-                                                     self.ports.get, iterations)
+            self._write(complete=False)  # a stop keeps every job that finished
 
     def _attempts(self, attempt, base, method, *, measurement_seconds=0.0):
         """Run ``attempt()`` until it succeeds, retrying on the nodes still up after a node

@@ -99,9 +99,10 @@ def summarize(rows, config, *, complete, events=()):
     summary["paired_difference_pct"] = {
         f"{a} - {c}": {b: paired_difference(rows, b, a, c) for b in benchmarks}
         for a, c in pairs}
-    if "pattern" in methods and "random" in methods and average.get("random"):
+    # (a run stopped within a slot may have no job of a method yet)
+    if average.get("pattern") is not None and average.get("random"):
         summary["pattern_to_random"] = average["pattern"] / average["random"]
-    if "pattern" in methods and "all-all" in methods and average.get("all-all"):
+    if average.get("pattern") is not None and average.get("all-all"):
         summary["pattern_to_all_all"] = average["pattern"] / average["all-all"]
     return summary
 
