@@ -118,3 +118,49 @@ def test_under_the_users_own_mpiexec_rank_0_says_it_once():
     assert status != 0 and said == ["nodesel: stopped by SIGTERM"]
     assert seconds < 10 and not emulator_processes()
     assert segments() <= before  # each stopped rank unlinked its job's segments
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("argv, sig, progress, out", [
+    (["flows", "--cluster", "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
+      "--dilation", "200"], signal.SIGINT, "", None),
+    (["batch", "--nodes", "4", "--no-progress"], signal.SIGHUP, "characteriz", "batch"),
+], ids=["flows-SIGINT", "batch-SIGHUP"])
+def test_other_commands_that_run_the_cluster_stop_the_same_way(tmp_path, argv, sig, progress,
+                                                                out):
+    """Started from a command, stopped once its ranks run: one line, 128 + the signal."""
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    before = segments()
+    argv = argv + (["--out", str(tmp_path / out)] if out else [])
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", *argv], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not ranks_running():
+            time.sleep(0.1)
+        assert ranks_running(), "the ranks never started"
+        time.sleep(2.0)  # past start-up, mid-run
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    name = signal.Signals(sig).name
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert proc.returncode == 128 + sig, err[-3000:]
+    expected = f"nodesel: stopped by {name}" + (f"; results so far in {tmp_path / out}"
+                                                  if out else "")
+    assert said[-1] == expected and len(said) <= 2, err[-3000:]  # (batch's dilation line)
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while ranks_running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ranks_running()
+    assert segments() <= before
+
+
+def ranks_running():
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if "emulator.coordinator.supervise" in " ".join(p.info["cmdline"] or [])]
