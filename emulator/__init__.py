@@ -18,7 +18,7 @@ Workloads and traces (SWF; England and Weissman's model)
     fit_model, sample_jobs, read_model
 The batch scheduler
     Job, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
-    Simulation, schedule_summary, make_order, Order, SitePolicy, Credential,
+    schedule_trace, TraceRunOptions, Simulation, schedule_summary, make_order, Order, SitePolicy, Credential,
     read_policy_file, ReservationRequest, Actual, Requested, EstimateFunction, estimator
 Predictions (Smith; Li et al.)
     evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, Source,
@@ -101,6 +101,8 @@ _API = {
     "Scheduler": (".scheduling.scheduler", "Scheduler"),
     "POLICIES": (".scheduling.scheduler", "POLICIES"),
     "simulate_schedule": (".scheduling.simulate", "simulate"),
+    "schedule_trace": (".scheduling.trace_run", "schedule_trace"),
+    "TraceRunOptions": (".scheduling.trace_run", "TraceRunOptions"),
     "Simulation": (".scheduling.simulate", "Simulation"),
     "schedule_summary": (".scheduling.metrics", "summarize"),
     "make_order": (".scheduling.orders", "make_order"),

@@ -97,11 +97,18 @@ def schedulers_of(args, site):
     return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]
 
 
-def _predicting(args, trace, jobs, scheduler_of=None):
+def _predicting(args, trace, scheduler_of=None):
     """A run-time predictor as the estimator, fitted on the first jobs of the trace (with
-    ``--fit wait``, for the least wait under ``scheduler_of()``)."""
+    ``--fit wait``, for the least wait under ``scheduler_of()``): the jobs the run
+    schedules (arrivals compressed, those turned into reservations left out)."""
     from ..prediction.evaluate import fit_predictor, predictor_names
     from ..prediction.online import Online, completion_times
+    from ..scheduling.job import compress_arrivals, jobs_from_trace
+    from ..scheduling.reservations import jobs_as_reservations
+
+    jobs = compress_arrivals(jobs_from_trace(trace), args.compress_arrivals)
+    if args.reservation_fraction:
+        jobs, _ = jobs_as_reservations(jobs, args.reservation_fraction, seed=args.seed)
 
     try:
         predictor_names(args.estimates, jobs)
@@ -119,10 +126,8 @@ def cmd_schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
     from ..scheduling.estimates import estimator
-    from ..scheduling.job import compress_arrivals, jobs_from_trace
     from ..scheduling.policyfile import read_policy_file
-    from ..scheduling.reservations import jobs_as_reservations
-    from ..scheduling.simulate import simulate
+    from ..scheduling.trace_run import TraceRunOptions, check_trace_options, schedule_trace
 
     from ..prediction import is_predictor
 
@@ -131,59 +136,37 @@ def cmd_schedule(args):
     predicting = is_predictor(args.estimates) and args.estimates != "requested"
     if not predicting:
         estimator(args.estimates)  # an unknown name fails before any work
-    if not 0 <= args.reservation_fraction <= 1:
-        raise UserError(f"--reservation-fraction must lie in [0, 1], got "
-                        f"{args.reservation_fraction}")
+    options = TraceRunOptions(estimates=args.estimates, compress_arrivals=args.compress_arrivals,
+                              kill_at_requested=args.kill_at_requested,
+                              reservation_fraction=args.reservation_fraction, seed=args.seed)
     trace = read_trace(args)
-    if args.estimates == "requested" and not trace.has("requested_time"):
-        raise UserError(f"{trace.path}: no job has a requested time (SWF field 9); use "
-                        "--estimates actual")
-    if args.kill_at_requested and not trace.has("requested_time"):
-        raise UserError(f"{trace.path}: --kill-at-requested needs requested times (SWF field 9)")
+    try:
+        check_trace_options(trace, options)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     out = output_folder(args.out, "results/schedule")
     processors = trace.max_procs
     summaries = []
     for policy, make in schedulers:
-        jobs = compress_arrivals(jobs_from_trace(trace), args.compress_arrivals)
-        requests = ()
-        if args.reservation_fraction or (site and site.reservations):
-            if site is None:
-                from ..scheduling.policyfile import SitePolicy
-
-                site = SitePolicy()
-            requests = list(site.reservations)
-            if args.reservation_fraction:
-                jobs, converted = jobs_as_reservations(jobs, args.reservation_fraction,
-                                                       seed=args.seed)
-                requests += converted
-            for r in requests:
-                if r.procs > processors:
-                    raise UserError(f"reservation {r.id} asks for {r.procs} processors, more "
-                                    f"than the machine's {processors}")
-        nonrestartable = bool(requests) and site.mode == "nonrestartable"
-        est = _predicting(args, trace, jobs, lambda: make(processors)) if predicting \
-            else estimator(args.estimates)
-        if nonrestartable:  # reservations must hold: schedule with maximum run times
-            from ..scheduling.estimates import Function
-
-            est = Function(lambda job, now: job.limit(), "maximum")
+        est = _predicting(args, trace, lambda: make(processors)) if predicting else None
         bar = None
         if not args.no_progress and sys.stderr.isatty():
             from tqdm import tqdm
 
-            bar = tqdm(total=len(jobs), desc=policy, unit="job", leave=False)
+            bar = tqdm(total=len(trace), desc=policy, unit="job", leave=False)
         progress = (lambda done: bar.update(done - bar.n)) if bar else None
         try:
-            sim = simulate(jobs, make(processors), estimator=est,
-                           kill_at_requested=args.kill_at_requested or nonrestartable,
-                           reservations=requests, progress=progress)
+            run = schedule_trace(trace, make, options, site=site, estimator_obj=est,
+                                 progress=progress)
+        except ValueError as e:
+            raise UserError(str(e)) from None
         finally:
             if bar is not None:
                 bar.close()
+        sim = run.simulation
         folder = out if len(schedulers) == 1 else os.path.join(out, policy)
         os.makedirs(folder, exist_ok=True)
-        summary = metrics.summarize(sim, dropped_jobs=trace.dropped,
-                                    estimates="maximum" if nonrestartable else args.estimates)
+        summary = metrics.summarize(sim, dropped_jobs=trace.dropped, estimates=run.estimates)
         summary.update(trace=trace.path, compress_arrivals=args.compress_arrivals,
                        kill_at_requested=args.kill_at_requested,
                        filled_requested_jobs=trace.filled)
