@@ -14,7 +14,8 @@ Node selection and communication patterns (Goteti and Subhlok)
 Skeletons through the flow model
     SkeletonSimulator
 Workloads and traces (SWF; England and Weissman's model)
-    read_swf, write_swf, prepare_trace, Trace, resolve_trace, offered_utilization,
+    read_swf, write_swf, read_batsim, write_batsim, prepare_trace, Trace, resolve_trace,
+    offered_utilization,
     fit_model, sample_jobs, read_model
 The batch scheduler
     Job, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
@@ -90,6 +91,8 @@ _API = {
     "prepare_trace": (".workload.swf", "prepare"),
     "Trace": (".workload.swf", "Trace"),
     "resolve_trace": (".workload.traces", "resolve_trace"),
+    "read_batsim": (".workload.batsim", "read_batsim"),
+    "write_batsim": (".workload.batsim", "write_batsim"),
     "offered_utilization": (".workload.summary", "offered_utilization"),
     "fit_model": (".workload.model", "fit_model"),
     "sample_jobs": (".workload.model", "sample"),

@@ -8,7 +8,7 @@ import pytest
 MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
            "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing",
            "emulator.scheduling.job", "emulator", "emulator.network.generate",
-           "emulator.scheduling.trace_run"]
+           "emulator.scheduling.trace_run", "emulator.workload.batsim"]
 
 
 @pytest.mark.parametrize("name", MODULES)

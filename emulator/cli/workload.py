@@ -34,10 +34,10 @@ def trace_options(p):
 
 def read_trace(args, *, quiet=False):
     """The trace of ``args``: read, then the jobs a schedule can use (the notes printed)."""
-    from ..workload.swf import prepare, read_swf
+    from ..workload.swf import prepare
     from ..workload.traces import resolve_trace
 
-    trace = read_swf(resolve_trace(args.trace), skip_bad=args.skip_bad, check=False)
+    trace = read_any(resolve_trace(args.trace), skip_bad=args.skip_bad)
     if len(trace) == 0:
         raise InputFileError(args.trace, None, "holds no jobs")
     if trace.dropped:
@@ -58,6 +58,17 @@ def read_trace(args, *, quiet=False):
         for note in notes:
             print(note, flush=True)
     return trace
+
+
+def read_any(path, *, skip_bad=False):
+    """A trace file as it is: a Batsim workload (``.json``) or SWF."""
+    from ..workload.swf import read_swf
+
+    if str(path).endswith(".json"):
+        from ..workload.batsim import read_batsim
+
+        return read_batsim(path)
+    return read_swf(path, skip_bad=skip_bad, check=False)
 
 
 def check_out(path):
@@ -106,6 +117,15 @@ def register(sub):
     gen.add_argument("--modal-requests", action="store_true",
                      help="where the model has no requested times, give each user's run of "
                           "jobs one round requested time (5 min to 2 days) above its run times")
+    conv = command(wsub, "convert", help="convert a trace between SWF and Batsim's workload "
+                   "JSON", handler=cmd_convert,
+                   examples=[f"nodesel workload convert {NASA} --to batsim --out nasa.json",
+                             "nodesel workload convert nasa.json --to swf --out nasa.swf"])
+    conv.add_argument("trace", help="SWF (.swf, .swf.gz, a .zip holding one, 'nasa') or a "
+                                    "Batsim workload (.json)")
+    conv.add_argument("--to", required=True, choices=("swf", "batsim"),
+                      help="the format to write")
+    conv.add_argument("--out", required=True, help="the file to write")
     show = command(wsub, "show", help="print a trace's figures, and plot them",
                    examples=[f"nodesel workload show {NASA}",
                              f"nodesel workload show {NASA} --plot nasa.png --json"],
@@ -115,6 +135,30 @@ def register(sub):
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     show.add_argument("--components", type=positive_int, default=4,
                       help="Weibulls in the mixture compared with the trace (default 4)")
+
+
+def cmd_convert(args):
+    """The trace as read (nothing filled), in the other format; to Batsim, less the jobs it
+    cannot hold (counted)."""
+    from ..workload.traces import resolve_trace
+
+    check_out(args.out)
+    trace = read_any(resolve_trace(args.trace))
+    if args.to == "batsim":
+        from ..workload.batsim import holdable, write_batsim
+
+        keep = holdable(trace)
+        if not keep.all():
+            print(f"left out {int((~keep).sum())} job(s) with no size, no run time or a "
+                  f"negative submit time: a Batsim workload cannot hold them")
+            trace = trace.subset(keep)
+        write_batsim(args.out, trace)
+    else:
+        from ..workload.swf import write_swf
+
+        write_swf(args.out, trace)
+    print(f"wrote {args.out}: {len(trace)} jobs of {trace.path} as {args.to}")
+    return 0
 
 
 def cmd_workload(args):

@@ -1,0 +1,99 @@
+"""Batsim workloads in and out: round trips with SWF, the same schedules, bad files in one
+line naming the file, the job and the field."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from emulator.cli import main
+from emulator.errors import InputFileError
+from emulator.scheduling.job import jobs_from_trace
+from emulator.scheduling.scheduler import Scheduler
+from emulator.scheduling.simulate import simulate
+from emulator.workload.batsim import from_batsim, holdable, read_batsim, to_batsim
+from emulator.workload.swf import read_swf
+from emulator.workload.traces import resolve_trace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "traces")
+ARCHIVE = sorted(os.path.join(SHARED, f) for f in os.listdir(SHARED)
+                 if f.endswith((".swf.gz", ".zip"))) if os.path.isdir(SHARED) else []
+
+WORKLOAD = {"nb_res": 4, "jobs": [
+    {"id": 1, "subtime": 0, "res": 4, "walltime": 100, "profile": "a"},
+    {"id": "2", "subtime": 5, "res": 2, "walltime": 10, "profile": "b"},  # killed at 10
+    {"id": "w0!3", "subtime": 6, "res": 1, "profile": "a"},  # no walltime; id not a number
+], "profiles": {"a": {"type": "delay", "delay": 20}, "b": {"type": "delay", "delay": 30.5}}}
+
+
+def test_a_workload_reads_as_its_jobs_with_batsims_meaning():
+    trace = from_batsim(WORKLOAD, "w.json")
+    assert trace.max_procs == 4
+    assert list(trace.column("job")) == [1, 2, 3]  # the third by its position
+    assert list(trace.column("submit")) == [0, 5, 6]
+    assert list(trace.column("run")) == [20, 10, 20]  # job 2 ends at its walltime
+    assert list(trace.column("requested_time")) == [100, 10, -1]
+    assert list(trace.procs) == [4, 2, 1]
+
+
+@pytest.mark.parametrize("path", ARCHIVE or ["nasa"], ids=os.path.basename)
+def test_swf_to_batsim_to_swf_keeps_every_field(path):
+    trace = read_swf(resolve_trace(path), check=False)
+    trace = trace.subset(holdable(trace))
+    back = from_batsim(json.loads(json.dumps(to_batsim(trace))), "rt.json")
+    assert len(back) == len(trace) > 10_000
+    assert np.array_equal(back.data, trace.data)
+    assert back.max_procs == trace.max_procs
+
+
+def test_a_batsim_workload_schedules_as_its_swf_conversion(tmp_path):
+    nasa = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 4000)
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(to_batsim(nasa)))
+    for policy in ("fcfs", "easy"):
+        ran = [simulate(jobs_from_trace(t), Scheduler(128, policy)).jobs
+               for t in (nasa, read_batsim(str(path)))]
+        assert [j.start for j in ran[0]] == [j.start for j in ran[1]]
+
+
+def test_the_commands_take_batsim_workloads(tmp_path, capsys):
+    swf, js = tmp_path / "n.swf", tmp_path / "n.json"
+    assert main(["workload", "convert", "nasa", "--to", "batsim", "--out", str(js)]) == 0
+    assert main(["workload", "convert", str(js), "--to", "swf", "--out", str(swf)]) == 0
+    assert np.array_equal(read_swf(str(swf), check=False).data,
+                          read_swf(resolve_trace("nasa"), check=False).data)
+    assert main(["schedule", str(js), "--policy", "easy", "--compress-arrivals", "2",
+                 "--out", str(tmp_path / "s")]) == 0
+    assert "mean wait 75422 s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("change, where", [
+    (lambda w: w.pop("nb_res"), "nb_res: missing"),
+    (lambda w: w["jobs"][1].update(res=0), "jobs[1] (id '2').res: must be > 0"),
+    (lambda w: w["jobs"][0].update(subtime="soon"), "jobs[0] (id 1).subtime: must be a number"),
+    (lambda w: w["jobs"][2].pop("profile"), "jobs[2]: no 'profile'"),
+    (lambda w: w["jobs"][2].update(profile="zz"), "profile 'zz': is not among the profiles"),
+    (lambda w: w["profiles"].update(a={"type": "parallel_homogeneous", "cpu": 1e9, "com": 0}),
+     "2 job(s) have a profile that gives no run time (only 'delay' profiles do): 2 job(s) of "
+     "profile 'a'"),
+])
+def test_bad_workloads_name_the_field(tmp_path, capsys, change, where):
+    doc = json.loads(json.dumps(WORKLOAD))
+    change(doc)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputFileError, match=None) as error:
+        read_batsim(str(path))
+    assert where in str(error.value) and str(error.value).startswith(str(path))
+    assert main(["schedule", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and where in err
+
+
+def test_a_truncated_workload_is_named_with_its_line(tmp_path):
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(WORKLOAD, indent=1)[:200])
+    with pytest.raises(InputFileError, match=r"cut.json: line \d+: not JSON"):
+        read_batsim(str(path))
