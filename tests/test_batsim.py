@@ -97,3 +97,50 @@ def test_a_truncated_workload_is_named_with_its_line(tmp_path):
     path.write_text(json.dumps(WORKLOAD, indent=1)[:200])
     with pytest.raises(InputFileError, match=r"cut.json: line \d+: not JSON"):
         read_batsim(str(path))
+
+
+# -- batsim_jobs.csv -------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from emulator.scheduling.batsim_out import allocate_processors, batsim_jobs_csv  # noqa: E402
+from emulator.scheduling.job import Job  # noqa: E402
+
+rows = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8), st.integers(0, 30)),
+                min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=rows, processors=st.integers(1, 8),
+       policy=st.sampled_from(["fcfs", "lwf", "easy", "conservative"]))
+def test_no_processor_serves_two_jobs_at_once(rows, processors, policy):
+    jobs = [Job(i + 1, s, min(p, processors), r, index=i) for i, (s, p, r) in enumerate(rows)]
+    ran = simulate(jobs, Scheduler(processors, policy)).jobs
+    allocation = allocate_processors(ran, processors)
+    for j, procs in zip(ran, allocation):
+        assert len(procs) == j.procs == len(set(procs))
+        assert all(0 <= p < processors for p in procs)
+    for a, (j, pa) in enumerate(zip(ran, allocation)):
+        for k, pk in zip(ran[a + 1:], allocation[a + 1:]):
+            overlap = j.start < k.end and k.start < j.end  # both of some length
+            assert not (overlap and set(pa) & set(pk)), (j, k)
+
+
+def test_evalys_loads_the_schedule_as_we_wrote_it(tmp_path):
+    evalys = pytest.importorskip("evalys.jobset", reason="evalys comes with the test extra")
+    assert main(["schedule", "nasa", "--policy", "easy", "--compress-arrivals", "2",
+                 "--out", str(tmp_path)]) == 0
+    jobset = evalys.JobSet.from_csv(str(tmp_path / "batsim_jobs.csv"))
+    assert len(jobset.df) == 18239 and jobset.MaxProcs == 128
+    assert jobset.df["waiting_time"].mean() == pytest.approx(75422.47, abs=0.01)
+    assert (jobset.df["proc_alloc"] == jobset.df["requested_number_of_resources"]).all()
+
+
+def test_a_killed_job_is_reported_as_batsim_reports_it():
+    (job,) = simulate([Job(1, 0, 2, 50.0, requested=20.0)], Scheduler(4, "fcfs"),
+                      kill_at_requested=True).jobs
+    header, row = batsim_jobs_csv([job], 4).splitlines()
+    cells = dict(zip(header.split(","), row.split(",")))
+    assert cells["final_state"] == "COMPLETED_WALLTIME_REACHED" and cells["success"] == "0"
+    assert cells["execution_time"] == "20" and cells["allocated_resources"] == "0-1"

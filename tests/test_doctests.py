@@ -8,7 +8,8 @@ import pytest
 MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.coordinator.measure", "emulator.coordinator.pipeline",
            "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing",
            "emulator.scheduling.job", "emulator", "emulator.network.generate",
-           "emulator.scheduling.trace_run", "emulator.workload.batsim"]
+           "emulator.scheduling.trace_run", "emulator.workload.batsim",
+           "emulator.scheduling.batsim_out"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -172,6 +172,9 @@ def cmd_schedule(args):
                        filled_requested_jobs=trace.filled)
         summaries.append(summary)
         metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
+        from ..scheduling.batsim_out import write_batsim_jobs_csv
+
+        write_batsim_jobs_csv(os.path.join(folder, "batsim_jobs.csv"), sim.jobs, processors)
         if len(sim.jobs) == len(trace):
             metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, sim.jobs)
         write_json_atomic(os.path.join(folder, "summary.json"), summary)
