@@ -120,9 +120,17 @@ def register(sub):
     conv = command(wsub, "convert", help="convert a trace between SWF and Batsim's workload "
                    "JSON", handler=cmd_convert,
                    examples=[f"nodesel workload convert {NASA} --to batsim --out nasa.json",
-                             "nodesel workload convert nasa.json --to swf --out nasa.swf"])
+                             "nodesel workload convert nasa.json --to swf --out nasa.swf",
+                             "nodesel workload convert sacct.txt --from sacct --to swf "
+                             "--out site.swf"])
     conv.add_argument("trace", help="SWF (.swf, .swf.gz, a .zip holding one, 'nasa') or a "
                                     "Batsim workload (.json)")
+    conv.add_argument("--from", dest="source", choices=("auto", "swf", "batsim", "sacct"),
+                      default="auto", help="the input's format (default: by its name, .json "
+                                           "Batsim, else SWF); sacct: sacct --parsable2 output, "
+                                           "of which JobIDRaw (or JobID), Submit, Start, End, "
+                                           "Timelimit, AllocCPUS (or NCPUS), ReqCPUS, User, "
+                                           "Group, Partition and State are read")
     conv.add_argument("--to", required=True, choices=("swf", "batsim"),
                       help="the format to write")
     conv.add_argument("--out", required=True, help="the file to write")
@@ -143,7 +151,22 @@ def cmd_convert(args):
     from ..workload.traces import resolve_trace
 
     check_out(args.out)
-    trace = read_any(resolve_trace(args.trace))
+    if args.source == "sacct":
+        from ..workload.sacct import read_sacct
+
+        trace, unfinished = read_sacct(args.trace)
+        if unfinished:
+            print(f"left out {unfinished} job(s) still pending or running")
+    elif args.source == "batsim":
+        from ..workload.batsim import read_batsim
+
+        trace = read_batsim(resolve_trace(args.trace))
+    elif args.source == "swf":
+        from ..workload.swf import read_swf
+
+        trace = read_swf(resolve_trace(args.trace), check=False)
+    else:
+        trace = read_any(resolve_trace(args.trace))
     if args.to == "batsim":
         from ..workload.batsim import holdable, write_batsim
 
