@@ -29,7 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputFileError
-from ..files import write_json_atomic
+from ..files import read_input_text, write_json_atomic
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
 __all__ = ["read_batsim", "from_batsim", "to_batsim", "write_batsim", "holdable"]
@@ -42,12 +42,7 @@ EXTRA = tuple(f for f in FIELDS if f not in CARRIED)
 def read_batsim(path: str) -> Trace:
     """The trace of a Batsim workload file. Raises InputFileError naming the file, the job
     (by index and id) and the field."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        raise InputFileError(path, None, "is not a text file (a Batsim workload is JSON)") \
-            from None
+    text = read_input_text(path, "Batsim workload (JSON)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

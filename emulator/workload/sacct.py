@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputFileError
+from ..files import read_input_text
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
 __all__ = ["read_sacct", "parse_sacct", "slurm_duration_seconds"]
@@ -71,13 +72,7 @@ def _time(text: str) -> Optional[float]:
 def read_sacct(path: str) -> tuple:
     """(the trace, jobs left out because they had not ended) of a ``sacct --parsable2``
     file. Raises InputFileError naming the file, the line and the field."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        raise InputFileError(path, None, "is not a text file (sacct --parsable2 output)") \
-            from None
-    return parse_sacct(text, path)
+    return parse_sacct(read_input_text(path, "sacct --parsable2 file"), path)
 
 
 def parse_sacct(text: str, path: str = "<sacct>") -> tuple:
