@@ -67,8 +67,10 @@ def test_on_cgroup_v2_a_node_gets_cpu_max_and_its_groups_go(tmp_path, monkeypatc
     assert (root / "nodesel-1" / "cgroup.subtree_control").read_text() == "+cpu"
     assert (root / "nodesel-1" / "n1" / "cpu.max").read_text() == "2000 16000"
     assert (root / "nodesel-1" / "n_2" / "cpu.max").read_text() == "2000 16000"
-    # the coordinator: no quota, the largest weight (the nodes keep the default 100)
+    # the coordinator: no quota, the largest weight (the nodes keep the default 100); the
+    # run's group the largest weight beside the machine's other processes
     assert (root / "nodesel-1" / "coordinator" / "cpu.weight").read_text() == "10000"
+    assert (root / "nodesel-1" / "cpu.weight").read_text() == "10000"
     assert not (root / "nodesel-1" / "coordinator" / "cpu.max").exists()
     for n in ("n1", "n_2", "coordinator"):
         (root / "nodesel-1" / n / "cgroup.procs").write_text("")

@@ -17,6 +17,10 @@ the nodes' 1024 and 100): a cluster's front end is a machine of its own, so when
 (Algorithm 1 at an arrival) it takes a core at once instead of a fair share beside the nodes
 running there. It never spins while it waits, so the nodes lose only the CPU it uses.
 
+The run's group itself has the largest weight too: other processes on the machine (two busy
+loops, say) would otherwise take the nodes' CPU from under their quotas, since a quota caps a
+group and guarantees it nothing; the quotas still cap the whole at the cores it was given.
+
 Only groups this run made are touched: :meth:`CpuGroups.down` moves whatever is still in them
 back to the root group and removes them, and can run again safely; :func:`remove_stale`
 removes the groups of runs whose launcher is gone.
@@ -41,6 +45,7 @@ WHOLE_CORE_PERIOD_US = 50000
 ENV = "NODESEL_CPU_GROUPS"  # the run's group, from the launcher to the ranks
 COORDINATOR = "coordinator"  # rank 0's group
 COORDINATOR_WEIGHT = {"v1": ("cpu.shares", "262144"), "v2": ("cpu.weight", "10000")}  # the most
+RUN_WEIGHT = COORDINATOR_WEIGHT  # the run's own group, beside the machine's other processes
 
 
 def hierarchy():
@@ -123,6 +128,10 @@ class CpuGroups:
         quota = int(round(period / self.dilation))
         try:
             os.makedirs(self.base, exist_ok=True)
+            # the emulated cluster against everything else on the machine: the largest
+            # weight (its nodes' quotas still cap it at the cores it was given)
+            _write(os.path.join(self.base, RUN_WEIGHT[self.version][0]),
+                   RUN_WEIGHT[self.version][1])
             if self.version == "v2":
                 _write(os.path.join(self.base, "cgroup.subtree_control"), "+cpu")
             for node in self.nodes:
