@@ -164,3 +164,24 @@ def test_other_commands_that_run_the_cluster_stop_the_same_way(tmp_path, argv, s
 def ranks_running():
     return [p.pid for p in psutil.process_iter(["cmdline"])
             if "emulator.coordinator.supervise" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_after_a_stop_hydras_complaints_are_dropped_and_the_rest_passes(capfd):
+    import threading
+
+    from emulator.coordinator import launch
+
+    read, write = os.pipe()
+    stopping = threading.Event()
+    relay = threading.Thread(target=launch._relay, args=(os.fdopen(read, "rb"), stopping))
+    relay.start()
+    os.write(write, b"progress 1/9\r[proxy:0@vm] before a stop, kept\n")
+    time.sleep(0.2)
+    stopping.set()
+    os.write(write, b"[proxy:0@vm] HYDU_sock_write (sock.c:250): write error\n"
+                    b"kept after the stop\nAbort(1) on node 0 (rank 0 in comm 0): gone\n"
+                    b"[mpiexec@vm] unable to forward")
+    os.close(write)
+    relay.join(timeout=5)
+    assert capfd.readouterr().err == ("progress 1/9\r[proxy:0@vm] before a stop, kept\n"
+                                      "kept after the stop\n")

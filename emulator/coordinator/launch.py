@@ -66,7 +66,10 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
     with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
         started = os.path.join(tmp, "started")
         env = dict(os.environ, **{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
-        proc = subprocess.Popen(argv, env=env)
+        proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+        stopping = threading.Event()
+        relay = threading.Thread(target=_relay, args=(proc.stderr, stopping), daemon=True)
+        relay.start()
         # SIGTERM (a batch system's or kill's) and SIGHUP end the job as Ctrl-C does, so
         # that what the caller made for it (a testbed) is taken down in its finally
         main = threading.current_thread() is threading.main_thread()
@@ -86,14 +89,53 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
                                 f"{' '.join(argv[:12])} ...") from None
             return proc.wait()
         except KeyboardInterrupt:
+            stopping.set()
             _end(proc, signal.SIGINT, grace_seconds)
             raise
         finally:
+            relay.join(timeout=5.0)  # what the job said is out before the caller speaks
             for s, handler in previous.items():
                 signal.signal(s, handler)
             # ranks that ended without MPI's finalize (stopped, killed) leave MPICH's
             # shared memory behind: what no live process maps any more goes
             stop.remove_orphan_segments(began)
+
+
+# Hydra's own complaints about ranks that left on a stop (a proxy that could not write to a
+# rank gone, an abort's notice): dropped once a stop is under way, as the stop line says it
+HYDRA_CHATTER = (b"[proxy:", b"[mpiexec@", b"HYDU_", b"HYD_", b"Abort(",
+                 b"application called MPI_Abort")
+
+
+def _relay(source, stopping):
+    """Pass the job's stderr on as it comes (progress bars included); once ``stopping`` is
+    set, line by line, without Hydra's chatter."""
+    fd, pending = source.fileno(), b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        if not stopping.is_set():
+            _write_err(chunk)
+            continue
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if not any(mark in line for mark in HYDRA_CHATTER):
+                _write_err(line + b"\n")
+    if pending and not any(mark in pending for mark in HYDRA_CHATTER):
+        _write_err(pending)
+    source.close()
+
+
+def _write_err(data):
+    try:
+        sys.stderr.flush()
+        os.write(2, data)
+    except OSError:
+        pass
 
 
 def _interrupt(signum, frame):
