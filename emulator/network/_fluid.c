@@ -129,7 +129,7 @@ typedef struct Fluid {
     int route_kind;
     int32_t *path_start, *paths;
     int32_t *r_parent, *r_depth, *r_up, *r_down, *r_vertex;
-    int32_t r_vertices, r_pair_base;
+    int32_t r_pair_base;
     Timeline tl[2];
     /* scratch of the solver and of the rings */
     double *rem;
@@ -145,7 +145,7 @@ typedef struct Fluid {
     size_t elems_cap;
     double *fixed; /* per resource: what flows outside an incremental solve take of it */
     /* the incremental solve's own: its flows (F) and closed resources (S) */
-    double *old_rate, *out_max;
+    double *old_rate, *f_max;
     long double *f_load; /* per resource: what F's flows took of it before the solve */
     int32_t *in_f, *in_s, *f_list, *s_list, *r_stamp, *f_count;
     char *has_out;
@@ -828,21 +828,21 @@ static double fastest_outside(Fluid *f, int32_t r)
     return fastest;
 }
 
-/* The fastest flow of F on each resource F crosses, in f->out_max (its background
+/* The fastest flow of F on each resource F crosses, in f->f_max (its background
  * streams, solved with F, freeze at the level it saturates at). */
 static void fastest_in_f(Fluid *f, int n_f)
 {
     for (int i = 0; i < f->n_touched; i++) {
         int32_t r = f->touched[i];
-        f->out_max[r] = f->res[r].background > 0 && f->sat[r] ? f->lvl[r] : 0.0;
+        f->f_max[r] = f->res[r].background > 0 && f->sat[r] ? f->lvl[r] : 0.0;
     }
     for (int i = 0; i < n_f; i++) {
         const Flow *x = &f->flows[f->f_list[i]];
         const int32_t *p;
         int len = path_of(f, x, &p);
         for (int j = 0; j < len; j++)
-            if (x->rate > f->out_max[p[j]])
-                f->out_max[p[j]] = x->rate;
+            if (x->rate > f->f_max[p[j]])
+                f->f_max[p[j]] = x->rate;
     }
 }
 
@@ -906,7 +906,7 @@ static int incremental_solve(Fluid *f)
             double outside = is ? fastest_outside(f, r) : 0.0;
             int lost = was && !is;                                    /* (a) */
             int slower = is && outside > f->lvl[r] * (1 + CHANGE_TOL); /* (b) */
-            int faster = was && is && f->out_max[r] > outside * (1 + CHANGE_TOL); /* (c) */
+            int faster = was && is && f->f_max[r] > outside * (1 + CHANGE_TOL); /* (c) */
             if (lost || slower || faster) {
                 close_s(f, r, &n_f, &n_s);
                 closed = 1;
@@ -1495,7 +1495,6 @@ static int read_routes(Fluid *f, PyObject *routes, int *longest)
                 return -1;
             }
         }
-        f->r_vertices = nv;
         /* a longer route is refused when a flow would take it (insert) */
         deepest = 2 * deepest < FL_MAX_PATH ? 2 * deepest : FL_MAX_PATH;
         *longest = deepest > *longest ? deepest : *longest;
@@ -1560,7 +1559,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
     if (!ALLOC(f->rem, f->n_res) || !ALLOC(f->users, f->n_res) || !ALLOC(f->stamp, f->n_res) ||
         !ALLOC(f->touched, f->n_res) || !ALLOC(f->sat, f->n_res) ||
         !ALLOC(f->unfrozen, max_flows) || !ALLOC(f->lvl, f->n_res) ||
-        !ALLOC(f->fixed, f->n_res) || !ALLOC(f->out_max, f->n_res) ||
+        !ALLOC(f->fixed, f->n_res) || !ALLOC(f->f_max, f->n_res) ||
         !ALLOC(f->f_load, f->n_res) || !ALLOC(f->f_count, f->n_res) ||
         !ALLOC(f->has_out, f->n_res) || !ALLOC(f->in_s, f->n_res) ||
         !ALLOC(f->s_list, f->n_res) || !ALLOC(f->r_stamp, f->n_res) ||
@@ -1677,7 +1676,7 @@ static void Fluid_dealloc(Fluid *f)
     free(f->unfrozen);
     free(f->lvl);
     free(f->fixed);
-    free(f->out_max);
+    free(f->f_max);
     free(f->f_load);
     free(f->f_count);
     free(f->lref);
