@@ -73,7 +73,7 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
         # SIGTERM (a batch system's or kill's) and SIGHUP end the job as Ctrl-C does, so
         # that what the caller made for it (a testbed) is taken down in its finally
         main = threading.current_thread() is threading.main_thread()
-        previous = {s: signal.signal(s, _interrupt) for s in stop.SIGNALS} if main else {}
+        previous = {s: signal.signal(s, stop.on_signal) for s in stop.SIGNALS} if main else {}
         try:
             if start_timeout_seconds is not None:
                 deadline = time.monotonic() + start_timeout_seconds
@@ -136,14 +136,6 @@ def _write_err(data):
         os.write(2, data)
     except OSError:
         pass
-
-
-def _interrupt(signum, frame):
-    from .stop import SIGNALS, Stopped
-
-    for s in SIGNALS:  # the first stop is the one
-        signal.signal(s, signal.SIG_IGN)
-    raise Stopped(signum)
 
 
 def _end(proc, sig, grace_seconds):

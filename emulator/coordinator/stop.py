@@ -37,7 +37,8 @@ class Stopped(KeyboardInterrupt):
 _received: Optional[int] = None  # the signal that stopped this process, once one has
 
 
-def _stop(signum: int, frame: Optional[FrameType]) -> None:
+def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+    """The handler: the first stop raises :class:`Stopped`, the ones after are ignored."""
     global _received
     for s in SIGNALS:  # the first stop is the one: mpiexec and a supervisor both pass it on
         signal.signal(s, signal.SIG_IGN)
@@ -55,7 +56,7 @@ def install() -> None:
     """Make SIGINT, SIGTERM and SIGHUP stop this process with :class:`Stopped` (the main
     thread's, where Python runs handlers)."""
     for s in SIGNALS:
-        signal.signal(s, _stop)
+        signal.signal(s, on_signal)
 
 
 def await_stop(seconds: float) -> None:
