@@ -97,18 +97,15 @@ def schedulers_of(args, site):
     return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]
 
 
-def _predicting(args, trace, scheduler_of=None):
+def _predicting(args, trace, options, scheduler_of=None):
     """A run-time predictor as the estimator, fitted on the first jobs of the trace (with
     ``--fit wait``, for the least wait under ``scheduler_of()``): the jobs the run
-    schedules (arrivals compressed, those turned into reservations left out)."""
+    schedules (:func:`~emulator.scheduling.trace_run.trace_jobs`)."""
     from ..prediction.evaluate import fit_predictor, predictor_names
     from ..prediction.online import Online, completion_times
-    from ..scheduling.job import compress_arrivals, jobs_from_trace
-    from ..scheduling.reservations import jobs_as_reservations
+    from ..scheduling.trace_run import trace_jobs
 
-    jobs = compress_arrivals(jobs_from_trace(trace), args.compress_arrivals)
-    if args.reservation_fraction:
-        jobs, _ = jobs_as_reservations(jobs, args.reservation_fraction, seed=args.seed)
+    jobs, _ = trace_jobs(trace, options)
 
     try:
         predictor_names(args.estimates, jobs)
@@ -148,7 +145,8 @@ def cmd_schedule(args):
     processors = trace.max_procs
     summaries = []
     for policy, make in schedulers:
-        est = _predicting(args, trace, lambda: make(processors)) if predicting else None
+        est = _predicting(args, trace, options, lambda: make(processors)) if predicting \
+            else None
         bar = None
         if not args.no_progress and sys.stderr.isatty():
             from tqdm import tqdm

@@ -21,7 +21,8 @@ from .job import compress_arrivals, jobs_from_trace
 from .reservations import jobs_as_reservations
 from .simulate import Simulation, simulate
 
-__all__ = ["TraceRunOptions", "TraceRun", "check_trace_options", "schedule_trace"]
+__all__ = ["TraceRunOptions", "TraceRun", "check_trace_options", "trace_jobs",
+           "schedule_trace"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,15 @@ def check_trace_options(trace: Any, options: TraceRunOptions) -> None:
                          "field 9)")
 
 
+def trace_jobs(trace: Any, options: TraceRunOptions) -> tuple:
+    """(the jobs a run of ``trace`` schedules, the reservation requests made of the others):
+    arrivals compressed, ``options.reservation_fraction`` of the jobs turned into requests."""
+    jobs = compress_arrivals(jobs_from_trace(trace), options.compress_arrivals)
+    if not options.reservation_fraction:
+        return jobs, []
+    return jobs_as_reservations(jobs, options.reservation_fraction, seed=options.seed)
+
+
 def schedule_trace(trace: Any, make_scheduler: Callable[[int], Any],
                    options: TraceRunOptions, *, site: Any = None, estimator_obj: Any = None,
                    progress: Optional[Callable[[int], None]] = None) -> TraceRun:
@@ -74,12 +84,8 @@ def schedule_trace(trace: Any, make_scheduler: Callable[[int], Any],
     reservation larger than the machine."""
     check_trace_options(trace, options)
     processors = trace.max_procs
-    jobs = compress_arrivals(jobs_from_trace(trace), options.compress_arrivals)
-    requests = list(site.reservations) if site is not None else []
-    if options.reservation_fraction:
-        jobs, converted = jobs_as_reservations(jobs, options.reservation_fraction,
-                                               seed=options.seed)
-        requests += converted
+    jobs, converted = trace_jobs(trace, options)
+    requests = (list(site.reservations) if site is not None else []) + converted
     for r in requests:
         if r.procs > processors:
             raise ValueError(f"reservation {r.id} asks for {r.procs} processors, more than "
