@@ -60,11 +60,12 @@ def read_trace(args, *, quiet=False):
     return trace
 
 
-def read_any(path, *, skip_bad=False):
-    """A trace file as it is: a Batsim workload (``.json``) or SWF."""
+def read_any(path, *, skip_bad=False, source="auto"):
+    """A trace file as it is: a Batsim workload (``source`` "batsim", or "auto" and a
+    ``.json`` name) or SWF."""
     from ..workload.swf import read_swf
 
-    if str(path).endswith(".json"):
+    if source == "batsim" or (source == "auto" and str(path).endswith(".json")):
         from ..workload.batsim import read_batsim
 
         return read_batsim(path)
@@ -157,16 +158,8 @@ def cmd_convert(args):
         trace, unfinished = read_sacct(args.trace)
         if unfinished:
             print(f"left out {unfinished} job(s) still pending or running")
-    elif args.source == "batsim":
-        from ..workload.batsim import read_batsim
-
-        trace = read_batsim(resolve_trace(args.trace))
-    elif args.source == "swf":
-        from ..workload.swf import read_swf
-
-        trace = read_swf(resolve_trace(args.trace), check=False)
     else:
-        trace = read_any(resolve_trace(args.trace))
+        trace = read_any(resolve_trace(args.trace), source=args.source)
     if args.to == "batsim":
         from ..workload.batsim import holdable, write_batsim
 
