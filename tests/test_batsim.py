@@ -123,7 +123,8 @@ def test_no_processor_serves_two_jobs_at_once(rows, processors, policy):
         assert all(0 <= p < processors for p in procs)
     for a, (j, pa) in enumerate(zip(ran, allocation)):
         for k, pk in zip(ran[a + 1:], allocation[a + 1:]):
-            overlap = j.start < k.end and k.start < j.end  # both of some length
+            overlap = j.start < k.end and k.start < j.end and \
+                j.end > j.start and k.end > k.start  # both of some length
             assert not (overlap and set(pa) & set(pk)), (j, k)
 
 
