@@ -98,13 +98,16 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
                 signal.signal(s, handler)
             # ranks that ended without MPI's finalize (stopped, killed) leave MPICH's
             # shared memory behind: what no live process maps any more goes
-            stop.remove_orphan_segments(began)
+            stop.remove_orphan_segments(began, patience_seconds=ORPHAN_PATIENCE_SECONDS)
 
 
 # Hydra's own complaints about ranks that left on a stop (a proxy that could not write to a
 # rank gone, an abort's notice): dropped once a stop is under way, as the stop line says it
 HYDRA_CHATTER = (b"[proxy:", b"[mpiexec@", b"HYDU_", b"HYD_", b"Abort(",
                  b"application called MPI_Abort")
+
+
+ORPHAN_PATIENCE_SECONDS = 2.0  # for a job's last ranks to let go of MPICH's shared memory
 
 
 def _relay(source, stopping):

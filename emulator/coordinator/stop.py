@@ -157,13 +157,21 @@ def orphan_segments(since_seconds: float, *, directory: str = SHM_DIR,
     return [p for p in found if p not in in_use]
 
 
-def remove_orphan_segments(since_seconds: float, *, directory: str = SHM_DIR) -> list:
-    """Unlink :func:`orphan_segments`; returns the paths removed."""
+def remove_orphan_segments(since_seconds: float, *, directory: str = SHM_DIR,
+                           patience_seconds: float = 0.0) -> list:
+    """Unlink :func:`orphan_segments`; returns the paths removed. With ``patience_seconds``,
+    segments made since then that a process still maps are waited for that long (a job's
+    last ranks may still be on their way out when its launcher ends)."""
     removed = []
-    for path in orphan_segments(since_seconds, directory=directory):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except FileNotFoundError:
-            pass
-    return removed
+    deadline = time.monotonic() + patience_seconds
+    while True:
+        for path in orphan_segments(since_seconds, directory=directory):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+        if time.monotonic() >= deadline or not orphan_segments(
+                since_seconds, directory=directory, mapped=set()):
+            return removed
+        time.sleep(0.1)
