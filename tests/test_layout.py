@@ -169,3 +169,19 @@ def test_papers_are_named_by_their_authors():
             if pattern.search(line):
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_scripts_import_the_installed_package():
+    """No script reaches into the source folder: ``pip install -e .`` is what they use, as a
+    study of a library user would."""
+    folder = os.path.join(ROOT, "scripts")
+    found = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                if "sys.path.insert" in line or "sys.path.append" in line:
+                    found.append(f"scripts/{name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
