@@ -125,7 +125,9 @@ def test_under_the_users_own_mpiexec_rank_0_says_it_once():
     (["flows", "--cluster", "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
       "--dilation", "200"], signal.SIGINT, "", None),
     (["batch", "--nodes", "4", "--no-progress"], signal.SIGHUP, "characteriz", "batch"),
-], ids=["flows-SIGINT", "batch-SIGHUP"])
+    (["batch-experiment", "--quick", "--nodes", "4", "--no-progress"], signal.SIGTERM, "",
+     "batch-experiment"),
+], ids=["flows-SIGINT", "batch-SIGHUP", "batch-experiment-SIGTERM"])
 def test_other_commands_that_run_the_cluster_stop_the_same_way(tmp_path, argv, sig, progress,
                                                                 out):
     """Started from a command, stopped once its ranks run: one line, 128 + the signal."""
@@ -185,3 +187,4 @@ def test_after_a_stop_hydras_complaints_are_dropped_and_the_rest_passes(capfd):
     relay.join(timeout=5)
     assert capfd.readouterr().err == ("progress 1/9\r[proxy:0@vm] before a stop, kept\n"
                                       "kept after the stop\n")
+

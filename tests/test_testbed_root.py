@@ -276,3 +276,27 @@ def test_experiment_runs_with_the_kernel_shaping(tmp_path):
     assert summary["complete"]
     assert all(isinstance(v, float) for v in summary["slowdown_pct"]["cg"].values())
     assert not traces_of("ntsx")  # the run's own testbed is gone
+
+
+@pytest.mark.skipif(mpiexec_path() is None, reason="needs mpiexec (pip install mpich)")
+def test_run_stopped_in_its_trials_ends_the_step_and_says_so_once(testbed):
+    """SIGTERM while a candidate's command runs: the step's processes go with the run."""
+    import signal
+
+    import psutil
+    from stopping import gone, stop_when
+
+    out = testbed / "run"
+    marker = "3600.5"  # a sleep no other process runs
+
+    def steps():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] == ["sleep", marker]]
+    status, err = stop_when(["run", "--pattern", "cg", "--nprocs", "4", "--skeleton-cmd",
+                             f"sleep {marker}", "--app-cmd", "true", "--testbed-name", NAME,
+                             "--state-dir", str(testbed), "--out", str(out)],
+                            signal.SIGTERM, steps)
+    assert status == 128 + signal.SIGTERM, err[-3000:]
+    assert err.splitlines() == [f"nodesel: stopped by SIGTERM; results so far in {out}"]
+    assert (out / "status.json").exists()  # the measurement finished and was kept
+    assert gone(steps)

@@ -233,3 +233,35 @@ def test_a_killed_tc_run_leaves_nothing_behind(tmp_path):
     left = subprocess.run(["pgrep", "-f", "testbed-name ntk|ntk-launcher"], capture_output=True,
                           text=True)
     assert not left.stdout.split()  # the ranks, and Hydra's proxies in the namespaces
+
+
+def test_play_stopped_ends_its_stream_agents_and_says_so_once(tmp_path):
+    import signal
+
+    from stopping import gone, stop_when
+
+    path = tmp_path / "racks.toml"
+    path.write_text(CLUSTER)
+    up = nodesel("testbed", "up", "--cluster", str(path), "--name", "ntst", "--background",
+                 "real", "--state-dir", str(tmp_path))
+    assert up.returncode == 0, up.stderr
+
+    def agents():
+        return subprocess.run(["pgrep", "-f", "emulator.kernel.streams"], capture_output=True,
+                              text=True).stdout.split()
+    try:
+        bed, _ = open_testbed("ntst", str(tmp_path))
+        links = clusters.links(bed.cluster)
+        scenario = tmp_path / "long.json"
+        Timeline(links, [c / 2 for _, _, c in links], [(600.0, 0, 150.0)],
+                 {"duration_seconds": 600.0}, ([1] * len(links), [0])).write(str(scenario))
+        status, err = stop_when(["testbed", "play", "--scenario", str(scenario), "--name",
+                                 "ntst", "--state-dir", str(tmp_path)], signal.SIGINT, agents,
+                                wait_seconds=30)
+        assert status == 128 + signal.SIGINT, err[-3000:]
+        assert err.splitlines() == ["nodesel: stopped by SIGINT"]
+        assert gone(agents)
+    finally:
+        down = nodesel("testbed", "down", "--name", "ntst", "--state-dir", str(tmp_path))
+        assert down.returncode == 0, down.stderr
+        assert not traces_of("ntst")

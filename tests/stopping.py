@@ -1,0 +1,38 @@
+"""Stopping a command the way a person or a batch system does: a signal once it is busy."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def stop_when(args, sig, ready, *, wait_seconds=120.0):
+    """Run ``nodesel ARGS...``, send ``sig`` once ``ready()`` is true (or ``wait_seconds`` have
+    passed, or it ended) and return (exit status, stderr). Killed at the end whatever happens,
+    so a run that ignores the signal cannot outlive its test."""
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + wait_seconds
+        while not ready() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready(), "the command never got busy"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        return proc.returncode, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def gone(found, patience_seconds=5.0):
+    """True once ``found()`` is empty, within ``patience_seconds``."""
+    deadline = time.monotonic() + patience_seconds
+    while found() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not found()
