@@ -188,3 +188,22 @@ def test_after_a_stop_hydras_complaints_are_dropped_and_the_rest_passes(capfd):
     assert capfd.readouterr().err == ("progress 1/9\r[proxy:0@vm] before a stop, kept\n"
                                       "kept after the stop\n")
 
+
+def test_grid_stopped_between_replications_keeps_the_finished_ones(tmp_path):
+    """A simulation, not ranks: the same line and status, and what finished is on disk."""
+    import json
+
+    from stopping import stop_when
+
+    out = tmp_path / "grid"
+    status, err = stop_when(["grid", "--grid", "hostfiles/grid-homogeneous.toml",
+                             "--replications", "200", "--jobs-per-site", "300", "--sharing",
+                             "0,50", "--targets", "shortest-queue", "--no-progress", "--out",
+                             str(out)], signal.SIGINT, (out / "summary.json").exists,
+                            wait_seconds=60)
+    assert status == 128 + signal.SIGINT, err[-3000:]
+    assert err.splitlines() == [f"nodesel: stopped by SIGINT; results so far in {out}"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and 1 <= summary["replications_done"] < 200
+    rows = (out / "replications.csv").read_text().splitlines()
+    assert len(rows) > 1 and not [p for p in out.iterdir() if p.name.startswith(".tmp")]

@@ -100,6 +100,9 @@ def cmd_grid(args):
             results[r] = replication(grid, r, sharing, targets, args.seed)
             if bar is not None:
                 bar.update(1)
+            if size == 1:  # a stop keeps every replication that finished
+                _write_results(grid, [results[k] for k in sorted(results)], sharing, targets,
+                               out, args, complete=False)
     except UserError as e:
         failure = str(e)
     except Exception as e:  # noqa: BLE001 - under mpiexec, rank 0 must not wait for ever
@@ -123,13 +126,15 @@ def cmd_grid(args):
                   out, args)
 
 
-def _write(grid, results, sharing, targets, out, args):
+def _write_results(grid, results, sharing, targets, out, args, *, complete):
+    """summary.json, replications.csv and tables.md of the replications in ``results``."""
     from ..files import write_json_atomic, write_text_atomic
     from ..grid.experiment import summarize
-    from ..grid.report import plot_slowdown, plot_types, replications_csv, tables
+    from ..grid.report import replications_csv, tables
 
     summary = summarize(grid, results, sharing, targets)
-    summary.update(jobs_per_site=None if grid.span_days else grid.jobs_per_site,
+    summary.update(complete=complete, replications_done=len(results),
+                   jobs_per_site=None if grid.span_days else grid.jobs_per_site,
                    span_days=grid.span_days, seed=args.seed,
                    simulation_seconds=sum(m["simulation_seconds"] for res in results
                                           for m in res.values()))
@@ -137,6 +142,13 @@ def _write(grid, results, sharing, targets, out, args):
     write_text_atomic(os.path.join(out, "replications.csv"), replications_csv(grid, results))
     text = tables(summary)
     write_text_atomic(os.path.join(out, "tables.md"), text)
+    return summary, text
+
+
+def _write(grid, results, sharing, targets, out, args):
+    from ..grid.report import plot_slowdown, plot_types
+
+    summary, text = _write_results(grid, results, sharing, targets, out, args, complete=True)
     plot_slowdown(summary, os.path.join(out, "slowdown.png"))
     plot_types(summary, out)
     print(text, end="")
