@@ -243,3 +243,34 @@ def test_coordinator_killed_mid_run_ends_the_job(tmp_path, experiment):
     assert "rank 0 was killed by SIGKILL" in stderr, stderr[-3000:]
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
     assert not leftovers()
+
+
+def test_a_stopped_experiment_resumed_keeps_what_it_finished_and_completes(tmp_path,
+                                                                          experiment):
+    """Stopped within the second slot: the first is kept bit for bit, the second's
+    measurement replayed, and the resumed run ends with every job an unbroken run has."""
+    out = tmp_path / "exp"
+    run = experiment(out)
+    assert run.wait_for_jobs(6), run.stderr[-3000:]  # slot 0's five jobs and one of slot 1
+    run.proc.send_signal(signal.SIGTERM)
+    run.finish(timeout=60)
+    assert run.proc.returncode == 128 + signal.SIGTERM, run.stderr[-3000:]
+    stopped = json.loads((out / "summary.json").read_text())
+    assert stopped["slots_done"] == [0] and stopped["complete"] is False
+    kept = [r for r in rows_of(out) if r["slot"] == "0"]
+    measured = json.loads((out / "measurements.json").read_text())
+    assert [m["slot"] for m in measured] == [0, 1]
+
+    again = experiment(out, "--resume")
+    stdout, stderr = again.finish()
+    assert again.proc.returncode == 0, stderr[-3000:]
+    assert "resuming: 1 of 2 slot(s) complete" in stdout + stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["slots_done"] == [0, 1]
+    rows = rows_of(out)
+    assert [r for r in rows if r["slot"] == "0"] == kept
+    assert sorted((r["slot"], r["method"]) for r in rows) == sorted(
+        (s, m) for s in ("0", "1") for m in METHODS + ("oracle", "dedicated"))
+    assert json.loads((out / "measurements.json").read_text()) == measured  # none taken again
+    assert summary["jobs"] == len(rows) == 10
+    assert not leftovers()

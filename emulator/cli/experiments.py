@@ -46,6 +46,9 @@ def experiment_options(p, *, benchmarks, repeats, out):
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle reference runs")
     p.add_argument("--out", help=f"output folder; its parent must exist (default {out}, "
                                  "created as needed)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue a stopped run in --out: keep the slots it finished and its "
+                        "measurements, run the rest (the settings must be the same)")
     p.set_defaults(default_out=out)
 
 
@@ -65,7 +68,9 @@ def register(sub):
                             "nodesel experiment --time-scale 1 --spacing-seconds 600   "
                             "# the paper's real timing",
                             "nodesel experiment --benchmarks cg,is --repeats 1 --app-iterations 1 "
-                            "--out /tmp/tiny"],
+                            "--out /tmp/tiny",
+                            "nodesel experiment --out results/experiment --resume   "
+                            "# after a stop"],
                   handler=cmd_experiment)
     cluster_options(exp, probe_kib=128)
     experiment_options(exp, benchmarks="bt,cg,is,lu,mg", repeats=6, out="results/experiment")
@@ -139,7 +144,7 @@ def cmd_experiment(args):
              f"scenario: {coordinator.settings.timeline.meta.get('kind')}, time scale "
              f"{config.time_scale:g}; {len(config.slots())} slots x "
              f"{len(config.methods)} methods of {config.nprocs}-node jobs", file=sys.stderr)
-        summary = Experiment(coordinator, config, out, echo=echo).run()
+        summary = Experiment(coordinator, config, out, echo=echo).run(resume=args.resume)
         echo(markdown_table(summary))
         for event in summary["failures"]:
             echo(f"failure: slot {event['slot']} {event['method']}: {event['error']}")

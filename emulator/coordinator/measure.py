@@ -99,6 +99,7 @@ class Monitor:
         self.nodes = list(nodes or coordinator.names)
         self.forecasts = PairForecasts()
         self.last = {}  # pair -> (measured, true at probe time)
+        self.probes = []  # (a, b, measured, true) of the last measurement, in finishing order
         self.graph = None
         self.seconds = 0.0
         self.epoch = None
@@ -110,7 +111,7 @@ class Monitor:
         ``epoch`` runs the probes on that scenario clock (see ``Coordinator.clock``).
         """
         start = time.time()
-        self.epoch = epoch
+        self.epoch, self.probes = epoch, []
         queue = ProbeQueue(self.nodes)
         total, finished = len(queue), 0
         running = {}  # job -> (pair, scenario time at its start)
@@ -125,14 +126,28 @@ class Monitor:
                 pair, t, _ = running.pop(handle["job"])
                 rates = results[pair[1]]["result"]
                 measured = sum(rates) / len(rates)
-                self.forecasts.update(*pair, measured)
-                self.last[frozenset(pair)] = (
-                    measured, self.coordinator.true_pair_mbps(*pair, t) if emulated else None)
+                self._record(*pair, measured,
+                             self.coordinator.true_pair_mbps(*pair, t) if emulated else None)
                 queue.done(pair)
                 finished += 1
                 if progress:
                     progress(finished, total)
         self.seconds = self.coordinator.emulated_seconds(time.time() - start)
+        self.graph = self.status_graph()
+        return self.graph
+
+    def _record(self, a, b, measured, true):
+        self.forecasts.update(a, b, measured)
+        self.last[frozenset((a, b))] = (measured, true)
+        self.probes.append((a, b, measured, true))
+
+    def replay(self, probes, seconds, *, epoch=None):
+        """Take an earlier measurement's ``probes`` (its :attr:`probes`) as if measured now:
+        the forecasts and the status graph become what they were after it."""
+        self.epoch, self.probes = epoch, []
+        for a, b, measured, true in probes:
+            self._record(a, b, float(measured), None if true is None else float(true))
+        self.seconds = float(seconds)
         self.graph = self.status_graph()
         return self.graph
 

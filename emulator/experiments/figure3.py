@@ -14,8 +14,10 @@ stream-model timeline; the slots cycle through the benchmarks, ``repeats`` times
    its application within that same timeline, as it would on a real cluster.
 
 A node that dies is marked down; the job is retried on the remaining nodes and the report
-lists what happened. Results are rewritten atomically after every slot (``jobs.csv``,
-``summary.json``); the table and the plot come at the end.
+lists what happened. Results are rewritten atomically after every job (``jobs.csv``,
+``summary.json``, ``table.md``) and measurement (``measurements.json``); the plot comes at
+the end. A stopped run is continued with ``resume``: the slots it finished are kept as they
+are, its measurements replayed, and the rest run (:mod:`.resume`).
 """
 
 import csv
@@ -33,6 +35,7 @@ from ..files import write_json_atomic, write_text_atomic
 from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
 from ..selection.patterns import NAS_BENCHMARKS, allowed_nprocs
 from .report import markdown_table, plot_figure3, summarize
+from .resume import earlier_run
 
 DEFAULT_BENCHMARKS = ("bt", "cg", "is", "lu", "mg")
 COLUMNS = ("slot", "repeat", "benchmark", "method", "scenario_start_seconds", "nodes",
@@ -149,27 +152,51 @@ class Experiment:
         self.full_pair = pair_bandwidth_function(cluster, full_capacity_timeline(cluster))
         self.monitor = Monitor(coordinator, size_bytes=config.probe_bytes)
         self.measured_at = self._measure_end = None
+        self.measurements = []  # {"slot", "at", "end", "seconds", "probes"} in order
+        self.slots_done = set()
         self.graph = None
         self.paths = {k: os.path.join(out_dir, name) for k, name in (
             ("csv", "jobs.csv"), ("summary", "summary.json"), ("table", "table.md"),
-            ("plot", "figure3.png"))}
+            ("plot", "figure3.png"), ("measurements", "measurements.json"))}
+        timeline = coordinator.settings.timeline
+        self.identity = {"nodes": list(coordinator.names),
+                         "scenario": dict(timeline.meta) if timeline is not None else None}
 
     # -- the loop ------------------------------------------------------------------------
 
-    def run(self):
+    def run(self, *, resume=False):
+        """Run every slot (with ``resume``, those an earlier run in the folder did not
+        finish) and return the summary."""
         config = self.config
         slots = config.slots()
+        if resume:
+            self._take(earlier_run(self.out_dir, config.to_json(), self.identity))
+            self.echo(f"resuming: {len(self.slots_done)} of {len(slots)} slot(s) complete in "
+                      f"{self.out_dir}")
         per_slot = 1 + len(config.methods) + (1 if config.oracle else 0)
-        self.progress = _Progress(len(slots) * per_slot, self.echo)
+        self.progress = _Progress((len(slots) - len(self.slots_done)) * per_slot, self.echo)
         started = time.monotonic()
         try:
             for j, (repeat, benchmark) in enumerate(slots):
-                self._slot(j, repeat, benchmark)  # writes the files after every job
+                if j not in self.slots_done:
+                    self._slot(j, repeat, benchmark)  # writes the files after every job
+                    self.slots_done.add(j)
+                    self._write(complete=False)
         finally:
             self.progress.close()
         summary = self._write(complete=True, wall_seconds=time.monotonic() - started)
         plot_figure3(summary, self.paths["plot"])
         return summary
+
+    def _take(self, earlier):
+        """Start from what a stopped run finished: its rows, failures and measurements."""
+        self.slots_done = set(earlier.slots_done)
+        self.rows, self.events = list(earlier.rows), list(earlier.events)
+        for m in earlier.measurements:
+            self.graph = self.monitor.replay(m["probes"], m["seconds"],
+                                             epoch=self.coordinator.clock(m["at"]))
+            self.measurements.append(m)
+            self.measured_at, self._measure_end = m["at"], m["end"]
 
     def _slot(self, j, repeat, benchmark):
         config, coord = self.config, self.coordinator
@@ -177,7 +204,7 @@ class Experiment:
                        app_iterations=config.app_iterations,
                        trial_iterations=config.trial_iterations)
         pattern, iterations = spec.pattern(), spec.full_iterations()
-        measurement_seconds, decided_at = self._measure(j * config.spacing_seconds)
+        measurement_seconds, decided_at = self._measure(j, j * config.spacing_seconds)
         base = {"slot": j, "repeat": repeat, "benchmark": benchmark,
                 "scenario_start_seconds": round(decided_at, 3), "full_iterations": iterations}
 
@@ -284,13 +311,16 @@ class Experiment:
         self.progress.step(label + " (failed)")
         return None
 
-    def _measure(self, slot_start):
+    def _measure(self, j, slot_start):
         """Measure at the latest multiple of the interval, unless done already. Returns the
-        wall seconds spent (0 when reused) and the scenario time the decisions start at."""
+        wall seconds spent (0 when reused by a later slot) and the scenario time the
+        decisions of slot ``j`` start at."""
         interval = self.config.measure_interval_seconds
         at = math.floor(slot_start / interval + 1e-9) * interval
         if self.measured_at == at:
-            return 0.0, max(slot_start, self._measure_end)
+            last = self.measurements[-1]  # slot j's own, when a stop came after it
+            return (last["seconds"] if last["slot"] == j else 0.0,
+                    max(slot_start, self._measure_end))
         for _ in range(self.config.max_attempts):
             self.monitor.nodes = list(self.coordinator.up)
             try:
@@ -304,6 +334,10 @@ class Experiment:
             raise UserError("measurement kept failing; see the failures above")
         self.measured_at = at
         self._measure_end = at + self.monitor.seconds * self.coordinator.settings.time_scale
+        self.measurements.append({"slot": j, "at": at, "end": self._measure_end,
+                                  "seconds": self.monitor.seconds,
+                                  "probes": [list(p) for p in self.monitor.probes]})
+        write_json_atomic(self.paths["measurements"], self.measurements)
         return self.monitor.seconds, max(slot_start, self._measure_end)
 
     # -- output --------------------------------------------------------------------------
@@ -319,6 +353,8 @@ class Experiment:
                             events=self.events)
         summary["files"] = {k: os.path.basename(v) for k, v in self.paths.items()}
         summary["scenario"] = self.coordinator.scenario_report()
+        summary["identity"] = self.identity
+        summary["slots_done"] = sorted(self.slots_done)
         if wall_seconds is not None:
             summary["wall_seconds"] = wall_seconds
         write_json_atomic(self.paths["summary"], summary)
@@ -334,5 +370,5 @@ def _cell(value):
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value)  # read back exactly by a resumed run
     return value
