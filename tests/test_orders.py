@@ -9,7 +9,7 @@ import pytest
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
 from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
-from emulator.scheduling.orders import FairShare, make_order
+from emulator.scheduling.orders import FairShare, Order, make_order
 from emulator.scheduling.policyfile import policy_from_dict, policy_from_maui
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
@@ -109,11 +109,13 @@ def test_fair_share_puts_the_lighter_user_first_and_decays():
     heavy, light = Job(1, 0, 4, 100, user=1), Job(2, 0, 1, 100, user=2)
     for job in (heavy, light):
         fs.started(job, 0.0)
+    for job in (heavy, light):
         fs.finished(job, 100.0)
     # window 0: user 1 used 400, user 2 100 processor-seconds: 80% and 20%
     assert fs.usage(100.0)[("user", 1)] == pytest.approx(80.0)
     waiting1, waiting2 = Job(3, 100, 1, 10, user=1), Job(4, 100, 1, 10, user=2)
     assert fs.key(waiting2, 100.0) < fs.key(waiting1, 100.0)
+    assert fs.key(waiting2, 100.0) == pytest.approx(20.0)  # -(0 target - 20% used)
     # a running job counts up to now: user 2 runs 4 processors for 150 s in windows 1 and 2
     later = Job(5, 100, 4, 300, user=2)
     fs.started(later, 100.0)
@@ -121,10 +123,17 @@ def test_fair_share_puts_the_lighter_user_first_and_decays():
     assert shares[("user", 2)] == pytest.approx(100.0)
     # user 1's usage was in window 0, which a depth of 2 forgets by window 2: it goes first
     assert fs.key(waiting1, 250.0) < fs.key(waiting2, 250.0)
-    # targets: at 100, user 1 aims at 90% of the machine (it used 80), user 2 at none
+    # targets: user 1 aims at 90% of the machine (it uses none now), user 2 at none
     fs.user_targets = {"1": 90.0}
-    assert fs.key(waiting1, 100.0) == pytest.approx(-10.0)
-    assert fs.key(waiting2, 100.0) == pytest.approx(20.0)
+    assert fs.key(waiting1, 260.0) == pytest.approx(-90.0)
+    assert fs.key(waiting2, 260.0) == pytest.approx(100.0)
+    # the usage ended in window 1 still counts, at half weight, in window 2
+    fs.finished(later, 260.0)
+    assert fs.usage(299.0)[("user", 2)] == pytest.approx(100.0)
+    assert fs.usage(299.0).get(("user", 1), 0.0) == pytest.approx(0.0)
+    fs.started(Job(6, 300, 2, 50, user=1), 300.0)  # window 3: user 2's window 2 at half
+    # user 2: 240 in window 2 -> 120; user 1: 2 x 50 = 100 in window 3 at 350
+    assert fs.usage(350.0)[("user", 1)] == pytest.approx(100 * 100 / 220)
 
 
 def test_fair_share_settings_come_from_the_policy_file_in_mauis_words():
@@ -136,6 +145,13 @@ def test_fair_share_settings_come_from_the_policy_file_in_mauis_words():
     toml = policy_from_dict({"fairshare": {"FSINTERVAL": 3600, "FSDECAY": 0.9},
                              "users": {"7": {"fstarget": 25}}})
     assert make_order("fairshare", site=toml).interval == 3600.0
+    assert site.fairshare.get("RMPOLLINTERVAL") is None and fs.period_seconds == 0.0
+    polled = policy_from_maui("RMPOLLINTERVAL 00:01:30\nFSDEPTH 2\n")
+    assert make_order("fairshare", site=polled).period_seconds == 90.0
+    assert make_order("fairshare", site=policy_from_dict(
+        {"fairshare": {"RMPOLLINTERVAL": 300}})).period_seconds == 300.0
+    with pytest.raises(InputFileError, match="RMPOLLINTERVAL.*>= 0"):
+        policy_from_dict({"fairshare": {"RMPOLLINTERVAL": -1}})
     with pytest.raises(InputFileError, match="FSDECAY"):
         policy_from_maui("FSDECAY 1.5\n")
     with pytest.raises(InputFileError, match="unknown key"):
@@ -209,3 +225,125 @@ def test_the_schedule_command_takes_an_archive_trace_as_it_is(tmp_path, capsys):
     assert "dropped 3 jobs that cannot be scheduled" in text and "filled the requested" in text
     assert main(["schedule", str(path), "--strict", "--out", str(out)]) == 2
     assert "line 3" in capsys.readouterr().err
+
+
+def reference_usage(fs, spans, now):
+    """Fair share usage from scratch: every job's processor-seconds up to ``now`` (running
+    ones too) in windows, the last ``depth`` decayed, as % of everyone's."""
+    current = int(now // fs.interval)
+    weights = {current - k: fs.decay ** k for k in range(fs.depth)}
+    used = {}
+    for job, start, end in spans:
+        end = now if end is None else min(end, now)
+        t = start
+        while t < end:
+            window = int(t // fs.interval)
+            stop = min(end, (window + 1) * fs.interval)
+            for owner in (("user", job.user), ("group", job.group), ("total",)):
+                used[owner] = used.get(owner, 0.0) + weights.get(window, 0.0) * \
+                    job.procs * (stop - t)
+            t = stop
+    everyone = used.get(("total",), 0.0)
+    return {o: 100.0 * u / everyone if everyone > 0 else 0.0 for o, u in used.items()
+            if o != ("total",)}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fair_share_kept_up_to_date_equals_the_usage_counted_from_scratch(seed):
+    rng = np.random.default_rng(seed)
+    fs = FairShare(interval=float(rng.choice([50.0, 100.0, 1000.0])),
+                   depth=int(rng.integers(1, 4)), decay=float(rng.choice([0.5, 0.9, 1.0])))
+    spans, running, now = [], [], 0.0
+    for step in range(120):  # time never goes back, as in a simulation
+        now += float(rng.exponential(30.0))
+        if running and rng.random() < 0.45:
+            k = int(rng.integers(len(running)))
+            job, index = running.pop(k)
+            fs.finished(job, now)
+            spans[index] = (job, spans[index][1], now)
+        else:
+            job = Job(step, now, int(rng.integers(1, 9)), 100.0, user=int(rng.integers(3)),
+                      group=int(rng.integers(2)))
+            fs.started(job, now)
+            running.append((job, len(spans)))
+            spans.append((job, now, None))
+        at = now = now + float(rng.uniform(0, 20))
+        want = reference_usage(fs, spans, at)
+        got = fs.usage(at)
+        assert {o: got.get(o, 0.0) for o in want} == pytest.approx(want, abs=1e-9), step
+        if step % 7 == 0:  # and the key of a waiting job follows the same usage
+            waiting = Job(-1, at, 1, 10.0, user=0, group=1)
+            assert fs.key(waiting, at) == pytest.approx(-(0.0 - want.get(("user", 0), 0.0)))
+
+
+class PlainFairShare(Order):
+    """Fair share through the plain interface alone: every key asked for, every pass."""
+
+    name = "plain-fairshare"
+    static = False
+
+    def __init__(self, **settings):
+        self.inner = FairShare(**settings)
+
+    def key(self, job, now):
+        return self.inner.key(job, now)
+
+    def started(self, job, now):
+        self.inner.started(job, now)
+
+    def finished(self, job, now):
+        self.inner.finished(job, now)
+
+
+@pytest.mark.parametrize("backfill", ["none", "easy", "conservative"])
+@pytest.mark.parametrize("seed", range(4))
+def test_sorting_only_when_the_groups_order_changes_starts_every_job_alike(backfill, seed):
+    """The ranks of the groups stand for their keys: the schedule is the one every key
+    asked for at every pass gives, start time for start time."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    submit = np.cumsum(rng.exponential(40.0, n)).round()
+    jobs = [Job(i, float(submit[i]), int(rng.choice([1, 2, 4, 8, 16, 32])),
+                float(rng.integers(1, 2000)), user=int(rng.integers(6)),
+                group=int(rng.integers(3)), index=i) for i in range(n)]
+    settings = {"interval": 3600.0, "depth": 3, "decay": 0.7, "group_weight": 0.5,
+                "user_targets": {"2": 30.0}}
+    fast = simulate(jobs, Scheduler(32, order=FairShare(**settings), backfill=backfill)).jobs
+    plain = simulate(jobs, Scheduler(32, order=PlainFairShare(**settings),
+                                     backfill=backfill)).jobs
+    assert [j.start for j in fast] == [j.start for j in plain]
+    assert len({j.start - j.submit for j in fast}) > 50  # jobs waited: the order mattered
+
+
+class SetKeys(Order):
+    """Keys set by hand, recomputed every 300 s."""
+
+    static = False
+    period_seconds = 300.0
+
+    def __init__(self):
+        self.keys_now = {}
+
+    def key(self, job, now):
+        return self.keys_now[job.id]
+
+
+def test_with_a_period_the_queue_is_sorted_again_only_on_its_grid():
+    order = SetKeys()
+    sched = Scheduler(4, order=order, backfill="none")
+    order.keys_now = {0: 0, 1: 1, 2: 2}
+    for i in range(3):
+        sched.submit(Job(i, 0, 4, 1000, estimate=1000, index=i), 0.0)
+    sched.schedule(0.0)  # job 0 takes the machine
+    order.keys_now.update({1: 5})  # job 1 should now go after job 2
+    sched.schedule(100.0)
+    assert [j.id for j in sched.waiting()] == [1, 2]  # the sort at 0 holds until 300
+    sched.schedule(299.0)
+    assert [j.id for j in sched.waiting()] == [1, 2]
+    sched.schedule(300.0)
+    assert [j.id for j in sched.waiting()] == [2, 1]
+    order.keys_now.update({1: 0})
+    sched.schedule(599.0)
+    assert [j.id for j in sched.waiting()] == [2, 1]
+    sched.schedule(650.0)  # the first pass past the tick at 600
+    assert [j.id for j in sched.waiting()] == [1, 2]

@@ -35,6 +35,7 @@ import importlib.util
 import inspect
 import math
 import os
+from operator import attrgetter
 
 from ..errors import UserError
 
@@ -42,10 +43,23 @@ BUILT_IN = ("fcfs", "sjf", "lwf", "fairshare")
 
 
 class Order:
-    """The interface of an order (and the base of the built-in ones)."""
+    """The interface of an order (and the base of the built-in ones).
+
+    An order whose keys change as time passes (``static = False``) has the queue sorted
+    again at a scheduling pass at most every ``period_seconds`` (0: at every pass), on a grid
+    of multiples of it from time 0, as a resource manager recomputes priorities on a timer;
+    between, an arriving job is placed by its key at arrival."""
 
     name = "order"
     static = True
+    period_seconds = 0.0
+    trusted = False  # built in: its keys need no checking
+
+    def keys(self, jobs, now):
+        """The keys of ``jobs`` at ``now``, checked (:func:`check_key`) unless trusted."""
+        if self.trusted:
+            return [self.key(job, now) for job in jobs]
+        return [check_key(self, job, now) for job in jobs]
 
     def key(self, job, now):
         raise NotImplementedError
@@ -59,6 +73,7 @@ class Order:
 
 class FCFS(Order):
     name = "fcfs"
+    trusted = True
 
     def key(self, job, now):
         return job.submit
@@ -66,6 +81,7 @@ class FCFS(Order):
 
 class SJF(Order):
     name = "sjf"
+    trusted = True
 
     def key(self, job, now):
         return job.estimate
@@ -73,6 +89,7 @@ class SJF(Order):
 
 class LWF(Order):
     name = "lwf"
+    trusted = True
 
     def key(self, job, now):
         return job.procs * job.estimate
@@ -100,20 +117,29 @@ class FairShare(Order):
 
     name = "fairshare"
     static = False
+    trusted = True
 
     def __init__(self, *, interval=86400.0, depth=8, decay=1.0, weight=1.0, user_weight=1.0,
-                 group_weight=0.0, user_targets=None, group_targets=None):
-        if not (interval > 0 and depth >= 1 and 0 < decay <= 1):
-            raise ValueError("fair share needs FSINTERVAL > 0, FSDEPTH >= 1 and FSDECAY in "
-                             "(0, 1]")
+                 group_weight=0.0, user_targets=None, group_targets=None,
+                 period_seconds=0.0):
+        if not (interval > 0 and depth >= 1 and 0 < decay <= 1 and period_seconds >= 0):
+            raise ValueError("fair share needs FSINTERVAL > 0, FSDEPTH >= 1, FSDECAY in "
+                             "(0, 1] and RMPOLLINTERVAL >= 0")
+        self.period_seconds = float(period_seconds)
         self.interval, self.depth, self.decay = float(interval), int(depth), float(decay)
         self.weight, self.user_weight, self.group_weight = weight, user_weight, group_weight
         self.user_targets = dict(user_targets or {})
         self.group_targets = dict(group_targets or {})
-        self.used = {}  # (kind, id) -> {window: processor-seconds}; kind "user" or "group"
-        self.total = {}  # window -> processor-seconds of everyone
+        # processor-seconds per window: {user: {window: ...}}, {group: {...}}, {window: ...}
+        self.used_by_user, self.used_by_group, self.total = {}, {}, {}
         self.running = {}  # job -> start
-        self._cache = (None, None)  # (now, {(kind, id): usage %})
+        # kept up to date as jobs start and end, so that a key costs two look-ups: in the
+        # current window the decayed usage of a user (group, everyone) at time t is
+        # constant + rate * t, rate its running processors
+        self._window = 0
+        self._user_constant, self._user_rate = {}, {}
+        self._group_constant, self._group_rate = {}, {}
+        self._everyone_constant = self._everyone_rate = 0.0
 
     @classmethod
     def from_site(cls, site):
@@ -123,64 +149,129 @@ class FairShare(Order):
                    decay=fs.get("FSDECAY", 1.0), weight=fs.get("FSWEIGHT", 1.0),
                    user_weight=fs.get("FSUSERWEIGHT", 1.0),
                    group_weight=fs.get("FSGROUPWEIGHT", 0.0),
+                   period_seconds=fs.get("RMPOLLINTERVAL", 0.0),
                    user_targets={k: c.fstarget for k, c in site.users.items()
                                  if getattr(c, "fstarget", None) is not None} if site else {},
                    group_targets={k: c.fstarget for k, c in site.groups.items()
                                   if getattr(c, "fstarget", None) is not None} if site else {})
 
-    def _charge(self, job, start, end, table=None):
-        """Add ``job``'s processor-seconds over [start, end) to its user's and group's
-        windows (and everyone's), or to ``table``."""
-        if end <= start:
-            return
+    def _add(self, job, constant, rate):
+        """Add constant + rate * t to the usage of ``job``'s user, group and everyone."""
+        u, g = job.user, job.group
+        self._user_constant[u] = self._user_constant.get(u, 0.0) + constant
+        self._user_rate[u] = self._user_rate.get(u, 0) + rate
+        self._group_constant[g] = self._group_constant.get(g, 0.0) + constant
+        self._group_rate[g] = self._group_rate.get(g, 0) + rate
+        self._everyone_constant += constant
+        self._everyone_rate += rate
+
+    def _charge(self, job, start, end):
+        """Add ``job``'s processor-seconds over [start, end) to its owners' windows."""
         window = int(start // self.interval)
         while start < end:
             stop = min(end, (window + 1) * self.interval)
             amount = job.procs * (stop - start)
-            for owner in (("user", job.user), ("group", job.group)):
-                spent = (self.used if table is None else table).setdefault(owner, {})
+            for spent in (self.used_by_user.setdefault(job.user, {}),
+                          self.used_by_group.setdefault(job.group, {}), self.total):
                 spent[window] = spent.get(window, 0.0) + amount
-            totals = self.total if table is None else table.setdefault(("total",), {})
-            totals[window] = totals.get(window, 0.0) + amount
+            if window == self._window:
+                self._add(job, amount, 0)
             start, window = stop, window + 1
 
+    def _roll(self, now):
+        """Move the current window on to ``now``'s: the running jobs' usage in the windows
+        that closed is charged, and every usage's constant part counted again."""
+        window = int(now // self.interval)
+        if window <= self._window:
+            return
+        boundary = window * self.interval
+        for job, start in self.running.items():
+            self._charge(job, max(start, self._window * self.interval), boundary)
+        self._window = window
+        weights = [(window - k, self.decay ** k) for k in range(self.depth)]
+        oldest = window - self.depth + 1  # windows before it never count again
+
+        def decayed(used):
+            """{owner: decayed usage}, forgetting the windows that no longer count."""
+            out = {}
+            for owner in list(used):
+                windows = used[owner]
+                for i in [i for i in windows if i < oldest]:
+                    del windows[i]
+                if windows:
+                    out[owner] = sum(w * windows.get(i, 0.0) for i, w in weights)
+                else:
+                    del used[owner]
+            return out
+
+        self._user_constant, self._user_rate = decayed(self.used_by_user), {}
+        self._group_constant, self._group_rate = decayed(self.used_by_group), {}
+        everyone = decayed({None: self.total}).get(None, 0.0)
+        self.total = {i: v for i, v in self.total.items() if i >= oldest}
+        self._everyone_constant, self._everyone_rate = everyone, 0.0
+        ws = window * self.interval
+        for job, start in self.running.items():
+            self._add(job, -job.procs * max(start, ws), job.procs)
+
     def started(self, job, now):
+        if now >= (self._window + 1) * self.interval:
+            self._roll(now)
         self.running[job] = now
-        self._cache = (None, None)
+        self._add(job, -job.procs * now, job.procs)  # in the current window since now
 
     def finished(self, job, now):
+        if now >= (self._window + 1) * self.interval:
+            self._roll(now)
         start = self.running.pop(job, None)
         if start is not None:
-            self._charge(job, start, now)
-        self._cache = (None, None)
+            ws = self._window * self.interval
+            # its time in this window moves from running to charged: the usage stays
+            self._add(job, job.procs * max(start, ws), -job.procs)
+            self._charge(job, max(start, ws), now)
 
     def usage(self, now):
         """Each user's and group's decayed usage, % of everyone's: {("user", id): %}."""
-        if self._cache[0] == now:
-            return self._cache[1]
-        extra = {}
-        for job, start in self.running.items():  # running jobs count up to now
-            self._charge(job, start, now, extra)
-        current = int(now // self.interval)
-        weights = {current - k: self.decay ** k for k in range(self.depth)}
+        self._roll(now)
+        everyone = self._everyone_constant + self._everyone_rate * now
+        scale = 100.0 / everyone if everyone > 0 else 0.0
+        out = {}
+        for kind, constants, rates in (("user", self._user_constant, self._user_rate),
+                                       ("group", self._group_constant, self._group_rate)):
+            for who in set(constants) | set(rates):
+                out[(kind, who)] = scale * (constants.get(who, 0.0) + rates.get(who, 0) * now)
+        return out
 
-        def decayed(windows_a, windows_b):
-            return sum(w * (windows_a.get(i, 0.0) + windows_b.get(i, 0.0))
-                       for i, w in weights.items())
+    group = staticmethod(attrgetter("user", "group"))  # jobs of one group share a key
 
-        everyone = decayed(self.total, extra.get(("total",), {}))
-        owners = set(self.used) | {k for k in extra if k != ("total",)}
-        shares = {o: (100.0 * decayed(self.used.get(o, {}), extra.get(o, {})) / everyone
-                      if everyone > 0 else 0.0) for o in owners}
-        self._cache = (now, shares)
-        return shares
+    def group_keys(self, groups, now):
+        """{group: key} at ``now`` of the (user, group) pairs ``groups``."""
+        if now >= (self._window + 1) * self.interval:
+            self._roll(now)
+        everyone = self._everyone_constant + self._everyone_rate * now
+        scale = 100.0 / everyone if everyone > 0 else 0.0
+        users, user_rates = self._user_constant, self._user_rate
+        if not (self.group_weight or self.user_targets or self.group_targets):
+            # no targets, users alone: the key is the user's share, weighted
+            factor = self.weight * self.user_weight * scale
+            return {who: factor * (users.get(who[0], 0.0) + user_rates.get(who[0], 0) * now)
+                    for who in groups}
+        groups_, group_rates = self._group_constant, self._group_rate
+        keys = {}
+        for u, g in groups:
+            user = self.user_targets.get(str(u), 0.0) - scale * (
+                users.get(u, 0.0) + user_rates.get(u, 0) * now)
+            group = self.group_targets.get(str(g), 0.0) - scale * (
+                groups_.get(g, 0.0) + group_rates.get(g, 0) * now)
+            keys[(u, g)] = -self.weight * (self.user_weight * user + self.group_weight * group)
+        return keys
 
     def key(self, job, now):
-        shares = self.usage(now)
-        user = self.user_targets.get(str(job.user), 0.0) - shares.get(("user", job.user), 0.0)
-        group = self.group_targets.get(str(job.group), 0.0) - \
-            shares.get(("group", job.group), 0.0)
-        return -self.weight * (self.user_weight * user + self.group_weight * group)
+        who = (job.user, job.group)
+        return self.group_keys((who,), now)[who]
+
+    def keys(self, jobs, now):
+        memo = self.group_keys({(job.user, job.group) for job in jobs}, now)
+        return [memo[(job.user, job.group)] for job in jobs]
 
 
 class _Function(Order):

@@ -33,13 +33,16 @@ Two file forms are read:
       FSWEIGHT = 1
       FSUSERWEIGHT = 10
       FSGROUPWEIGHT = 1
+      RMPOLLINTERVAL = 60              # priorities recomputed every 60 s (default 0: at
+                                       # every scheduling pass)
       [users.svens]
       fstarget = 20                    # percent of the machine (FSTARGET)
 
 - Maui's own lines (any other extension): ``GROUPCFG[atlas] PRIORITY=300 MAXPROC=4
   FSTARGET=25`` and ``USERCFG[svens] PRIORITY=100 MAXPROC=2``, and the fair-share parameters
   one a line (``FSINTERVAL 24:00:00``, ``FSDEPTH 7``, ``FSDECAY 0.80``, ``FSWEIGHT 1``,
-  ``FSUSERWEIGHT 10``, ``FSGROUPWEIGHT 1``, ``FSPOLICY DEDICATEDPS``); other Maui parameters
+  ``FSUSERWEIGHT 10``, ``FSGROUPWEIGHT 1``, ``FSPOLICY DEDICATEDPS``, ``RMPOLLINTERVAL
+  00:01:00``); other Maui parameters
   are reported as unknown.
 
 Group and user names are matched against the trace's ids as text (``users.7`` is user 7).
@@ -60,7 +63,10 @@ except ModuleNotFoundError:  # Python 3.10
 
 MODES = ("nonrestartable", "restartable")
 # Maui's fair-share parameters (FSPOLICY: only dedicated processor-seconds are modelled)
-FAIRSHARE = ("FSINTERVAL", "FSDEPTH", "FSDECAY", "FSWEIGHT", "FSUSERWEIGHT", "FSGROUPWEIGHT")
+# and RMPOLLINTERVAL: Maui recomputes priorities once per scheduling iteration; 0 (the
+# default here) recomputes them at every scheduling pass
+FAIRSHARE = ("FSINTERVAL", "FSDEPTH", "FSDECAY", "FSWEIGHT", "FSUSERWEIGHT", "FSGROUPWEIGHT",
+             "RMPOLLINTERVAL")
 
 
 @dataclass
@@ -148,7 +154,7 @@ def _fstarget(path, where, value):
 
 def _fairshare_value(path, where, key, value):
     """One FS* parameter, checked (FSINTERVAL may be Maui's [[HH:]MM:]SS text)."""
-    if key == "FSINTERVAL" and isinstance(value, str):
+    if key in ("FSINTERVAL", "RMPOLLINTERVAL") and isinstance(value, str):
         try:
             parts = [float(p) for p in value.split(":")]
         except ValueError:
@@ -163,6 +169,11 @@ def _fairshare_value(path, where, key, value):
         return value
     if key == "FSINTERVAL":
         return _number(path, where, value, positive=True)
+    if key == "RMPOLLINTERVAL":
+        value = _number(path, where, value)
+        if value < 0:
+            raise InputFileError(path, where, "must be >= 0")
+        return value
     return _number(path, where, value)
 
 
@@ -238,7 +249,7 @@ def policy_from_dict(data, path="<policy>"):
 
 
 MAUI_LINE = re.compile(r"^(GROUPCFG|USERCFG)\[([^\]\s]+)\]((?:\s+[A-Z]+=\S+)+)\s*$")
-MAUI_PARAMETER = re.compile(r"^(FS[A-Z]+)\s+(\S+)\s*$")
+MAUI_PARAMETER = re.compile(r"^(FS[A-Z]+|RMPOLLINTERVAL)\s+(\S+)\s*$")
 
 
 def policy_from_maui(text, path="<maui.cfg>"):
@@ -260,7 +271,7 @@ def policy_from_maui(text, path="<maui.cfg>"):
             if key not in FAIRSHARE:
                 raise InputFileError(path, where, f"unknown fair-share parameter (expected "
                                                   f"{', '.join(FAIRSHARE)}, FSPOLICY)")
-            if key != "FSINTERVAL":
+            if key not in ("FSINTERVAL", "RMPOLLINTERVAL"):
                 try:
                     value = float(value)
                 except ValueError:

@@ -37,11 +37,13 @@ import copy
 import dataclasses
 import heapq
 import math
+from operator import itemgetter
 
 from .estimates import extended_estimate
 from .job import Job
 from .orders import check_key, make_order
 from .profile import Profile
+from .ranks import GroupRanks
 
 POLICIES = ("fcfs", "lwf", "easy", "conservative")
 SHORTHANDS = {"fcfs": ("fcfs", "none"), "lwf": ("lwf", "none"), "easy": ("fcfs", "easy"),
@@ -110,19 +112,43 @@ class Scheduler:
         self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
         self._dirty = True
         self._compress = False  # conservative: a job ended early, the profile knows
+        self._next_reorder = -math.inf  # an order whose keys change: the next sort
+        # an order whose jobs share their group's key: the groups' ranks (see .ranks)
+        self._ranks = GroupRanks() if hasattr(self.order, "group_keys") else None
+        self._groups = {}  # group -> queued jobs of it
 
     # -- the queue ------------------------------------------------------------------------
 
     def _key(self, job, now):
-        return (-job.priority, check_key(self.order, job, now), job.submit, job.index)
+        if self._ranks is None:
+            return (-job.priority, check_key(self.order, job, now), job.submit, job.index)
+        group = self.order.group(job)
+        rank = self._ranks.rank.get(group)
+        if rank is None:
+            rank = self._ranks.rank_of(group, self.order.key(job, now))
+        return (-job.priority, rank, job.submit, job.index)
 
     def _reorder(self, now):
         """An order whose keys change over time: sort the queue again (conservative
-        backfilling makes its reservations again if the order changed)."""
-        waiting = [(self._key(job, now), job) for _, job in self.queue if job.start is None]
-        waiting.sort(key=lambda e: e[0])
-        if self.backfill == "conservative" and \
-                [j for _, j in waiting] != [j for _, j in self.queue if j.start is None]:
+        backfilling makes its reservations again if the order changed). An order of group
+        keys (:mod:`.ranks`) sorts only when the groups' order changed."""
+        period = self.order.period_seconds
+        self._next_reorder = (math.floor(now / period) + 1) * period if period > 0 else now
+        if self._ranks is not None:
+            if len(self._groups) < 2:
+                return  # one group's jobs keep their order whatever its key
+            if not self._ranks.rerank(self.order.group_keys(self._groups.keys(), now)):
+                return
+        jobs = [job for _, job in self.queue if job.start is None]
+        if self._ranks is not None:
+            group, rank = self.order.group, self._ranks.rank
+            waiting = [((-job.priority, rank[group(job)], job.submit, job.index), job)
+                       for job in jobs]
+        else:
+            waiting = [((-job.priority, key, job.submit, job.index), job)
+                       for job, key in zip(jobs, self.order.keys(jobs, now))]
+        waiting.sort(key=itemgetter(0))
+        if self.backfill == "conservative" and [j for _, j in waiting] != jobs:
             self._dirty = True
         self.queue = waiting
         self._stale = 0
@@ -146,6 +172,7 @@ class Scheduler:
             job.priority = self.site.priority(job)
         entry = (self._key(job, now), job)
         self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
+        self._count_group(job, 1)
         queue = self.queue
         at_end = not queue or entry[0] > queue[-1][0]
         if at_end:
@@ -201,9 +228,20 @@ class Scheduler:
             return True
         return self.nodes.can_place(job, avoid=avoid) if avoid else self.nodes.can_place(job)
 
+    def _count_group(self, job, change):
+        """Keep count of the queued jobs of each group of an order of group keys."""
+        if self._ranks is not None:
+            group = self.order.group(job)
+            left = self._groups.get(group, 0) + change
+            if left:
+                self._groups[group] = left
+            else:
+                del self._groups[group]
+
     def _start(self, job, now):
         if job.index >= 0:  # from the queue (not an advance reservation's application)
             self._sizes[job.procs] -= 1
+            self._count_group(job, -1)
         job.start = now
         job.est_end = now + job.estimate
         self.free -= job.procs
@@ -247,7 +285,7 @@ class Scheduler:
         self._extend_overruns(now)
         if not self.queue:
             return []
-        if not self.order.static:
+        if not self.order.static and now >= self._next_reorder:
             self._reorder(now)
         if self.backfill == "conservative":
             started = self._conservative(now)
@@ -555,6 +593,7 @@ class Scheduler:
             job.start = job.est_end = job.end = None
             job.restarts += 1
             self._sizes[job.procs] += 1
+            self._count_group(job, 1)
             bisect.insort(self.queue, (self._key(job, now), job), key=lambda e: e[0])
         return chosen
 
@@ -591,6 +630,7 @@ class Scheduler:
             mapping[job] = c
             other.queue.append((other._key(c, job.submit if now is None else now), c))
             other._sizes[c.procs] = other._sizes.get(c.procs, 0) + 1
+            other._count_group(c, 1)
         other.queue.sort(key=lambda e: e[0])
         other.granted = [dataclasses.replace(r) for r in self.granted]
         return other, mapping
