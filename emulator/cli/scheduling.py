@@ -21,7 +21,9 @@ def register(sub):
                             "--out results/w-smith",
                             f"nodesel schedule {NASA} --order sjf --backfill easy --out results/sjf",
                             "nodesel schedule SDSC-SP2-1998-4.2-cln.swf.gz --order my_order.py:key "
-                            "--backfill conservative --estimates requested --out results/mine"],
+                            "--backfill conservative --estimates requested --out results/mine",
+                            "nodesel schedule CTC-SP2-1996-3.1-cln.swf.gz --slurm-conf slurm.conf "
+                            "--associations assoc.txt --estimates requested --kill-at-requested"],
                   handler=cmd_schedule)
     trace_options(sch)
     sch.add_argument("--policy",
@@ -30,11 +32,23 @@ def register(sub):
                           "rule (easy = --order fcfs --backfill easy)")
     sch.add_argument("--order",
                      help="the queue order: fcfs, sjf, lwf, fairshare (FS* settings from "
-                          "--policy-file), or FILE.py:NAME, your function NAME(job, now) "
-                          "returning a sort key (smallest first) or class with key(job, now) "
-                          "(default fcfs)")
-    sch.add_argument("--backfill", choices=("none", "easy", "conservative"),
-                     help="the backfilling rule with --order (default easy)")
+                          "--policy-file), multifactor (Slurm's, with --slurm-conf), or "
+                          "FILE.py:NAME, your function NAME(job, now) returning a sort key "
+                          "(smallest first) or class with key(job, now) (default fcfs)")
+    sch.add_argument("--backfill", choices=("none", "easy", "conservative", "slurm"),
+                     help="the backfilling rule with --order (default easy; slurm: Slurm's "
+                          "sched/backfill, with --slurm-conf)")
+    sch.add_argument("--slurm-conf",
+                     help="a site's slurm.conf: PriorityType, PriorityWeight*, "
+                          "PriorityDecayHalfLife, PriorityMaxAge, PriorityCalcPeriod, "
+                          "PriorityFavorSmall, PriorityFlags, SchedulerType, "
+                          "SchedulerParameters bf_window/bf_resolution/bf_max_job_test, "
+                          "PartitionName PriorityJobFactor; it sets the order and the "
+                          "backfill unless --order or --backfill is given")
+    sch.add_argument("--associations",
+                     help="with --slurm-conf: accounts, users and their shares, as "
+                          "'sacctmgr show assoc --parsable2' prints them (default: every "
+                          "trace group an account of 1 share, every user 1 share in it)")
     sch.add_argument("--estimates", default="actual",
                      help="what the policies schedule with: requested (the user's requested "
                           "time, SWF field 9), actual (the run time: perfect knowledge), or a "
@@ -84,17 +98,50 @@ def policies_of(text):
 
 def schedulers_of(args, site):
     """``[(label, make_scheduler(processors))]`` the command runs: the --policy shorthands,
-    or one --order with one --backfill rule."""
+    one --order with one --backfill rule, or a --slurm-conf site."""
     from ..scheduling.scheduler import Scheduler
 
+    if args.slurm_conf:
+        return [_slurm_site(args, site)]
+    if args.associations:
+        raise UserError("--associations needs --slurm-conf")
     if args.order is None and args.backfill is None:
         return [(p, lambda n, p=p: Scheduler(n, p, site=site))
                 for p in policies_of(args.policy or "easy")]
     if args.policy is not None:
         raise UserError("give --policy, or --order and --backfill, not both")
+    if args.order == "multifactor" or args.backfill == "slurm":
+        raise UserError(f"--{'order multifactor' if args.order == 'multifactor' else 'backfill slurm'}"
+                        " needs --slurm-conf (a slurm.conf with at least its weights)")
     order, backfill = args.order or "fcfs", args.backfill or "easy"
     label = Scheduler(1, order=order, backfill=backfill, site=site).policy  # checks the order
     return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]
+
+
+def _slurm_site(args, site):
+    """(label, make_scheduler) of the site --slurm-conf describes; the parameters it does not
+    model are listed once on stderr."""
+    from ..scheduling.slurm import slurm_scheduler
+    from ..scheduling.slurmconf import read_associations, read_slurm_conf
+
+    if args.policy is not None:
+        raise UserError("give --policy or --slurm-conf, not both")
+    config = read_slurm_conf(args.slurm_conf)
+    associations = read_associations(args.associations) if args.associations else None
+    if config.unused:
+        print(f"nodesel: {args.slurm_conf}: not modelled, left aside: "
+              f"{', '.join(config.unused)}", file=sys.stderr)
+
+    def make(n):
+        scheduler = slurm_scheduler(n, config, associations, order=args.order,
+                                    backfill=args.backfill, site=site)
+        made.append(scheduler)
+        return scheduler
+
+    made = []
+    make.made = made
+    return slurm_scheduler(1, config, order=args.order, backfill=args.backfill,
+                           site=site).policy, make
 
 
 def _predicting(args, trace, options, scheduler_of=None):
@@ -117,6 +164,24 @@ def _predicting(args, trace, options, scheduler_of=None):
                                  train_fraction=args.train_fraction, seed=args.seed,
                                  fit=args.fit, scheduler_of=scheduler_of)
     return Online(predictor)
+
+
+def _write_sprio(path, scheduler):
+    """sprio.csv: every job's priority and weighted factors at its start."""
+    import csv
+    import io
+
+    from ..files import write_text_atomic
+    from ..scheduling.slurm import SPRIO_COLUMNS, sprio_rows
+
+    rows = sprio_rows(scheduler)
+    if not rows:
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=SPRIO_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, buf.getvalue())
 
 
 def cmd_schedule(args):
@@ -170,6 +235,8 @@ def cmd_schedule(args):
                        filled_requested_jobs=trace.filled)
         summaries.append(summary)
         metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
+        if getattr(make, "made", None):
+            _write_sprio(os.path.join(folder, "sprio.csv"), make.made[-1])
         from ..scheduling.batsim_out import write_batsim_jobs_csv
 
         write_batsim_jobs_csv(os.path.join(folder, "batsim_jobs.csv"), sim.jobs, processors)

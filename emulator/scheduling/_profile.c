@@ -2,7 +2,8 @@
  * backfilling keeps it. The same methods and results as emulator/scheduling/profile.py's
  * PyProfile (read its docstrings), and one more: compress(), the whole compression pass of
  * conservative backfilling (every reservation taken out in queue order and made again as
- * early as it fits, until nothing moves), so that a pass costs no Python call per job.
+ * early as it fits, until nothing moves), so that a pass costs no Python call per job; and
+ * plan(), one pass of Slurm's backfill (emulator/scheduling/slurmbackfill.py).
  *
  * Breakpoints t[0..n-1] with f[i] processors free on [t[i], t[i+1]); t[n] is a sentinel
  * (infinity): the last segment runs for ever.
@@ -525,6 +526,89 @@ done:
     return out;
 }
 
+static double round_up(double x, double res)
+{
+    return res > 0 ? ceil(x / res - 1e-9) * res : x;
+}
+
+/* Slurm's backfill plan over a scheduler's queue, entries (key, job) in priority order:
+ * jobs already started are skipped, at most max_test others are looked at. A job that fits
+ * now starts (its reservation begins now); one that does not is reserved at its earliest
+ * start if that lies within window; durations are rounded up to res. Stops once free_now is
+ * below smallest (the smallest queued job). Returns [(job, now or reserved time)] for the
+ * jobs given a time. */
+static PyObject *Profile_plan(Profile *p, PyObject *args)
+{
+    PyObject *queue;
+    double now, window, res;
+    long long free_now, smallest;
+    Py_ssize_t max_test;
+    if (!PyArg_ParseTuple(args, "OdLLddn", &queue, &now, &free_now, &smallest, &window, &res,
+                          &max_test))
+        return NULL;
+    PyObject *fast = PySequence_Fast(queue, "the queue must be a sequence");
+    if (!fast)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    advance(p, now);
+    Py_ssize_t q = PySequence_Fast_GET_SIZE(fast), tested = 0;
+    for (Py_ssize_t k = 0; k < q && tested < max_test && free_now >= smallest; k++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(fast, k);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) {
+            PyErr_SetString(PyExc_TypeError, "queue entries are (key, job)");
+            goto fail;
+        }
+        PyObject *job = PyTuple_GET_ITEM(entry, 1);
+        PyObject *start = PyObject_GetAttrString(job, "start");
+        if (!start)
+            goto fail;
+        int waiting = start == Py_None;
+        Py_DECREF(start);
+        if (!waiting)
+            continue;
+        tested++;
+        PyObject *po = PyObject_GetAttrString(job, "procs"), *eo;
+        if (!po)
+            goto fail;
+        long long procs = PyLong_AsLongLong(po);
+        Py_DECREF(po);
+        eo = PyObject_GetAttrString(job, "estimate");
+        if (!eo)
+            goto fail;
+        double est = PyFloat_AsDouble(eo);
+        Py_DECREF(eo);
+        if (PyErr_Occurred())
+            goto fail;
+        double duration = round_up(est, res), t;
+        if (procs <= free_now && fits(p, procs, duration, now)) {
+            t = now;
+            free_now -= procs;
+        } else {
+            t = earliest(p, procs, duration, now);
+            if (isnan(t) || !(t - now < window))
+                continue;
+        }
+        if (reserve(p, t, duration, procs))
+            goto fail;
+        PyObject *pair = Py_BuildValue("(Od)", job, t);
+        if (!pair || PyList_Append(out, pair)) {
+            Py_XDECREF(pair);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    Py_DECREF(fast);
+    return out;
+fail:
+    Py_DECREF(fast);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyObject *array_of(Profile *p, int times)
 {
     PyObject *out = PyList_New(p->n);
@@ -554,6 +638,8 @@ static PyMethodDef Profile_methods[] = {
     {"copy", (PyCFunction)Profile_copy, METH_NOARGS, "an independent copy"},
     {"compress", (PyCFunction)Profile_compress, METH_VARARGS,
      "compress(jobs, now) -> new slots (False: unmoved), or None to rebuild"},
+    {"plan", (PyCFunction)Profile_plan, METH_VARARGS,
+     "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [(job, time)]"},
     {NULL}};
 
 static PyGetSetDef Profile_getset[] = {

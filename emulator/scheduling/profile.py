@@ -12,6 +12,8 @@ Python call per job); :class:`PyProfile`, here, is its reference in numpy, and t
 where the C module is not built.
 """
 
+import math
+
 import numpy as np
 
 INFINITY = float("inf")
@@ -253,6 +255,34 @@ class PyProfile:
             limit = last or 0
             self.compact()
         return [s if m else False for s, m in zip(slots, moved)]
+
+    def plan(self, queue, now, free_now, smallest, window, resolution, max_test):
+        """One pass of Slurm's backfill (:mod:`.slurmbackfill`) over a scheduler's queue,
+        ``(key, job)`` entries in priority order: started jobs are skipped, at most
+        ``max_test`` others looked at. A job that fits now starts (reserved from now); one
+        that does not is reserved at its earliest start when that is within ``window``;
+        durations rounded up to ``resolution``. Stops once ``free_now`` is below
+        ``smallest``. Returns ``[(job, now or its reserved time)]``."""
+        self.advance(now)
+        out, tested = [], 0
+        for _, job in queue:
+            if tested >= max_test or free_now < smallest:
+                break
+            if job.start is not None:
+                continue
+            tested += 1
+            duration = math.ceil(job.estimate / resolution - 1e-9) * resolution \
+                if resolution > 0 else job.estimate
+            if job.procs <= free_now and self.fits(job.procs, duration, now):
+                t = now
+                free_now -= job.procs
+            else:
+                t = self.earliest(job.procs, duration, now)
+                if t is None or not t - now < window:
+                    continue
+            self.reserve(t, duration, job.procs)
+            out.append((job, t))
+        return out
 
 
 try:

@@ -18,6 +18,7 @@ True
 """
 
 from operator import itemgetter
+from typing import Any, Optional
 
 
 class GroupRanks:
@@ -27,14 +28,15 @@ class GroupRanks:
         self.rank: dict = {}
         self.key: dict = {}
 
-    def rank_of(self, group, key) -> float:
+    def rank_of(self, group: Any, key: Any) -> float:
         """The rank of ``group``, whose key is ``key`` now; a group not ranked yet is put
         among the others by that key (between two ranks, or equal to a group of equal
         key)."""
         rank = self.rank.get(group)
         if rank is not None:
             return rank
-        below = above = None
+        below: Optional[float] = None
+        above: Optional[float] = None
         for other, other_key in self.key.items():
             r = self.rank[other]
             if other_key == key:
@@ -44,10 +46,8 @@ class GroupRanks:
                 below = r
             elif other_key > key and (above is None or r < above):
                 above = r
-        if below is None and above is None:
-            rank = 0.0
-        elif below is None:
-            rank = above - 1.0
+        if below is None:
+            rank = 0.0 if above is None else above - 1.0
         elif above is None:
             rank = below + 1.0
         else:

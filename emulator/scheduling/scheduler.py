@@ -21,6 +21,8 @@ your own) and a backfilling rule:
                   starts after the reservation it was first given. A job that outlives
                   its estimate, or one that enters the queue ahead of others, makes every
                   reservation again in queue order.
+``slurm``         Slurm's backfill: the plan made again at every pass, reservations only
+                  within a window, a test limit, a time resolution (:mod:`.slurmbackfill`).
 
 The policy names of Smith §3.1 and England and Weissman §IV.A are shorthands: ``fcfs``
 (fcfs, none), ``lwf`` (lwf, none), ``easy`` (fcfs, easy), ``conservative`` (fcfs,
@@ -44,13 +46,14 @@ from .job import Job
 from .orders import check_key, make_order
 from .profile import Profile
 from .ranks import GroupRanks
+from .slurmbackfill import BackfillParams, slurm_pass
 
 POLICIES = ("fcfs", "lwf", "easy", "conservative")
 SHORTHANDS = {"fcfs": ("fcfs", "none"), "lwf": ("lwf", "none"), "easy": ("fcfs", "easy"),
               "conservative": ("fcfs", "conservative")}
-BACKFILLS = ("none", "easy", "conservative")
+BACKFILLS = ("none", "easy", "conservative", "slurm")
 RESOLUTION_SECONDS = 1.0  # SWF's: an estimate below it counts as this long
-DEPTH = {"none": 0, "easy": 1, "conservative": math.inf}
+DEPTH = {"none": 0, "easy": 1, "conservative": math.inf, "slurm": math.inf}
 
 
 class Scheduler:
@@ -72,10 +75,13 @@ class Scheduler:
     nodes : object, optional
         A node-selection policy with ``can_place(job)``, ``place(job) -> nodes`` and
         ``release(job)``; without one, any free processors will do.
+    slurm : BackfillParams, optional
+        The ``slurm`` rule's window, resolution and test limit (default Slurm's: a day,
+        60 s, 500 jobs).
     """
 
     def __init__(self, processors, policy=None, *, order=None, backfill=None, site=None,
-                 nodes=None):
+                 nodes=None, slurm=None):
         if policy is None and order is None and backfill is None:
             policy = "easy"
         if policy is not None and policy not in POLICIES:
@@ -92,6 +98,7 @@ class Scheduler:
         self.free = int(processors)
         self.order = make_order(order, site=site)
         self.backfill = backfill
+        self.slurm = slurm or BackfillParams()  # the slurm rule's window, resolution, limit
         # the shorthand's name where the order and rule are one's, else "ORDER+RULE"
         self.policy = next((p for p, (o, b) in SHORTHANDS.items()
                             if (o, b) == (self.order.name, backfill)),
@@ -289,6 +296,8 @@ class Scheduler:
             self._reorder(now)
         if self.backfill == "conservative":
             started = self._conservative(now)
+        elif self.backfill == "slurm":
+            started = slurm_pass(self, now, self.slurm)
         elif self.granted or self._pending_reservations(now):
             started = self._general(now, DEPTH[self.backfill])
         elif self.backfill == "easy":
@@ -607,7 +616,7 @@ class Scheduler:
         already past). Returns (scheduler, map from original job to copy)."""
         order = self.order if self.order.static else copy.deepcopy(self.order)
         other = Scheduler(self.total, order=order, backfill=self.backfill, site=self.site,
-                          nodes=None)
+                          nodes=None, slurm=self.slurm)
         clone = job_copy or (lambda j: j.fresh())
         mapping = {}
         for job in self.running:

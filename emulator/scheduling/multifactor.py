@@ -1,0 +1,158 @@
+"""Slurm's multifactor priority (``PriorityType=priority/multifactor``) as a queue order.
+
+A job's priority is the sum of each factor (between 0 and 1) times its ``PriorityWeight*``,
+kept as a whole number as Slurm keeps it (at least 1); the highest goes first, ties by
+submit time, then trace order:
+
+- age: the time since submission over ``PriorityMaxAge``, at most 1;
+- fair share: the user's association's factor (:mod:`.slurmshare`, classic or Fair Tree);
+- job size: with ``N`` nodes of ``C`` processors in all, a job of ``n`` nodes and ``c``
+  processors has ``(n / N + c / C) / 2`` (``PriorityFavorSmall=YES``: ``((N - n) / N + (C -
+  c) / C) / 2``); with ``PriorityFlags=SMALL_RELATIVE_TO_TIME``, ``max(n C / N, c)`` over its
+  time limit in minutes, over ``C`` (favouring small: 1 minus that);
+- partition: its partition's ``PriorityJobFactor`` over the largest (the partition named
+  by the trace's queue number, else the default one);
+- QOS: 0 (traces carry no QOS).
+
+Priorities are computed at submission and again at the first scheduling pass of every
+``PriorityCalcPeriod`` (usage is decayed on the same period), as Slurm's decay thread does.
+:meth:`Multifactor.factors` gives what ``sprio`` shows; :attr:`Multifactor.at_start` keeps
+it for every job at its start.
+"""
+
+import math
+
+from .orders import Order
+from .slurmconf import SlurmConfig
+from .slurmshare import DecayedUsage, ShareTree, classic_factor, fair_tree_factors
+
+FACTORS = ("age", "fairshare", "job_size", "partition", "qos")
+
+
+class Multifactor(Order):
+    name = "multifactor"
+    static = False
+    trusted = True
+
+    def __init__(self, config: SlurmConfig, processors: int, associations=None):
+        self.config = config
+        self.period_seconds = config.calc_period_seconds
+        self.cpus = int(processors)
+        self.nodes = max(1, self.cpus // max(1, config.cpus_per_node))
+        self.tree = ShareTree(associations)
+        self.usage = DecayedUsage(self.tree, period_seconds=config.calc_period_seconds,
+                                  half_life_seconds=config.decay_half_life_seconds)
+        top = max((p.priority_job_factor for p in config.partitions), default=0)
+        self._partition = {p.name: (p.priority_job_factor / top if top else 0.0)
+                           for p in config.partitions}
+        default = next((p.name for p in config.partitions if p.default),
+                       config.partitions[0].name if config.partitions else None)
+        self._default_partition = self._partition.get(default, 1.0)
+        self._fair = (None, {})  # (tick, {user node: factor})
+        self._owner = {}  # (user, group) -> user node
+        self.at_start = {}  # job id -> sprio row at its start
+        self._statics = {}  # job -> its weighted size and partition factors
+
+    # -- the factors ------------------------------------------------------------------------
+
+    def owner(self, job):
+        who = (job.user, job.group)
+        node = self._owner.get(who)
+        if node is None:
+            node = self._owner[who] = self.tree.user_of(job.user, job.group)
+            self._fair = (None, {})  # a new user changes every Fair Tree rank
+        return node
+
+    def fairshare(self, node, now):
+        self.usage.advance(now)
+        tick, memo = self._fair
+        if tick != self.usage.tick:
+            memo = fair_tree_factors(self.tree, self.usage) if self.config.fair_tree else {}
+            self._fair = (self.usage.tick, memo)
+        factor = memo.get(node)
+        if factor is None:
+            factor = memo[node] = classic_factor(self.tree, self.usage, node,
+                                                 self.usage.scaled.get(("account", "root"),
+                                                                       0.0))
+        return factor
+
+    def job_size(self, job):
+        config, C, N = self.config, self.cpus, self.nodes
+        c = job.procs
+        n = math.ceil(c / max(1, config.cpus_per_node))
+        if "SMALL_RELATIVE_TO_TIME" in config.flags:
+            limit = job.requested if job.requested is not None and job.requested > 0 \
+                else job.estimate
+            minutes = max(1, math.ceil(limit / 60.0))
+            size = max(n * C / N, c) / minutes / C
+            size = 1.0 - size if config.favor_small else size
+        elif config.favor_small:
+            size = ((N - n) / N + (C - c) / C) / 2.0
+        else:
+            size = (n / N + c / C) / 2.0
+        return min(1.0, max(0.0, size))
+
+    def factors(self, job, now):
+        """Each factor of ``job`` at ``now``, between 0 and 1."""
+        max_age = self.config.max_age_seconds
+        age = 1.0 if max_age <= 0 else min(1.0, max(0.0, now - job.submit) / max_age)
+        return {"age": age, "fairshare": self.fairshare(self.owner(job), now),
+                "job_size": self.job_size(job),
+                "partition": self._partition.get(str(job.queue), self._default_partition),
+                "qos": 0.0}
+
+    def _entry(self, job):
+        """(submit time, the weighted factors that do not change while ``job`` waits, its
+        (user, group)), kept while it waits."""
+        weights = self.config.weights
+        entry = self._statics[job] = (
+            job.submit,
+            weights["job_size"] * self.job_size(job)
+            + weights["partition"] * self._partition.get(str(job.queue),
+                                                         self._default_partition),
+            (job.user, job.group))
+        return entry
+
+    def priority(self, job, now):
+        """The whole-number priority: the weighted factors summed, at least 1."""
+        return self.keys([job], now)[0] * -1
+
+    def key(self, job, now):
+        return self.keys([job], now)[0]
+
+    def keys(self, jobs, now):
+        weights, max_age = self.config.weights, self.config.max_age_seconds
+        w_age, w_fs = weights["age"], weights["fairshare"]
+        per_second = 1.0 / max_age if max_age > 0 else math.inf
+        statics, fair, out = self._statics, {}, []
+        for job in jobs:
+            entry = statics.get(job) or self._entry(job)
+            submit, static, who = entry
+            fs = fair.get(who)
+            if fs is None:
+                fs = fair[who] = self.fairshare(self.owner(job), now) if w_fs else 0.0
+            age = (now - submit) * per_second if now > submit else 0.0
+            priority = int(w_age * (age if age < 1.0 else 1.0) + w_fs * fs + static)
+            out.append(-priority if priority > 1 else -1)
+        return out
+
+    def sprio(self, job, now):
+        """``sprio -l``'s columns for ``job`` at ``now``: the priority and each weighted
+        factor."""
+        factors, weights = self.factors(job, now), self.config.weights
+        node = self.owner(job)
+        row = {"job": job.id, "user": node[2], "account": node[1],
+               "priority": self.priority(job, now)}
+        row.update({k: round(weights[k] * factors[k], 6) for k in FACTORS})
+        row.update({f"{k}_norm": round(factors[k], 6) for k in FACTORS})
+        return row
+
+    # -- usage ------------------------------------------------------------------------------
+
+    def started(self, job, now):
+        self.at_start[job.id] = self.sprio(job, now)
+        self.usage.started(job, self.owner(job), now)
+
+    def finished(self, job, now):
+        self.usage.finished(job, now)
+        self._statics.pop(job, None)

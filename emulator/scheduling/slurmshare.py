@@ -1,0 +1,220 @@
+"""Slurm's fair-share factor: usage decayed by its half-life on the association tree, then
+classic fair share or Fair Tree.
+
+The tree: root, accounts (from an associations file, each under its parent), users under
+accounts. A job belongs to the user's association under the account named by the job's
+group (the trace's group id as text) when there is one, else under the first account that
+lists the user; a user the file does not know joins the account of its group, and an
+account the file does not know joins root, each with 1 share (Slurm's default).
+
+Usage: every ``period`` seconds (PriorityCalcPeriod), each association's usage is decayed
+by ``2 ** (-period / half_life)`` and the processor-seconds its jobs ran in the period are
+added (Slurm's decay thread). Kept lazily: ``scaled[u] = usage[u] / d ** tick`` changes only
+when usage is added, so a tick costs nothing per association.
+
+Classic (``PriorityFlags=NO_FAIR_TREE``): ``F = 2 ** (-effective / shares_norm)`` with
+``shares_norm`` the product of the shares fractions down the tree and ``effective = norm +
+(parent's effective - norm) * shares / level shares`` (an account under root: its ``norm``),
+``norm`` the association's usage over root's.
+
+Fair Tree: each level's siblings sorted by Level Fairshare, ``(shares / siblings' shares) /
+(usage / siblings' usage)`` (no usage: first), depth first; the users met in that order get
+ranks from the number of users down (equal values, equal ranks); ``F = rank / users``.
+Sibling accounts of equal Level Fairshare are visited one after the other, not merged.
+"""
+
+import math
+
+ROOT = ("account", "root")
+
+
+class ShareTree:
+    """Associations with raw shares: ``("account", name)`` and ``("user", account, name)``."""
+
+    def __init__(self, associations=None):
+        self.parent, self.shares, self.children = {}, {}, {ROOT: []}
+        self.level = {ROOT: 0}  # node -> its children's shares, summed
+        self.accounts_of = {}  # user name -> [account, ...] from the file
+        self._chains = {}  # node -> ancestors(node)
+        if associations is not None:
+            pending = dict(associations.accounts)
+            while pending:  # parents before children
+                for name, (parent, shares) in list(pending.items()):
+                    if parent == "root" or ("account", parent) in self.shares:
+                        self._add(("account", name), ("account", parent), shares)
+                        del pending[name]
+            for (account, user), shares in associations.users.items():
+                self._account(account)
+                self._add(("user", account, user), ("account", account), shares)
+                self.accounts_of.setdefault(user, []).append(account)
+        self.users = [n for n in self.shares if n[0] == "user"]
+
+    def _add(self, node, parent, shares):
+        self.parent[node], self.shares[node] = parent, shares
+        self.children.setdefault(parent, []).append(node)
+        self.children.setdefault(node, [])
+        self.level[parent] = self.level.get(parent, 0) + shares
+        self.level.setdefault(node, 0)
+        self._chains = {}
+
+    def _account(self, name):
+        node = ("account", name)
+        if node not in self.shares and name != "root":
+            self._add(node, ROOT, 1)
+        return node if name != "root" else ROOT
+
+    def user_of(self, user, group):
+        """The association of a job of trace user ``user`` and group ``group``."""
+        name, account = str(user), str(group)
+        listed = self.accounts_of.get(name)
+        if listed:
+            account = account if account in listed else listed[0]
+        node = ("user", account, name)
+        if node not in self.shares:
+            self._add(node, self._account(account), 1)
+            self.users.append(node)
+        return node
+
+    def ancestors(self, node):
+        """The node and each account above it, root last."""
+        chain = self._chains.get(node)
+        if chain is None:
+            chain = [node]
+            while chain[-1] != ROOT:
+                chain.append(self.parent[chain[-1]])
+            self._chains[node] = chain
+        return chain
+
+
+class DecayedUsage:
+    """Usage per association, decayed every ``period_seconds`` by its half-life."""
+
+    def __init__(self, tree, *, period_seconds=300.0, half_life_seconds=7 * 86400.0):
+        self.tree = tree
+        self.period = float(period_seconds)
+        self.decay = 2.0 ** (-self.period / half_life_seconds) if half_life_seconds > 0 \
+            else 1.0
+        self.tick = 0  # usage is counted up to tick * period
+        self.scaled = {}  # node (user, account, root) -> usage / decay ** tick
+        self.running = {}  # job -> [node, procs, counted until]
+        self.pending = {}  # node -> processor-seconds ended since the last tick
+
+    def growth(self, tick):
+        return self.decay ** -tick
+
+    def _credit(self, node, amount, tick):
+        """Add ``amount`` processor-seconds, counted at ``tick``, to a user and its parents."""
+        value = amount * self.growth(tick)
+        for n in self.tree.ancestors(node):
+            self.scaled[n] = self.scaled.get(n, 0.0) + value
+
+    def advance(self, now):
+        """Count every tick up to ``now``: pending usage at the first, running jobs' time in
+        each."""
+        tick = int(now // self.period)
+        if tick <= self.tick:
+            return
+        first = self.tick + 1
+        for node, amount in self.pending.items():
+            self._credit(node, amount, first)
+        self.pending = {}
+        end_first = first * self.period
+        for job, state in self.running.items():
+            node, procs, counted = state
+            self._credit(node, procs * (end_first - counted), first)
+            if tick > first:  # whole periods first+1 .. tick
+                self._credit(node, procs * self.period * self._series(first + 1, tick), 0)
+            state[2] = tick * self.period
+        self.tick = tick
+
+    def _series(self, a, b):
+        """Sum of growth(k) for k in a..b."""
+        if self.decay == 1.0:
+            return float(b - a + 1)
+        return sum_growth(self.decay, a, b)
+
+    def started(self, job, node, now):
+        self.advance(now)
+        self.running[job] = [node, job.procs, now]
+
+    def finished(self, job, now):
+        self.advance(now)
+        state = self.running.pop(job, None)
+        if state is not None:
+            node, procs, counted = state
+            self.pending[node] = self.pending.get(node, 0.0) + procs * (now - counted)
+
+    def usage(self, node):
+        """The node's usage as of the last tick (processor-seconds, decayed)."""
+        return self.scaled.get(node, 0.0) / self.growth(self.tick)
+
+
+def sum_growth(d, a, b):
+    """Sum of d ** -k for k = a..b (b >= a), in closed form."""
+    r = 1.0 / d
+    return r ** a * (r ** (b - a + 1) - 1.0) / (r - 1.0)
+
+
+def classic_factors(tree, usage, users):
+    """{user node: classic fair-share factor} for ``users``."""
+    root = usage.scaled.get(ROOT, 0.0)
+    out = {}
+    for node in users:
+        out[node] = classic_factor(tree, usage, node, root)
+    return out
+
+
+def classic_factor(tree, usage, node, root):
+    chain = tree.ancestors(node)[:-1][::-1]  # top account first, the user last
+    effective = shares_norm = None
+    norm_share = 1.0
+    for n in chain:
+        level = tree.level[tree.parent[n]]
+        fraction = tree.shares[n] / level if level else 0.0
+        norm_share *= fraction
+        norm = usage.scaled.get(n, 0.0) / root if root > 0 else 0.0
+        if effective is None:  # under root
+            effective = norm
+        else:
+            effective = norm + (effective - norm) * fraction
+        shares_norm = norm_share
+    if not shares_norm:
+        return 0.0
+    return 2.0 ** (-effective / shares_norm)
+
+
+def fair_tree_factors(tree, usage):
+    """{user node: Fair Tree factor} for every user of the tree."""
+    users = len(tree.users)
+    if not users:
+        return {}
+    order = []
+
+    def visit(parent):
+        kids = tree.children.get(parent, [])
+        if not kids:
+            return
+        shares = tree.level[parent]
+        used = sum(usage.scaled.get(k, 0.0) for k in kids)
+        levels = []
+        for k in kids:
+            s = tree.shares[k] / shares if shares else 0.0
+            u = usage.scaled.get(k, 0.0) / used if used > 0 else 0.0
+            levels.append((math.inf if u == 0 else s / u, k))
+        levels.sort(key=lambda e: -e[0])
+        for value, k in levels:
+            if k[0] == "user":
+                order.append((value, k))
+            else:
+                visit(k)
+
+    visit(ROOT)
+    factors, rank, previous = {}, users, None
+    for i, (value, node) in enumerate(order):
+        if previous is not None and value != previous[0]:
+            rank = users - i
+        elif previous is not None and tree.parent[node] != tree.parent[previous[1]]:
+            rank = users - i
+        factors[node] = rank / users
+        previous = (value, node)
+    return factors

@@ -1,0 +1,343 @@
+"""Slurm's words and formulas: slurm.conf and sacctmgr files, the multifactor priority worked
+by hand, usage decay, Fair Tree and classic fair share, and sched/backfill's window, test
+limit and resolution."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from emulator.cli import main
+from emulator.errors import InputFileError
+from emulator.scheduling.estimates import estimator
+from emulator.scheduling.job import Job
+from emulator.scheduling.multifactor import Multifactor
+from emulator.scheduling.scheduler import Scheduler
+from emulator.scheduling.simulate import simulate
+from emulator.scheduling.slurmbackfill import BackfillParams
+from emulator.scheduling.slurmconf import (SlurmConfig, read_associations,
+                                           read_slurm_conf, slurm_seconds)
+
+CONF = """\
+# the scheduling lines of a site's slurm.conf
+ClusterName=tiny            # not modelled: listed once
+PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityWeightFairshare=10000
+PriorityWeightJobSize=1000
+PriorityWeightPartition=1000
+PriorityWeightQOS=500
+PriorityMaxAge=00:16:40
+PriorityDecayHalfLife=0
+PriorityCalcPeriod=5
+PriorityFlags=SMALL_RELATIVE_TO_TIME,MAX_TRES
+SchedulerType=sched/backfill
+SchedulerParameters=bf_window=60,bf_resolution=30,bf_max_job_test=50,bf_continue,bf_yield_interval=2
+NodeName=n[1-8] CPUs=1 State=UNKNOWN
+PartitionName=1 Nodes=ALL PriorityJobFactor=10
+PartitionName=2 Nodes=ALL PriorityJobFactor=20 Default=YES
+"""
+
+ASSOC = """\
+Cluster|Account|User|Partition|Share|Priority|GrpJobs|Par Name
+tiny|root||||1|||
+tiny|root|root||1||||
+tiny|10|||60|||root
+tiny|10|1||1||||
+tiny|10|2||3||||
+tiny|20|||40|||root
+tiny|20|3||1||||
+"""
+
+
+def test_slurm_conf_is_read_in_slurms_words(tmp_path):
+    path = tmp_path / "slurm.conf"
+    path.write_text(CONF)
+    c = read_slurm_conf(str(path))
+    assert c.weights == {"age": 1000, "fairshare": 10000, "job_size": 1000, "partition": 1000,
+                         "qos": 500}
+    assert (c.max_age_seconds, c.decay_half_life_seconds, c.calc_period_seconds) == \
+        (1000.0, 0.0, 300.0)
+    assert c.flags == {"SMALL_RELATIVE_TO_TIME"} and c.fair_tree
+    assert (c.bf_window_seconds, c.bf_resolution_seconds, c.bf_max_job_test, c.bf_continue) \
+        == (3600.0, 30.0, 50, True)
+    assert [(p.name, p.priority_job_factor, p.default) for p in c.partitions] == \
+        [("1", 10, False), ("2", 20, True)]
+    assert c.unused == ("ClusterName", "PriorityFlags=MAX_TRES",
+                        "SchedulerParameters=bf_yield_interval")
+    assert c.backfill == "slurm" and SlurmConfig().bf_window_seconds == 86400.0
+
+
+@pytest.mark.parametrize("text, seconds", [("5", 300), ("7-0", 604800), ("1-2:03", 93780),
+                                           ("1-02:03:04", 93784), ("10:30", 630),
+                                           ("01:00:00", 3600), ("INFINITE", math.inf)])
+def test_slurm_durations(text, seconds):
+    assert slurm_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("line, says", [
+    ("PriorityWeightAge=lots", "line 1, PriorityWeightAge: 'lots' is not a whole number"),
+    ("PriorityMaxAge=soon", "line 1, PriorityMaxAge: 'soon' is not a Slurm duration"),
+    ("PriorityType=priority/fancy", "line 1, PriorityType: this reader models"),
+    ("SchedulerParameters=bf_window=0", "line 1, bf_window: must be at least 1"),
+    ("PriorityFavorSmall=maybe", "line 1, PriorityFavorSmall: must be YES or NO"),
+    ("just words", "line 1: expected Parameter=value"),
+])
+def test_a_bad_slurm_conf_line_is_named(tmp_path, line, says):
+    path = tmp_path / "slurm.conf"
+    path.write_text(line + "\n")
+    with pytest.raises(InputFileError, match=re.escape(says)):
+        read_slurm_conf(str(path))
+
+
+def test_associations_come_from_sacctmgr_parsable2(tmp_path):
+    path = tmp_path / "assoc.txt"
+    path.write_text(ASSOC)
+    a = read_associations(str(path))
+    assert a.accounts == {"10": ("root", 60), "20": ("root", 40)}
+    assert a.users == {("root", "root"): 1, ("10", "1"): 1, ("10", "2"): 3, ("20", "3"): 1}
+    path.write_text("Account|User|Share\nphys||parent\n")
+    with pytest.raises(InputFileError, match="line 2, Share: Share=parent is not modelled"):
+        read_associations(str(path))
+    path.write_text("Account|User\nphys|\n")
+    with pytest.raises(InputFileError, match="no Share column"):
+        read_associations(str(path))
+    path.write_text("Account|User|Share|Par Name\nphys|||physics\n")
+    with pytest.raises(InputFileError, match="its parent 'physics' is not in the file"):
+        read_associations(str(path))
+
+
+# -- the multifactor priority, by hand ----------------------------------------------------
+
+def order(tmp_path, **change):
+    path = tmp_path / "assoc.txt"
+    path.write_text(ASSOC)
+    config = SlurmConfig(**{"weights": {"age": 1000, "fairshare": 10000, "job_size": 1000,
+                                        "partition": 1000, "qos": 500},
+                            "max_age_seconds": 1000.0, "decay_half_life_seconds": 0.0,
+                            "partitions": read_slurm_conf_partitions(tmp_path), **change})
+    return Multifactor(config, 8, read_associations(str(path)))
+
+
+def read_slurm_conf_partitions(tmp_path):
+    path = tmp_path / "slurm.conf"
+    path.write_text(CONF)
+    return read_slurm_conf(str(path)).partitions
+
+
+def used(mf):
+    """User 1 runs 4 processors over [0, 600), user 2 two over [0, 300); no decay."""
+    a, b = Job(100, 0, 4, 600, user=1, group=10), Job(101, 0, 2, 300, user=2, group=10)
+    mf.started(a, 0.0)
+    mf.started(b, 0.0)
+    mf.finished(b, 300.0)
+    mf.finished(a, 600.0)
+
+
+def test_fair_tree_ranks_users_level_by_level(tmp_path):
+    mf = order(tmp_path)
+    used(mf)
+    alice, bob, carol = (Job(i, 100, 2, 60, user=u, group=g)
+                         for i, (u, g) in enumerate([(1, 10), (2, 10), (3, 20)]))
+    # usage at the tick of 600: user 1 2,400, user 2 600; account 10 3,000, account 20 0.
+    # Root level (accounts 10 and 20, and sacctmgr's root user, 60 + 40 + 1 shares):
+    # account 20 and the root user have no usage (first, in that order), account 10
+    # (60/101) / 1.0 last. In account 10: user 2 (0.75 / 0.2 = 3.75) before user 1 (0.25 /
+    # 0.8). Four users: ranks 4 (carol), 3 (root), 2, 1.
+    assert [mf.factors(j, 600.0)["fairshare"] for j in (carol, bob, alice)] == \
+        pytest.approx([1.0, 2 / 4, 1 / 4])
+
+
+def test_classic_fair_share_is_two_to_the_minus_effective_usage_over_shares(tmp_path):
+    mf = order(tmp_path, flags=frozenset({"NO_FAIR_TREE"}))
+    used(mf)
+    alice, bob, carol = (Job(i, 100, 2, 60, user=u, group=g)
+                         for i, (u, g) in enumerate([(1, 10), (2, 10), (3, 20)]))
+    # alice: shares 60/101 x 1/4; effective 0.8 + (1.0 - 0.8) x 1/4 = 0.85
+    # bob: 60/101 x 3/4; 0.2 + (1.0 - 0.2) x 3/4 = 0.8; carol: no usage
+    assert mf.factors(alice, 600.0)["fairshare"] == pytest.approx(2 ** (-0.85 / (60 / 404)))
+    assert mf.factors(bob, 600.0)["fairshare"] == pytest.approx(2 ** (-0.8 / (180 / 404)))
+    assert mf.factors(carol, 600.0)["fairshare"] == 1.0
+
+
+def test_every_factor_and_the_whole_number_priority(tmp_path):
+    mf = order(tmp_path)
+    used(mf)
+    # bob's job: 2 processors, queue 1 (factor 10 of 20), submitted at 100, asked 1,800 s
+    job = Job(7, 100, 2, 60, requested=1800, user=2, group=10, queue=1)
+    f = mf.factors(job, 600.0)
+    assert f["age"] == pytest.approx(0.5)  # 500 s of PriorityMaxAge 1,000 s
+    assert f["job_size"] == pytest.approx((2 / 8 + 2 / 8) / 2)
+    assert f["partition"] == pytest.approx(0.5)
+    assert f["qos"] == 0.0
+    # 500 + 10,000 x 1/2 (Fair Tree, above) + 250 + 500 = 6,250; with a third of the job
+    # size weight more (1,333): 6,250 + 333.33, kept whole
+    assert mf.priority(job, 600.0) == 6250
+    assert mf.key(job, 600.0) == -6250
+    heavier = order(tmp_path, weights={"age": 1000, "fairshare": 10000, "job_size": 1333 + 1000,
+                                       "partition": 1000, "qos": 500})
+    used(heavier)
+    assert heavier.priority(job, 600.0) == 6250 + 333
+    elsewhere = Job(8, 100, 2, 60, user=2, group=10, queue=7)  # no such partition: default
+    assert mf.factors(elsewhere, 600.0)["partition"] == 1.0
+    row = mf.sprio(job, 600.0)
+    assert (row["user"], row["account"], row["priority"], row["age"]) == ("2", "10", 6250,
+                                                                          500.0)
+
+
+def test_job_size_favouring_small_and_relative_to_time(tmp_path):
+    job = Job(7, 100, 2, 60, requested=1800, user=2, group=10)
+    assert order(tmp_path, favor_small=True).factors(job, 100.0)["job_size"] == \
+        pytest.approx(((8 - 2) / 8 + (8 - 2) / 8) / 2)
+    relative = order(tmp_path, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    # max(2 nodes x 8 / 8, 2 cpus) / 30 minutes / 8 cpus
+    assert relative.factors(job, 100.0)["job_size"] == pytest.approx(2 / 30 / 8)
+    both = order(tmp_path, favor_small=True, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    assert both.factors(job, 100.0)["job_size"] == pytest.approx(1 - 2 / 30 / 8)
+
+
+def test_usage_decays_by_its_half_life_on_each_calc_period(tmp_path):
+    """One processor from 0 to 900 s, half-life 600 s, a tick every 300 s: 300 s are added at
+    each tick and what was there is multiplied by 2 ** -0.5."""
+    d = 2 ** -0.5
+    for steps in ([300.0, 600.0, 900.0], [900.0]):  # tick by tick, or all at once
+        mf = order(tmp_path, decay_half_life_seconds=600.0)
+        job = Job(1, 0, 1, 900, user=3, group=20)
+        mf.started(job, 0.0)
+        for t in steps:
+            mf.usage.advance(t)
+        node = mf.owner(job)
+        assert mf.usage.usage(node) == pytest.approx(300 * (d * d + d + 1))
+        mf.finished(job, 900.0)
+        mf.usage.advance(1200.0)  # nothing ran since: only decay
+        assert mf.usage.usage(node) == pytest.approx(300 * (d ** 3 + d * d + d))
+
+
+def test_priorities_are_recomputed_on_the_calc_period(tmp_path):
+    """User 3 runs the whole machine from 0; its queued job and user 1's start equal (no
+    usage yet, submit order). Usage and priorities change at the tick of 300, not before."""
+    mf = order(tmp_path, flags=frozenset({"NO_FAIR_TREE"}),
+               weights={"age": 0, "fairshare": 10000, "job_size": 0, "partition": 0, "qos": 0})
+    sched = Scheduler(8, order=mf, backfill="none")
+    blocker = Job(0, 0, 8, 1000, estimate=1000, user=3, group=20, index=0)
+    sched.submit(blocker, 0.0)
+    sched.schedule(0.0)
+    sched.submit(Job(1, 0, 8, 10, estimate=10, user=3, group=20, index=1), 0.0)
+    sched.submit(Job(2, 10, 8, 10, estimate=10, user=1, group=10, index=2), 10.0)
+    sched.schedule(10.0)
+    sched.schedule(299.0)
+    assert [j.id for j in sched.waiting()] == [1, 2]
+    sched.schedule(300.0)  # user 3 has used 2,400 processor-seconds: its job goes second
+    assert [j.id for j in sched.waiting()] == [2, 1]
+
+
+# -- sched/backfill ------------------------------------------------------------------------
+
+def backfill_case(params, second):
+    """3 of 4 processors busy until 100; at 1 a 4-processor job queues, then ``second``."""
+    sched = Scheduler(4, order="fcfs", backfill="slurm", slurm=params)
+    running = Job(0, 0, 3, 100, estimate=100, index=0)
+    sched.submit(running, 0.0)
+    sched.schedule(0.0)
+    sched.submit(Job(1, 1, 4, 100, estimate=100, index=1), 1.0)
+    sched.submit(second, 1.0)
+    return [j.id for j in sched.schedule(1.0)]
+
+
+def test_a_job_beyond_the_window_holds_nothing():
+    long_one = Job(2, 1, 1, 200, estimate=200, index=2)  # would delay the 4-processor job
+    assert backfill_case(BackfillParams(3600.0, 1.0, 500), long_one) == []
+    # its start (100) is 99 s away: a 60-s window does not keep it
+    assert backfill_case(BackfillParams(60.0, 1.0, 500), long_one.fresh()) == [2]
+
+
+def test_only_max_job_test_jobs_are_tried():
+    short = Job(2, 1, 1, 10, estimate=10, index=2)  # ends before 100: fits
+    assert backfill_case(BackfillParams(3600.0, 1.0, 2), short) == [2]
+    assert backfill_case(BackfillParams(3600.0, 1.0, 1), short.fresh()) == []
+
+
+def test_times_are_planned_at_the_resolution():
+    # 110 s from 1 ends at 111, after the running job's end (100): not at 1-s resolution;
+    # at 60 s the running job ends at 121 in the plan and the job takes 120 s: it fits
+    job = Job(2, 1, 1, 110, estimate=110, index=2)
+    assert backfill_case(BackfillParams(3600.0, 1.0, 500), job) == []
+    assert backfill_case(BackfillParams(3600.0, 60.0, 500), job.fresh()) == [2]
+
+
+def whole_second_jobs(seed, n=300):
+    rng = np.random.default_rng(seed)
+    submit = np.cumsum(rng.exponential(30.0, n)).round()
+    return [Job(i, float(submit[i]), int(rng.choice([1, 2, 4, 8, 16, 32])),
+                float(rng.integers(1, 3000)), user=int(rng.integers(5)), group=0, index=i)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("order_name", ["fcfs", "fairshare"])
+@pytest.mark.parametrize("seed", range(5))
+def test_unbounded_slurm_backfill_starts_jobs_as_conservative_backfilling(order_name, seed):
+    """With no window, no test limit, a 1-s resolution and exact estimates, the plan made
+    again at every pass is the one conservative backfilling keeps."""
+    jobs = whole_second_jobs(seed)
+    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9)
+    slurm = simulate(jobs, Scheduler(32, order=order_name, backfill="slurm",
+                                     slurm=unbounded)).jobs
+    conservative = simulate(jobs, Scheduler(32, order=order_name,
+                                            backfill="conservative")).jobs
+    assert [j.start for j in slurm] == [j.start for j in conservative]
+    easy = simulate(jobs, Scheduler(32, order=order_name, backfill="easy")).jobs
+    assert [j.start for j in slurm] != [j.start for j in easy]  # the case is not trivial
+
+
+def test_with_early_ends_slurm_plans_again_where_conservative_compresses():
+    """Jobs ending before their estimate: conservative backfilling never moves a job after
+    its first reservation; Slurm's plan, made from scratch, may."""
+    jobs = whole_second_jobs(0)
+    for j in jobs:
+        j.requested = j.run * 3
+    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9)
+    run = {rule: simulate(jobs, Scheduler(32, order="fcfs", backfill=rule, slurm=unbounded),
+                          estimator=estimator("requested")).jobs
+           for rule in ("slurm", "conservative")}
+    assert [j.start for j in run["slurm"]] != [j.start for j in run["conservative"]]
+    assert all(j.start <= j.reserved for j in run["conservative"] if j.reserved is not None)
+
+
+def test_schedule_reads_a_sites_slurm_conf_and_writes_sprio(tmp_path, capsys):
+    conf, assoc = tmp_path / "slurm.conf", tmp_path / "assoc.txt"
+    conf.write_text(CONF)
+    assoc.write_text(ASSOC)
+    out = tmp_path / "out"
+    assert main(["schedule", "nasa", "--slurm-conf", str(conf), "--associations", str(assoc),
+                 "--compress-arrivals", "1.93", "--out", str(out), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "multifactor+slurm:" in captured.out
+    assert captured.err.count("not modelled") == 1 and "ClusterName" in captured.err
+    lines = (out / "sprio.csv").read_text().splitlines()
+    assert lines[0].startswith("job,user,account,priority,age,fairshare,job_size")
+    assert len(lines) == 18239 + 1
+    assert main(["schedule", "nasa", "--backfill", "slurm", "--out", str(tmp_path / "o")]) == 2
+    assert "needs --slurm-conf" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_plan_in_c_is_the_numpy_reference(seed):
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    rng = np.random.default_rng(seed)
+    releases = [(float(rng.integers(1, 500)), int(rng.integers(1, 6))) for _ in range(8)]
+    queue = []
+    for i in range(60):
+        job = Job(i, 0, int(rng.integers(1, 17)), 10.0, estimate=float(rng.integers(1, 900)))
+        if rng.random() < 0.2:
+            job.start = 0.0  # started, still in the queue: skipped
+        queue.append(((i,), job))
+    window, resolution, limit = [(math.inf, 1.0, 10 ** 6), (300.0, 60.0, 25),
+                                 (120.0, 30.0, 5)][seed % 3]
+    got = [Profile(0.0, 6, releases).plan(queue, 0.0, 6, 1, window, resolution, limit),
+           PyProfile(0.0, 6, releases).plan(queue, 0.0, 6, 1, window, resolution, limit)]
+    assert [(j.id, t) for j, t in got[0]] == [(j.id, t) for j, t in got[1]]
+    assert any(t > 0 for _, t in got[0]) or limit == 5
