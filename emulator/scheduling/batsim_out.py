@@ -17,12 +17,13 @@ starts) holds nothing: it is shown on the lowest free processors where there are
 ['0-1', '2', '2-3']
 """
 
-import heapq
+import bisect
 from typing import Any, Sequence
 
 from ..files import write_text_atomic
 
-__all__ = ["allocate_processors", "interval_text", "batsim_jobs_csv", "write_batsim_jobs_csv"]
+__all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
+           "write_batsim_jobs_csv"]
 
 COLUMNS = ("job_id", "workload_name", "profile", "submission_time",
            "requested_number_of_resources", "requested_time", "success", "final_state",
@@ -34,30 +35,75 @@ def allocate_processors(jobs: Sequence[Any], processors: int) -> list:
     """The processor ids (sorted) each job of ``jobs`` ran on, in the order given; an empty
     list for a job that never started. Raises ValueError if the schedule has more
     processors busy than ``processors`` at some instant."""
+    return [[p for first, count in runs for p in range(first, first + count)]
+            for runs in allocate_runs(jobs, processors)]
+
+
+def allocate_runs(jobs: Sequence[Any], processors: int) -> list:
+    """As :func:`allocate_processors`, each job's processors as runs ``(first, count)`` of
+    consecutive ids: the free processors are kept as such runs, so a job costs the runs it
+    touches, not its processors."""
     events = []
     for k, j in enumerate(jobs):
         if j.start is not None:
             events.append((j.end, 0, k))  # ends first at one instant, jobs of no length last
             events.append((j.start, 2 if j.end <= j.start else 1, k))
     events.sort()
-    free = list(range(processors))
-    heapq.heapify(free)
+    free = [[0, processors]]  # runs of free ids, in order, never touching
+    left = processors
     held: list = [[] for _ in jobs]
     for t, kind, k in events:
         if kind == 0:
-            for p in held[k]:
-                heapq.heappush(free, p)
+            for run in held[k]:  # (a job of no length ends before it starts: nothing yet)
+                _give(free, run)
+                left += run[1]
             continue
         need = jobs[k].procs
         if kind == 2:  # no length: the lowest free ones where there are enough, else any
-            held[k] = sorted(heapq.nsmallest(need, free)) if need <= len(free) \
-                else list(range(need))
+            held[k] = _lowest(free, need) if need <= left else [(0, need)]
             continue
-        if need > len(free):
+        if need > left:
             raise ValueError(f"job {jobs[k].id} starts at {t:g} s on {need} processors, and "
-                             f"only {len(free)} of {processors} are free")
-        held[k] = sorted(heapq.heappop(free) for _ in range(need))
-    return [sorted(h) for h in held]
+                             f"only {left} of {processors} are free")
+        held[k] = _take(free, need)
+        left -= need
+    return held
+
+
+def _lowest(free: list, need: int) -> list:
+    """The runs of the ``need`` lowest free ids, left free."""
+    out = []
+    for first, count in free:
+        if need <= 0:
+            break
+        out.append((first, min(count, need)))
+        need -= count
+    return out
+
+
+def _take(free: list, need: int) -> list:
+    """Take the ``need`` lowest free ids."""
+    out = _lowest(free, need)
+    for first, count in out:
+        if free[0][1] == count:
+            free.pop(0)
+        else:
+            free[0][0] += count
+            free[0][1] -= count
+    return out
+
+
+def _give(free: list, run: tuple) -> None:
+    """Free the ids of ``run``, joining the runs it touches."""
+    first, count = run
+    k = bisect.bisect_left(free, [first, 0])
+    if k > 0 and free[k - 1][0] + free[k - 1][1] == first:
+        k -= 1
+        free[k][1] += count
+    else:
+        free.insert(k, [first, count])
+    if k + 1 < len(free) and free[k][0] + free[k][1] == free[k + 1][0]:
+        free[k][1] += free.pop(k + 1)[1]
 
 
 def interval_text(ids: Sequence[int]) -> str:
@@ -74,25 +120,37 @@ def interval_text(ids: Sequence[int]) -> str:
 
 def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0") -> str:
     """The text of ``batsim_jobs.csv`` for the jobs that started (see the module)."""
-    allocation = allocate_processors(jobs, processors)
+    allocation = allocate_runs(jobs, processors)
     rows = [",".join(COLUMNS)]
-    for j, procs in zip(jobs, allocation):
+    num = _num
+    for j, runs in zip(jobs, allocation):
         if j.start is None:
             continue
-        run = j.end - j.start
-        turnaround = j.end - j.submit
-        state = "COMPLETED_WALLTIME_REACHED" if j.killed else "COMPLETED_SUCCESSFULLY"
-        requested = j.requested if j.requested is not None else -1
-        stretch = turnaround / run if run > 0 else ""
-        rows.append(",".join(str(v) for v in (
-            j.id, workload, "", _num(j.submit), j.procs, _num(requested),
-            0 if j.killed else 1, state, _num(j.start), _num(run), _num(j.end),
-            _num(j.start - j.submit), _num(turnaround),
-            _num(stretch) if stretch != "" else "", interval_text(procs), "", "")))
+        start, end, submit = j.start, j.end, j.submit
+        run, turnaround = end - start, end - submit
+        rows.append(f"{j.id},{workload},,{num(submit)},{j.procs},"
+                    f"{num(j.requested if j.requested is not None else -1)},"
+                    f"{0 if j.killed else 1},"
+                    f"{'COMPLETED_WALLTIME_REACHED' if j.killed else 'COMPLETED_SUCCESSFULLY'},"
+                    f"{num(start)},{num(run)},{num(end)},{num(start - submit)},"
+                    f"{num(turnaround)},{num(turnaround / run) if run > 0 else ''},"
+                    f"{_runs_text(runs)},,")
     return "\n".join(rows) + "\n"
 
 
+def _runs_text(runs: Sequence[tuple]) -> str:
+    """Runs ``(first, count)`` in Batsim's interval syntax, touching runs joined."""
+    joined: list = []
+    for first, count in runs:
+        if joined and joined[-1][1] + 1 == first:
+            joined[-1][1] = first + count - 1
+        else:
+            joined.append([first, first + count - 1])
+    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in joined)
+
+
 def _num(v: Any) -> str:
+    """A number as Batsim writes it: whole ones without a point."""
     v = float(v)
     return str(int(v)) if v.is_integer() else repr(v)
 
