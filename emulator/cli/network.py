@@ -59,9 +59,18 @@ def register(sub):
                    examples=["nodesel cluster show", "nodesel cluster show hostfiles/tree16.toml --json"],
                    handler=cmd_cluster)
     show.add_argument("file", nargs="?",
-                      help="cluster TOML/JSON or hostfile (default: the Slurm or PBS "
+                      help="cluster TOML/JSON, SimGrid platform .xml or hostfile (default: the "
+                           "Slurm or PBS "
                            "allocation's nodes inside one, else a 10-node crossbar)")
     show.add_argument("--json", action="store_true", help="networkx node-link JSON")
+    export = command(csub, "export", help="write a cluster in another tool's words: a SimGrid "
+                     "platform (version 4.1) on stdout", handler=cmd_cluster_export,
+                     examples=["nodesel cluster export hostfiles/racks12.toml --simgrid > "
+                               "racks12.xml"])
+    export.add_argument("file", help="cluster TOML/JSON, SimGrid platform or hostfile")
+    export.add_argument("--simgrid", action="store_true", required=True,
+                        help="a SimGrid platform: hosts, a router per switch, a link per "
+                             "edge, in a Floyd zone")
     gen = command(csub, "generate", help="write a tree cluster file: racks behind a core "
                   "switch, or a k-ary fat tree", handler=cmd_cluster_generate,
                   examples=["nodesel cluster generate racks --racks 32 --nodes-per-rack 32 "
@@ -236,6 +245,14 @@ def cmd_cluster(args):
         print(clusters.dumps(graph))
     else:
         print("\n".join(clusters.describe(graph)))
+    return 0
+
+
+def cmd_cluster_export(args):
+    from ..network import cluster as clusters
+    from ..network.simgrid import to_platform
+
+    sys.stdout.write(to_platform(clusters.load_cluster(args.file)))
     return 0
 
 

@@ -263,7 +263,8 @@ def parse_hostfile(path):
 
 
 def load_cluster(path=None):
-    """The cluster in ``path`` (TOML, JSON or hostfile), or the default 10-node crossbar."""
+    """The cluster in ``path`` (TOML, JSON, a SimGrid platform ``.xml`` or a hostfile), or the
+    default 10-node crossbar."""
     if path is None:
         return crossbar()
     path = os.fspath(path)
@@ -280,6 +281,10 @@ def load_cluster(path=None):
         from .netgraph import load_json
 
         return cluster_from_dict(load_json(path), path)
+    if path.endswith(".xml"):
+        from .simgrid import read_platform
+
+        return read_platform(path)
     hosts = parse_hostfile(path)
     return crossbar(list(hosts), slots=hosts)
 

@@ -5,7 +5,9 @@ Resources
     direction (a node's port up and down, each switch-to-switch link both ways); on a
     crossbar, each node's port up and down and, for every ordered pair of nodes, the pair's
     path through the switch (at the smaller port's capacity, or the scenario's bandwidth).
-    Links are full duplex: the two directions are two resources. Each node's CPU is one more
+    Links are full duplex: the two directions are two resources, unless the link's
+    ``sharing`` is ``"shared"`` (SimGrid's SHARED policy): then both directions share one
+    capacity. Each node's CPU is one more
     resource (one CPU-second per second), for compute phases.
 Flows
     A flow from node u to node v crosses u's port up, the links of its path in the direction
@@ -128,18 +130,24 @@ def resources(cluster):
                     add(("pair", u, v), min(port[u], port[v]))
         routes = ("crossbar", up, down, pair_base)
     else:
-        edge = {}
+        edge, aliases = {}, {}
         for a, b, d in cluster.edges(data=True):
             for x, y in ((a, b), (b, a)):
                 kind = "up" if cluster.nodes[x].get("kind") == "compute" else \
                     "down" if cluster.nodes[y].get("kind") == "compute" else "link"
                 name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
                     else (kind, x, y)
-                edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
+                if d.get("sharing") == "shared" and (y, x) in edge:
+                    edge[(x, y)] = aliases[name] = edge[(y, x)]  # both ways: one resource
+                else:
+                    edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
         routes = _tree_routes(cluster, nodes, edge)
     for n in nodes:
         add(("cpu", n), 1.0)
-    return Resources(nodes, names, capacity, routes, {n: i for i, n in enumerate(names)})
+    index = {n: i for i, n in enumerate(names)}
+    if cluster.graph.get("topology") != "crossbar":
+        index.update(aliases)
+    return Resources(nodes, names, capacity, routes, index)
 
 
 def _tree_routes(cluster, nodes, edge):

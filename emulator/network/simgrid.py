@@ -1,0 +1,344 @@
+"""SimGrid platforms (``platform.xml``, version 4.1) as clusters, and clusters as platforms.
+
+Read (``--cluster platform.xml``), the subset that is a tree:
+
+- ``<cluster id prefix radical suffix bw lat [bb_bw bb_lat] [sharing_policy]
+  [bb_sharing_policy]>``: a rack switch named by ``id``, its nodes ``prefix + i + suffix`` for
+  ``i`` in ``radical`` (``0-99``, ``0-3,8``) on private links of ``bw`` and ``lat``. A backbone
+  is the rack's uplink to the zone around it: it carries the cluster's traffic to and from
+  the other clusters (SimGrid also counts it within the cluster; nodesel does not).
+- ``<zone routing="Full">`` joining clusters by ``<zoneRoute>``s over ``<link>``s: a core
+  switch named by the zone; each link of a zoneRoute must belong to one end's cluster (on
+  every route of that cluster and on no other), and is in series on that cluster's uplink.
+- ``<zone routing="Floyd|Dijkstra|Full">`` of ``<host>``s, ``<router>``s, ``<link>``s and
+  ``<route>``s between neighbours whose graph is a tree (what ``cluster export --simgrid``
+  writes): switches are the routers, each route one link of the tree.
+
+Units are SimGrid's: bandwidths in ``Bps``, ``kBps``, ``MBps``, ``GBps``, ``TBps``, ``KiBps``,
+``MiBps``, ``GiBps``, ``bps``, ``kbps``, ``Mbps``, ``Gbps``, ``Tbps`` (a bare number is bytes per
+second); latencies in ``s``, ``ms``, ``us``, ``ns``, ``ps``, ``m``, ``h`` (bare: seconds).
+``sharing_policy``: ``SPLITDUPLEX`` (each direction its own capacity, nodesel's links),
+``SHARED`` (both directions share one; SimGrid's default for ``<link>`` and backbones).
+``FATPIPE`` links, a general graph of routes, and what is not network (``<disk>``,
+``<actor>``, ``<trace>``, DVFS ``pstate``...) are refused in one line naming the element and
+its line.
+"""
+
+import re
+import xml.parsers.expat
+
+import networkx as nx
+
+from ..errors import InputFileError
+from ..files import read_input_text
+
+BANDWIDTH_UNITS = {"bps": 1 / 8, "kbps": 1e3 / 8, "Mbps": 1e6 / 8, "Gbps": 1e9 / 8,
+                   "Tbps": 1e12 / 8, "Bps": 1, "kBps": 1e3, "KBps": 1e3, "MBps": 1e6,
+                   "GBps": 1e9, "TBps": 1e12, "KiBps": 2 ** 10, "MiBps": 2 ** 20,
+                   "GiBps": 2 ** 30, "TiBps": 2 ** 40, "Kibps": 2 ** 10 / 8,
+                   "Mibps": 2 ** 20 / 8, "Gibps": 2 ** 30 / 8}
+LATENCY_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12, "m": 60.0,
+                 "h": 3600.0}
+IGNORED = {"platform", "prop", "config", "include"}  # read past: no network in them
+NOT_MODELLED = {"disk", "storage", "storage_type", "mount", "actor", "process", "argument",
+                "trace", "trace_connect", "bypassRoute", "bypassZoneRoute", "peer",
+                "cabinet", "backbone", "host_link", "random", "model_prop"}
+
+
+class Element:
+    """An XML element with the line it starts on."""
+
+    def __init__(self, tag, attrs, line):
+        self.tag, self.attrs, self.line, self.children = tag, attrs, line, []
+
+
+def parse_xml(path: str) -> Element:
+    """The element tree of ``path``, each element with its line; malformed XML refused."""
+    text = read_input_text(path, "SimGrid platform")
+    parser = xml.parsers.expat.ParserCreate()
+    stack = [Element("document", {}, 0)]
+
+    def start(tag, attrs):
+        element = Element(tag, attrs, parser.CurrentLineNumber)
+        stack[-1].children.append(element)
+        stack.append(element)
+
+    def end(tag):
+        stack.pop()
+
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    try:
+        parser.Parse(text, True)
+    except xml.parsers.expat.ExpatError as e:
+        raise InputFileError(path, f"line {e.lineno}", f"malformed XML: "
+                             f"{xml.parsers.expat.ErrorString(e.code)}") from None
+    if not stack[0].children or stack[0].children[0].tag != "platform":
+        raise InputFileError(path, "line 1", "not a SimGrid platform (no <platform>)")
+    return stack[0].children[0]
+
+
+def quantity(path, element, key, units, *, default=None):
+    """``element``'s ``key`` in base units (bytes per second, seconds)."""
+    text = element.attrs.get(key)
+    if text is None:
+        if default is not None:
+            return default
+        raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}", "missing")
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2) if m else None
+    if not m or (unit and unit not in units):
+        raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
+                             f"{text!r} is not a number with one of SimGrid's units "
+                             f"({', '.join(units)})")
+    try:
+        value = float(m.group(1)) * (units[unit] if unit else 1.0)
+    except ValueError:
+        raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
+                             f"{text!r} is not a number") from None
+    if value < 0:
+        raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
+                             "must not be negative")
+    return value
+
+
+def _policy(path, element, key="sharing_policy", default="SHARED"):
+    policy = element.attrs.get(key, default).upper()
+    if policy not in ("SHARED", "SPLITDUPLEX"):
+        raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
+                             f"{policy} is not modelled (the links are SPLITDUPLEX or SHARED)")
+    return policy
+
+
+def radical(path, element):
+    """The numbers of a cluster's ``radical``: ``0-3,8`` is 0, 1, 2, 3, 8."""
+    out = []
+    for part in element.attrs.get("radical", "").split(","):
+        try:
+            if "-" in part:
+                a, b = part.split("-")
+                out.extend(range(int(a), int(b) + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise InputFileError(path, f"line {element.line}, <cluster> radical",
+                                 f"{element.attrs.get('radical')!r} is not like 0-99 or "
+                                 "0-3,8") from None
+    return out
+
+
+def _mbps(bytes_per_second):
+    return bytes_per_second * 8 / 1e6
+
+
+def _edge(graph, a, b, bytes_per_second, seconds, policy):
+    graph.add_edge(a, b, capacity_mbps=_mbps(bytes_per_second), latency_ms=seconds * 1e3,
+                   sharing="shared" if policy == "SHARED" else "duplex")
+
+
+def read_platform(path: str) -> nx.Graph:
+    """The cluster (a tree, see :mod:`.cluster`) of a SimGrid platform file."""
+    platform = parse_xml(path)
+    _refuse_what_is_not_network(path, platform)
+    top = [c for c in platform.children if c.tag not in IGNORED]
+    if len(top) != 1 or top[0].tag not in ("cluster", "zone", "AS"):
+        where = top[1] if len(top) > 1 else platform
+        raise InputFileError(path, f"line {where.line}, <{where.tag}>", "a platform of one "
+                             "<cluster> or one <zone> is read; put the rest in that zone")
+    graph = nx.Graph(topology="tree", latency_ms=0.0)
+    if top[0].tag == "cluster":
+        _cluster(path, graph, top[0])
+    else:
+        _zone(path, graph, top[0])
+    if not any(k == "compute" for _, k in graph.nodes(data="kind")):
+        raise InputFileError(path, f"line {top[0].line}", "no hosts")
+    if not nx.is_tree(graph):
+        problem = "has a cycle" if nx.is_connected(graph) else "is not connected"
+        raise InputFileError(path, f"line {top[0].line}, <{top[0].tag}>", "its routes must "
+                             f"form a tree, but the graph of hosts and routers {problem}")
+    return graph
+
+
+def _refuse_what_is_not_network(path, element):
+    for child in element.children:
+        if child.tag in NOT_MODELLED:
+            raise InputFileError(path, f"line {child.line}, <{child.tag}>", "not modelled "
+                                 "(this reader takes clusters, zones, hosts, routers, links "
+                                 "and routes)")
+        if child.tag == "host" and ("pstate" in child.attrs or "," in child.attrs.get(
+                "speed", "")):
+            raise InputFileError(path, f"line {child.line}, <host> speed", "DVFS (several "
+                                 "speeds, pstate) is not modelled")
+        _refuse_what_is_not_network(path, child)
+
+
+def _cluster(path, graph, element):
+    """A rack of the cluster's nodes; returns (rack switch, backbone or None)."""
+    a = element.attrs
+    for key in ("id", "prefix", "radical"):
+        if key not in a:
+            raise InputFileError(path, f"line {element.line}, <cluster> {key}", "missing")
+    if a.get("topology", "FLAT").upper() != "FLAT":
+        raise InputFileError(path, f"line {element.line}, <cluster> topology",
+                             f"{a['topology']} is not modelled (FLAT clusters are)")
+    rack = a["id"]
+    if rack in graph:
+        raise InputFileError(path, f"line {element.line}, <cluster> id", f"{rack!r} is used "
+                             "twice")
+    graph.add_node(rack, kind="switch")
+    bw = quantity(path, element, "bw", BANDWIDTH_UNITS)
+    lat = quantity(path, element, "lat", LATENCY_UNITS, default=0.0)
+    policy = _policy(path, element, default="SPLITDUPLEX")
+    for i in radical(path, element):
+        name = f"{a['prefix']}{i}{a.get('suffix', '')}"
+        graph.add_node(name, kind="compute", capacity_mbps=_mbps(bw), memory_mb=512, slots=1)
+        _edge(graph, name, rack, bw, lat, policy)
+    if "bb_bw" not in a:
+        return rack, None
+    return rack, (quantity(path, element, "bb_bw", BANDWIDTH_UNITS),
+                  quantity(path, element, "bb_lat", LATENCY_UNITS, default=0.0),
+                  _policy(path, element, "bb_sharing_policy"), element)
+
+
+def _zone(path, graph, zone):
+    routing = zone.attrs.get("routing", "")
+    clusters = [c for c in zone.children if c.tag == "cluster"]
+    if any(c.tag in ("zone", "AS") for c in zone.children):
+        inner = next(c for c in zone.children if c.tag in ("zone", "AS"))
+        raise InputFileError(path, f"line {inner.line}, <{inner.tag}>", "zones inside zones "
+                             "are read only as <cluster>s")
+    if routing not in ("Full", "Floyd", "Dijkstra", "DijkstraCache"):
+        raise InputFileError(path, f"line {zone.line}, <{zone.tag}> routing",
+                             f"{routing!r} is not modelled (Full, Floyd, Dijkstra are)")
+    links = {}
+    for link in (c for c in zone.children if c.tag == "link"):
+        if link.attrs.get("id") in links:
+            raise InputFileError(path, f"line {link.line}, <link> id", "used twice")
+        links[link.attrs.get("id")] = (quantity(path, link, "bandwidth", BANDWIDTH_UNITS),
+                                       quantity(path, link, "latency", LATENCY_UNITS,
+                                                default=0.0),
+                                       _policy(path, link), link)
+    if clusters:
+        _clusters_joined(path, graph, zone, clusters, links)
+    else:
+        _hosts_and_routes(path, graph, zone, links)
+
+
+def _route_links(path, route, links):
+    out = []
+    for ctn in (c for c in route.children if c.tag == "link_ctn"):
+        name = ctn.attrs.get("id")
+        if name not in links:
+            raise InputFileError(path, f"line {ctn.line}, <link_ctn> id", f"no link {name!r}")
+        out.append(name)
+    return out
+
+
+def _clusters_joined(path, graph, zone, clusters, links):
+    """Clusters behind one core switch (the zone), each uplink its backbone then its links."""
+    core = zone.attrs.get("id", "core")
+    racks = {}
+    for c in clusters:
+        rack, backbone = _cluster(path, graph, c)
+        racks[rack] = backbone
+    if len(racks) == 1 and not links:
+        return
+    routes = [r for r in zone.children if r.tag in ("zoneRoute", "ASroute")]
+    on = {rack: [] for rack in racks}  # rack -> link lists of its routes
+    for r in routes:
+        ends = (r.attrs.get("src"), r.attrs.get("dst"))
+        for end in ends:
+            if end not in racks:
+                raise InputFileError(path, f"line {r.line}, <{r.tag}>", f"{end!r} is not a "
+                                     "cluster of this zone")
+        used = _route_links(path, r, links)
+        for end in ends:
+            on[end].append((set(used), r))
+    own = {}
+    for rack, lists in on.items():
+        if not lists:
+            raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"no zoneRoute "
+                                 f"reaches cluster {rack!r}")
+        shared = set.intersection(*(s for s, _ in lists))
+        others = set().union(*(s for other, ls in on.items() if other != rack
+                               for s, r in ls if rack not in (r.attrs.get("src"),
+                                                               r.attrs.get("dst"))))
+        own[rack] = shared - others
+    for r in routes:
+        ends = (r.attrs.get("src"), r.attrs.get("dst"))
+        for name in _route_links(path, r, links):
+            if name not in own[ends[0]] | own[ends[1]]:
+                raise InputFileError(path, f"line {r.line}, <{r.tag}>", f"link {name!r} "
+                                     "belongs to neither end's cluster alone: a general graph "
+                                     "of routes is not modelled (each cluster's links must "
+                                     "lie on all its routes and on no other)")
+    graph.add_node(core, kind="switch")
+    for rack, backbone in racks.items():
+        chain = ([backbone[:3]] if backbone else []) + \
+            [links[name][:3] for name in sorted(own[rack])]
+        at = rack
+        for k, (bw, lat, policy) in enumerate(chain):
+            nxt = core if k == len(chain) - 1 else f"{rack}-uplink{k + 1}"
+            if nxt != core:
+                graph.add_node(nxt, kind="router")
+            _edge(graph, at, nxt, bw, lat, policy)
+            at = nxt
+        if not chain:
+            raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"cluster {rack!r} "
+                                 "has no backbone and no link of its own to the others")
+
+
+def _hosts_and_routes(path, graph, zone, links):
+    """A graph of hosts and routers whose routes join neighbours over one link each."""
+    for c in zone.children:
+        if c.tag == "host":
+            graph.add_node(c.attrs["id"], kind="compute", memory_mb=512, slots=1)
+        elif c.tag == "router":
+            graph.add_node(c.attrs["id"], kind="switch")
+    for r in (c for c in zone.children if c.tag == "route"):
+        src, dst = r.attrs.get("src"), r.attrs.get("dst")
+        for end in (src, dst):
+            if end not in graph:
+                raise InputFileError(path, f"line {r.line}, <route>", f"{end!r} is not a "
+                                     "host or router of this zone")
+        used = _route_links(path, r, links)
+        if len(used) != 1:
+            raise InputFileError(path, f"line {r.line}, <route>", f"a route over {len(used)} "
+                                 "links: routes between neighbours, one link each, are read "
+                                 "(a general graph of routes is not modelled)")
+        bw, lat, policy, _ = links[used[0]]
+        if not graph.has_edge(src, dst):
+            _edge(graph, src, dst, bw, lat, policy)
+    for n, kind in list(graph.nodes(data="kind")):
+        if kind != "compute":
+            continue
+        edges = list(graph.edges(n, data=True))
+        if len(edges) != 1 or graph.nodes[edges[0][1]]["kind"] == "compute":
+            raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"host {n!r} must "
+                                 "have one route, to a router")
+        graph.nodes[n]["capacity_mbps"] = edges[0][2]["capacity_mbps"]
+
+
+def to_platform(cluster: nx.Graph) -> str:
+    """A SimGrid platform (version 4.1) of ``cluster``: hosts, a router per switch, a link
+    per edge (SPLITDUPLEX, or SHARED where both directions share), in a Floyd zone whose
+    routes join neighbours. SimGrid finds on it the same bottleneck for every pair."""
+    lines = ["<?xml version='1.0'?>",
+             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
+             '<platform version="4.1">', '  <zone id="nodesel" routing="Floyd">']
+    for n, d in cluster.nodes(data=True):
+        lines.append(f'    <host id="{n}" speed="1Gf"/>' if d.get("kind") == "compute"
+                     else f'    <router id="{n}"/>')
+    edges = []
+    for k, (a, b, d) in enumerate(cluster.edges(data=True)):
+        name = f"l{k}-{a}-{b}"
+        shared = d.get("sharing") == "shared"
+        lines.append(f'    <link id="{name}" bandwidth="{d["capacity_mbps"]!r}Mbps" '
+                     f'latency="{d.get("latency_ms", 0.0)!r}ms" sharing_policy='
+                     f'"{"SHARED" if shared else "SPLITDUPLEX"}"/>')
+        edges.append((a, b, name, shared))
+    for a, b, name, shared in edges:
+        direction = "" if shared else ' direction="UP"'
+        lines.append(f'    <route src="{a}" dst="{b}"><link_ctn id="{name}"{direction}/>'
+                     "</route>")
+    lines += ["  </zone>", "</platform>"]
+    return "\n".join(lines) + "\n"
