@@ -26,6 +26,7 @@ its line.
 
 import re
 import xml.parsers.expat
+from typing import Optional
 
 import networkx as nx
 
@@ -48,8 +49,9 @@ NOT_MODELLED = {"disk", "storage", "storage_type", "mount", "actor", "process", 
 class Element:
     """An XML element with the line it starts on."""
 
-    def __init__(self, tag, attrs, line):
-        self.tag, self.attrs, self.line, self.children = tag, attrs, line, []
+    def __init__(self, tag: str, attrs: dict, line: int) -> None:
+        self.tag, self.attrs, self.line = tag, attrs, line
+        self.children: list = []
 
 
 def parse_xml(path: str) -> Element:
@@ -58,12 +60,12 @@ def parse_xml(path: str) -> Element:
     parser = xml.parsers.expat.ParserCreate()
     stack = [Element("document", {}, 0)]
 
-    def start(tag, attrs):
+    def start(tag: str, attrs: dict) -> None:
         element = Element(tag, attrs, parser.CurrentLineNumber)
         stack[-1].children.append(element)
         stack.append(element)
 
-    def end(tag):
+    def end(tag: str) -> None:
         stack.pop()
 
     parser.StartElementHandler, parser.EndElementHandler = start, end
@@ -77,7 +79,8 @@ def parse_xml(path: str) -> Element:
     return stack[0].children[0]
 
 
-def quantity(path, element, key, units, *, default=None):
+def quantity(path: str, element: Element, key: str, units: dict, *,
+             default: Optional[float] = None) -> float:
     """``element``'s ``key`` in base units (bytes per second, seconds)."""
     text = element.attrs.get(key)
     if text is None:
@@ -101,7 +104,8 @@ def quantity(path, element, key, units, *, default=None):
     return value
 
 
-def _policy(path, element, key="sharing_policy", default="SHARED"):
+def _policy(path: str, element: Element, key: str = "sharing_policy",
+            default: str = "SHARED") -> str:
     policy = element.attrs.get(key, default).upper()
     if policy not in ("SHARED", "SPLITDUPLEX"):
         raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
@@ -109,9 +113,9 @@ def _policy(path, element, key="sharing_policy", default="SHARED"):
     return policy
 
 
-def radical(path, element):
+def radical(path: str, element: Element) -> list:
     """The numbers of a cluster's ``radical``: ``0-3,8`` is 0, 1, 2, 3, 8."""
-    out = []
+    out: list = []
     for part in element.attrs.get("radical", "").split(","):
         try:
             if "-" in part:
@@ -126,11 +130,12 @@ def radical(path, element):
     return out
 
 
-def _mbps(bytes_per_second):
+def _mbps(bytes_per_second: float) -> float:
     return bytes_per_second * 8 / 1e6
 
 
-def _edge(graph, a, b, bytes_per_second, seconds, policy):
+def _edge(graph: nx.Graph, a: str, b: str, bytes_per_second: float, seconds: float,
+          policy: str) -> None:
     graph.add_edge(a, b, capacity_mbps=_mbps(bytes_per_second), latency_ms=seconds * 1e3,
                    sharing="shared" if policy == "SHARED" else "duplex")
 
@@ -158,7 +163,7 @@ def read_platform(path: str) -> nx.Graph:
     return graph
 
 
-def _refuse_what_is_not_network(path, element):
+def _refuse_what_is_not_network(path: str, element: Element) -> None:
     for child in element.children:
         if child.tag in NOT_MODELLED:
             raise InputFileError(path, f"line {child.line}, <{child.tag}>", "not modelled "
@@ -171,7 +176,7 @@ def _refuse_what_is_not_network(path, element):
         _refuse_what_is_not_network(path, child)
 
 
-def _cluster(path, graph, element):
+def _cluster(path: str, graph: nx.Graph, element: Element) -> tuple:
     """A rack of the cluster's nodes; returns (rack switch, backbone or None)."""
     a = element.attrs
     for key in ("id", "prefix", "radical"):
@@ -199,7 +204,7 @@ def _cluster(path, graph, element):
                   _policy(path, element, "bb_sharing_policy"), element)
 
 
-def _zone(path, graph, zone):
+def _zone(path: str, graph: nx.Graph, zone: Element) -> None:
     routing = zone.attrs.get("routing", "")
     clusters = [c for c in zone.children if c.tag == "cluster"]
     if any(c.tag in ("zone", "AS") for c in zone.children):
@@ -223,7 +228,7 @@ def _zone(path, graph, zone):
         _hosts_and_routes(path, graph, zone, links)
 
 
-def _route_links(path, route, links):
+def _route_links(path: str, route: Element, links: dict) -> list:
     out = []
     for ctn in (c for c in route.children if c.tag == "link_ctn"):
         name = ctn.attrs.get("id")
@@ -233,7 +238,8 @@ def _route_links(path, route, links):
     return out
 
 
-def _clusters_joined(path, graph, zone, clusters, links):
+def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
+                     links: dict) -> None:
     """Clusters behind one core switch (the zone), each uplink its backbone then its links."""
     core = zone.attrs.get("id", "core")
     racks = {}
@@ -243,7 +249,7 @@ def _clusters_joined(path, graph, zone, clusters, links):
     if len(racks) == 1 and not links:
         return
     routes = [r for r in zone.children if r.tag in ("zoneRoute", "ASroute")]
-    on = {rack: [] for rack in racks}  # rack -> link lists of its routes
+    on: dict = {rack: [] for rack in racks}  # rack -> link lists of its routes
     for r in routes:
         ends = (r.attrs.get("src"), r.attrs.get("dst"))
         for end in ends:
@@ -287,7 +293,7 @@ def _clusters_joined(path, graph, zone, clusters, links):
                                  "has no backbone and no link of its own to the others")
 
 
-def _hosts_and_routes(path, graph, zone, links):
+def _hosts_and_routes(path: str, graph: nx.Graph, zone: Element, links: dict) -> None:
     """A graph of hosts and routers whose routes join neighbours over one link each."""
     for c in zone.children:
         if c.tag == "host":

@@ -21,6 +21,7 @@ it for every job at its start.
 """
 
 import math
+from typing import Any
 
 from .orders import Order
 from .slurmconf import SlurmConfig
@@ -34,7 +35,7 @@ class Multifactor(Order):
     static = False
     trusted = True
 
-    def __init__(self, config: SlurmConfig, processors: int, associations=None):
+    def __init__(self, config: SlurmConfig, processors: int, associations: Any = None) -> None:
         self.config = config
         self.period_seconds = config.calc_period_seconds
         self.cpus = int(processors)
@@ -48,14 +49,14 @@ class Multifactor(Order):
         default = next((p.name for p in config.partitions if p.default),
                        config.partitions[0].name if config.partitions else None)
         self._default_partition = self._partition.get(default, 1.0)
-        self._fair = (None, {})  # (tick, {user node: factor})
-        self._owner = {}  # (user, group) -> user node
-        self.at_start = {}  # job id -> sprio row at its start
-        self._statics = {}  # job -> its weighted size and partition factors
+        self._fair: tuple = (None, {})  # (tick, {user node: factor})
+        self._owner: dict = {}  # (user, group) -> user node
+        self.at_start: dict = {}  # job id -> sprio row at its start
+        self._statics: dict = {}  # job -> (submit, weighted size and partition, owner)
 
     # -- the factors ------------------------------------------------------------------------
 
-    def owner(self, job):
+    def owner(self, job: Any) -> tuple:
         who = (job.user, job.group)
         node = self._owner.get(who)
         if node is None:
@@ -63,7 +64,7 @@ class Multifactor(Order):
             self._fair = (None, {})  # a new user changes every Fair Tree rank
         return node
 
-    def fairshare(self, node, now):
+    def fairshare(self, node: tuple, now: float) -> float:
         self.usage.advance(now)
         tick, memo = self._fair
         if tick != self.usage.tick:
@@ -76,7 +77,7 @@ class Multifactor(Order):
                                                                        0.0))
         return factor
 
-    def job_size(self, job):
+    def job_size(self, job: Any) -> float:
         config, C, N = self.config, self.cpus, self.nodes
         c = job.procs
         n = math.ceil(c / max(1, config.cpus_per_node))
@@ -92,7 +93,7 @@ class Multifactor(Order):
             size = (n / N + c / C) / 2.0
         return min(1.0, max(0.0, size))
 
-    def factors(self, job, now):
+    def factors(self, job: Any, now: float) -> dict:
         """Each factor of ``job`` at ``now``, between 0 and 1."""
         max_age = self.config.max_age_seconds
         age = 1.0 if max_age <= 0 else min(1.0, max(0.0, now - job.submit) / max_age)
@@ -101,7 +102,7 @@ class Multifactor(Order):
                 "partition": self._partition.get(str(job.queue), self._default_partition),
                 "qos": 0.0}
 
-    def _entry(self, job):
+    def _entry(self, job: Any) -> tuple:
         """(submit time, the weighted factors that do not change while ``job`` waits, its
         (user, group)), kept while it waits."""
         weights = self.config.weights
@@ -113,18 +114,19 @@ class Multifactor(Order):
             (job.user, job.group))
         return entry
 
-    def priority(self, job, now):
+    def priority(self, job: Any, now: float) -> int:
         """The whole-number priority: the weighted factors summed, at least 1."""
         return self.keys([job], now)[0] * -1
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> int:
         return self.keys([job], now)[0]
 
-    def keys(self, jobs, now):
+    def keys(self, jobs: Any, now: float) -> list:
         weights, max_age = self.config.weights, self.config.max_age_seconds
         w_age, w_fs = weights["age"], weights["fairshare"]
         per_second = 1.0 / max_age if max_age > 0 else math.inf
-        statics, fair, out = self._statics, {}, []
+        statics, out = self._statics, []
+        fair: dict = {}
         for job in jobs:
             entry = statics.get(job) or self._entry(job)
             submit, static, who = entry
@@ -136,7 +138,7 @@ class Multifactor(Order):
             out.append(-priority if priority > 1 else -1)
         return out
 
-    def sprio(self, job, now):
+    def sprio(self, job: Any, now: float) -> dict:
         """``sprio -l``'s columns for ``job`` at ``now``: the priority and each weighted
         factor."""
         factors, weights = self.factors(job, now), self.config.weights
@@ -149,10 +151,10 @@ class Multifactor(Order):
 
     # -- usage ------------------------------------------------------------------------------
 
-    def started(self, job, now):
+    def started(self, job: Any, now: float) -> None:
         self.at_start[job.id] = self.sprio(job, now)
         self.usage.started(job, self.owner(job), now)
 
-    def finished(self, job, now):
+    def finished(self, job: Any, now: float) -> None:
         self.usage.finished(job, now)
         self._statics.pop(job, None)

@@ -24,6 +24,7 @@ Sibling accounts of equal Level Fairshare are visited one after the other, not m
 """
 
 import math
+from typing import Any
 
 ROOT = ("account", "root")
 
@@ -31,11 +32,13 @@ ROOT = ("account", "root")
 class ShareTree:
     """Associations with raw shares: ``("account", name)`` and ``("user", account, name)``."""
 
-    def __init__(self, associations=None):
-        self.parent, self.shares, self.children = {}, {}, {ROOT: []}
-        self.level = {ROOT: 0}  # node -> its children's shares, summed
-        self.accounts_of = {}  # user name -> [account, ...] from the file
-        self._chains = {}  # node -> ancestors(node)
+    def __init__(self, associations: Any = None) -> None:
+        self.parent: dict = {}
+        self.shares: dict = {}
+        self.children: dict = {ROOT: []}
+        self.level: dict = {ROOT: 0}  # node -> its children's shares, summed
+        self.accounts_of: dict = {}  # user name -> [account, ...] from the file
+        self._chains: dict = {}  # node -> ancestors(node)
         if associations is not None:
             pending = dict(associations.accounts)
             while pending:  # parents before children
@@ -49,7 +52,7 @@ class ShareTree:
                 self.accounts_of.setdefault(user, []).append(account)
         self.users = [n for n in self.shares if n[0] == "user"]
 
-    def _add(self, node, parent, shares):
+    def _add(self, node: tuple, parent: tuple, shares: int) -> None:
         self.parent[node], self.shares[node] = parent, shares
         self.children.setdefault(parent, []).append(node)
         self.children.setdefault(node, [])
@@ -57,13 +60,13 @@ class ShareTree:
         self.level.setdefault(node, 0)
         self._chains = {}
 
-    def _account(self, name):
+    def _account(self, name: str) -> tuple:
         node = ("account", name)
         if node not in self.shares and name != "root":
             self._add(node, ROOT, 1)
         return node if name != "root" else ROOT
 
-    def user_of(self, user, group):
+    def user_of(self, user: Any, group: Any) -> tuple:
         """The association of a job of trace user ``user`` and group ``group``."""
         name, account = str(user), str(group)
         listed = self.accounts_of.get(name)
@@ -75,7 +78,7 @@ class ShareTree:
             self.users.append(node)
         return node
 
-    def ancestors(self, node):
+    def ancestors(self, node: tuple) -> list:
         """The node and each account above it, root last."""
         chain = self._chains.get(node)
         if chain is None:
@@ -89,26 +92,27 @@ class ShareTree:
 class DecayedUsage:
     """Usage per association, decayed every ``period_seconds`` by its half-life."""
 
-    def __init__(self, tree, *, period_seconds=300.0, half_life_seconds=7 * 86400.0):
+    def __init__(self, tree: ShareTree, *, period_seconds: float = 300.0,
+                 half_life_seconds: float = 7 * 86400.0) -> None:
         self.tree = tree
         self.period = float(period_seconds)
         self.decay = 2.0 ** (-self.period / half_life_seconds) if half_life_seconds > 0 \
             else 1.0
         self.tick = 0  # usage is counted up to tick * period
-        self.scaled = {}  # node (user, account, root) -> usage / decay ** tick
-        self.running = {}  # job -> [node, procs, counted until]
-        self.pending = {}  # node -> processor-seconds ended since the last tick
+        self.scaled: dict = {}  # node (user, account, root) -> usage / decay ** tick
+        self.running: dict = {}  # job -> [node, procs, counted until]
+        self.pending: dict = {}  # node -> processor-seconds ended since the last tick
 
-    def growth(self, tick):
+    def growth(self, tick: int) -> float:
         return self.decay ** -tick
 
-    def _credit(self, node, amount, tick):
+    def _credit(self, node: tuple, amount: float, tick: int) -> None:
         """Add ``amount`` processor-seconds, counted at ``tick``, to a user and its parents."""
         value = amount * self.growth(tick)
         for n in self.tree.ancestors(node):
             self.scaled[n] = self.scaled.get(n, 0.0) + value
 
-    def advance(self, now):
+    def advance(self, now: float) -> None:
         """Count every tick up to ``now``: pending usage at the first, running jobs' time in
         each."""
         tick = int(now // self.period)
@@ -127,35 +131,35 @@ class DecayedUsage:
             state[2] = tick * self.period
         self.tick = tick
 
-    def _series(self, a, b):
+    def _series(self, a: int, b: int) -> float:
         """Sum of growth(k) for k in a..b."""
         if self.decay == 1.0:
             return float(b - a + 1)
         return sum_growth(self.decay, a, b)
 
-    def started(self, job, node, now):
+    def started(self, job: Any, node: tuple, now: float) -> None:
         self.advance(now)
         self.running[job] = [node, job.procs, now]
 
-    def finished(self, job, now):
+    def finished(self, job: Any, now: float) -> None:
         self.advance(now)
         state = self.running.pop(job, None)
         if state is not None:
             node, procs, counted = state
             self.pending[node] = self.pending.get(node, 0.0) + procs * (now - counted)
 
-    def usage(self, node):
+    def usage(self, node: tuple) -> float:
         """The node's usage as of the last tick (processor-seconds, decayed)."""
         return self.scaled.get(node, 0.0) / self.growth(self.tick)
 
 
-def sum_growth(d, a, b):
+def sum_growth(d: float, a: int, b: int) -> float:
     """Sum of d ** -k for k = a..b (b >= a), in closed form."""
     r = 1.0 / d
     return r ** a * (r ** (b - a + 1) - 1.0) / (r - 1.0)
 
 
-def classic_factors(tree, usage, users):
+def classic_factors(tree: ShareTree, usage: DecayedUsage, users: Any) -> dict:
     """{user node: classic fair-share factor} for ``users``."""
     root = usage.scaled.get(ROOT, 0.0)
     out = {}
@@ -164,33 +168,29 @@ def classic_factors(tree, usage, users):
     return out
 
 
-def classic_factor(tree, usage, node, root):
+def classic_factor(tree: ShareTree, usage: DecayedUsage, node: tuple, root: float) -> float:
+    """The classic fair-share factor of user ``node``; ``root``: root's scaled usage."""
     chain = tree.ancestors(node)[:-1][::-1]  # top account first, the user last
-    effective = shares_norm = None
-    norm_share = 1.0
-    for n in chain:
+    effective, shares_norm = 0.0, 1.0
+    for depth, n in enumerate(chain):
         level = tree.level[tree.parent[n]]
         fraction = tree.shares[n] / level if level else 0.0
-        norm_share *= fraction
+        shares_norm *= fraction
         norm = usage.scaled.get(n, 0.0) / root if root > 0 else 0.0
-        if effective is None:  # under root
-            effective = norm
-        else:
-            effective = norm + (effective - norm) * fraction
-        shares_norm = norm_share
+        effective = norm if depth == 0 else norm + (effective - norm) * fraction
     if not shares_norm:
         return 0.0
     return 2.0 ** (-effective / shares_norm)
 
 
-def fair_tree_factors(tree, usage):
+def fair_tree_factors(tree: ShareTree, usage: DecayedUsage) -> dict:
     """{user node: Fair Tree factor} for every user of the tree."""
     users = len(tree.users)
     if not users:
         return {}
-    order = []
+    order: list = []
 
-    def visit(parent):
+    def visit(parent: tuple) -> None:
         kids = tree.children.get(parent, [])
         if not kids:
             return
