@@ -172,6 +172,24 @@ def test_more_ranks_than_nodes_is_refused():
     assert proc.stderr.count("the cluster has 5 nodes, so run 6 ranks") == 1
 
 
+def test_ranks_on_two_hydra_proxies_are_refused_in_one_line():
+    """In-process shaping needs every rank on one machine (one model in one shared window);
+    two Hydra proxies, even on one machine, split the ranks: refused at once, exit 2, and
+    nothing left in /dev/shm."""
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_")}
+    proc = subprocess.run([mpiexec_path(), "-hosts", "localhost,127.0.0.1", "-n", "4",
+                           sys.executable, "-m", "emulator", "measure", "--nodes", "3",
+                           "--rounds", "1"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("nodesel")]
+    assert said == ["nodesel: error: in-process shaping needs every rank on one machine; on "
+                    "a real cluster use --shaping external or tc"]
+    assert "Traceback" not in proc.stderr
+    after = {n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_")}
+    assert after <= before
+
+
 def test_demo_is_a_short_experiment(tmp_path):
     from emulator.cli import build_parser
 
