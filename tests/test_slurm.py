@@ -341,3 +341,26 @@ def test_the_plan_in_c_is_the_numpy_reference(seed):
            PyProfile(0.0, 6, releases).plan(queue, 0.0, 6, 1, window, resolution, limit)]
     assert [(j.id, t) for j, t in got[0]] == [(j.id, t) for j, t in got[1]]
     assert any(t > 0 for _, t in got[0]) or limit == 5
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fair_tree_in_numpy_ranks_as_the_walk_does(seed):
+    from emulator.scheduling.slurmconf import Associations
+    from emulator.scheduling.slurmshare import (DecayedUsage, ShareTree,
+                                                fair_tree_two_levels, fair_tree_walk)
+
+    rng = np.random.default_rng(seed)
+    accounts = {f"a{k}": ("root", int(rng.integers(1, 5))) for k in range(int(rng.integers(1, 6)))}
+    users = {(a, f"u{k}"): int(rng.integers(0, 4)) for k in range(30)
+             for a in [list(accounts)[int(rng.integers(len(accounts)))]]}
+    users[("root", "root")] = 1
+    tree = ShareTree(Associations(accounts, users))
+    usage = DecayedUsage(tree)
+    for node in tree.users:
+        if rng.random() < 0.7:  # some users never ran: Level Fairshare infinite, ties
+            usage._credit(node, float(rng.choice([100.0, 250.0, 1000.0])), 0)
+    fast = fair_tree_two_levels(tree, usage)
+    assert fast == fair_tree_walk(tree, usage)
+    assert len(set(fast.values())) > 3
+    deeper = ShareTree(Associations({**accounts, "sub": ("a0", 1)}, {("sub", "x"): 1}))
+    assert fair_tree_two_levels(deeper, DecayedUsage(deeper)) is None

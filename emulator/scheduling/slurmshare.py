@@ -24,7 +24,9 @@ Sibling accounts of equal Level Fairshare are visited one after the other, not m
 """
 
 import math
-from typing import Any
+from typing import Any, Optional
+
+import numpy as np
 
 ROOT = ("account", "root")
 
@@ -39,6 +41,7 @@ class ShareTree:
         self.level: dict = {ROOT: 0}  # node -> its children's shares, summed
         self.accounts_of: dict = {}  # user name -> [account, ...] from the file
         self._chains: dict = {}  # node -> ancestors(node)
+        self._flat: Optional[tuple] = None  # (nodes then, the two-level arrays or None)
         if associations is not None:
             pending = dict(associations.accounts)
             while pending:  # parents before children
@@ -184,7 +187,71 @@ def classic_factor(tree: ShareTree, usage: DecayedUsage, node: tuple, root: floa
 
 
 def fair_tree_factors(tree: ShareTree, usage: DecayedUsage) -> dict:
-    """{user node: Fair Tree factor} for every user of the tree."""
+    """{user node: Fair Tree factor} for every user of the tree: at once in numpy where
+    accounts hold only users (:func:`fair_tree_two_levels`), else by the walk."""
+    fast = fair_tree_two_levels(tree, usage)
+    return fast if fast is not None else fair_tree_walk(tree, usage)
+
+
+def _two_levels(tree: ShareTree) -> Optional[tuple]:
+    """The arrays a two-level tree's Fair Tree needs, kept until the tree changes; None if
+    an account holds an account."""
+    if tree._flat is not None and tree._flat[0] == len(tree.shares):
+        return tree._flat[1]
+    top = list(tree.children[ROOT])
+    if any(k[0] == "account" and kid[0] == "account" for k in top
+           for kid in tree.children.get(k, [])):
+        tree._flat = (len(tree.shares), None)
+        return None
+    at = {k: i for i, k in enumerate(top)}
+    users = [u for k in top for u in ([k] if k[0] == "user" else tree.children.get(k, []))]
+    parent = np.array([at[u] if u in at else at[tree.parent[u]] for u in users])
+    own = np.array([u in at for u in users])  # a user right under root
+    place = {k: i for kids in tree.children.values() for i, k in enumerate(kids)}
+    position = np.array([place[u] for u in users])
+    top_share = np.array([tree.shares[k] / tree.level[ROOT] if tree.level[ROOT] else 0.0
+                          for k in top])
+    user_share = np.array([tree.shares[u] / tree.level[tree.parent[u]]
+                           if tree.level[tree.parent[u]] else 0.0 for u in users])
+    flat = (top, users, parent, own, position, top_share, user_share)
+    tree._flat = (len(tree.shares), flat)
+    return flat
+
+
+def _level_fairshare(share: np.ndarray, used: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Shares over usage, both as fractions of their level; no usage: first (inf)."""
+    fraction = np.divide(used, total, out=np.zeros_like(used), where=total > 0)
+    with np.errstate(divide="ignore"):
+        return np.where(fraction == 0, np.inf, share / np.where(fraction == 0, 1.0, fraction))
+
+
+def fair_tree_two_levels(tree: ShareTree, usage: DecayedUsage) -> Optional[dict]:
+    """Fair Tree for accounts of users under root (and users right under root), in numpy:
+    the same ranks as :func:`fair_tree_walk`. None for deeper trees."""
+    flat = _two_levels(tree)
+    if flat is None or not tree.users:
+        return None if flat is None else {}
+    top, users, parent, own, position, top_share, user_share = flat
+    scaled = usage.scaled
+    top_used = np.array([scaled.get(k, 0.0) for k in top])
+    user_used = np.array([scaled.get(u, 0.0) for u in users])
+    top_lf = _level_fairshare(top_share, top_used, np.full(len(top), top_used.sum()))
+    sibling_used = np.bincount(parent, weights=user_used, minlength=len(top))[parent]
+    user_lf = np.where(own, top_lf[parent],
+                       _level_fairshare(user_share, user_used, sibling_used))
+    order = np.lexsort((position, -np.where(own, 0.0, user_lf), parent, -top_lf[parent]))
+    value, group = user_lf[order], np.where(own, -1, parent)[order]
+    n = len(users)
+    change = np.ones(n, dtype=bool)
+    change[1:] = (value[1:] != value[:-1]) | (group[1:] != group[:-1])
+    last = np.maximum.accumulate(np.where(change, np.arange(n), 0))
+    factor = np.empty(n)
+    factor[order] = (n - last) / n
+    return dict(zip(users, factor.tolist()))
+
+
+def fair_tree_walk(tree: ShareTree, usage: DecayedUsage) -> dict:
+    """Fair Tree by walking the tree level by level (any depth): the reference."""
     users = len(tree.users)
     if not users:
         return {}
