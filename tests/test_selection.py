@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emulator.errors import PatternDoesNotFitError, TooManyProcessesError
-from emulator.selection import maxmin
+from emulator.selection import maxmin, symmetry
 from emulator.selection.maxmin import (
     all_all_select,
     figure1_select,
@@ -213,8 +213,8 @@ def test_automorphism_conditions_remove_every_symmetric_copy(pattern):
     """The orbits found by the stabiliser chain multiply to the automorphism group's order
     (so each node group's embeddings are searched once), and the conditions hold for at
     least one of a group's embeddings (they are safe)."""
-    order = maxmin._pattern_order(pattern)[0]
-    pairs, factor = maxmin._automorphism_conditions(pattern, order, time.monotonic() + 30)
+    order = symmetry.pattern_order(pattern)[0]
+    pairs, factor = symmetry.automorphism_conditions(pattern, order, time.monotonic() + 30)
     assert factor == count_automorphisms(pattern)
     index = {r: i for i, r in enumerate(order)}
     rng = np.random.default_rng(0)

@@ -1,8 +1,10 @@
 """Node selection: which nodes a job should run on, given its communication pattern.
 
 Open ``maxmin`` first (max-min bandwidth pruning that respects the pattern, Figure 1 of
-Goteti and Subhlok, and the all-all and random baselines); ``patterns`` holds the pattern
-library (the NAS benchmarks as NPB's MPI code communicates, generic shapes, pattern files).
+Goteti and Subhlok, and the all-all and random baselines); ``symmetry`` gives its search what
+a pattern's structure tells (rank order, symmetry-breaking conditions); ``patterns`` holds
+the pattern library (the NAS benchmarks as NPB's MPI code communicates, generic shapes,
+pattern files).
 """
 
 # the ways a job's candidate groups are chosen (``emulator.coordinator.pipeline.select``)
