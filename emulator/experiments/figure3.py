@@ -327,7 +327,7 @@ class Experiment:
                 self.graph = self.monitor.measure(epoch=self.coordinator.clock(at))
                 break
             except NodeFailure as e:
-                self.events.append({"slot": None, "method": "measurement", "error": str(e),
+                self.events.append({"slot": j, "method": "measurement", "error": str(e),
                                     "down": sorted(self.coordinator.down)})
                 self.progress.write(f"measurement at {at:g} s: {e}; measuring the rest again")
         else:
