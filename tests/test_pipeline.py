@@ -99,12 +99,25 @@ def test_oracle_refuses_too_many_placements_and_too_few_nodes():
                None, 1)
 
 
-def test_flow_model_prediction_scales_with_iterations():
-    pattern = JobSpec("cg", 4).pattern()
-    mapping = dict(enumerate("abcd"))
-    one = pattern_seconds(pattern, mapping, lambda u, v: 50.0, port_mbps=lambda u: 100.0)
-    assert predicted_seconds(pattern, mapping, lambda u, v: 50.0, lambda u: 100.0, 15) \
-        == pytest.approx(15 * one)
+def test_flow_model_prediction_worked_by_hand():
+    """A star of 2.5 MB edges from rank 0: each edge is 10 Mbit each way. On 50 Mbit/s pairs
+    behind 100 Mbit/s ports, node a's two flows out (and two in) get 50 each: 0.2 s an
+    iteration. Behind 60 Mbit/s ports they share a's port, 30 each: 1/3 s."""
+    import networkx as nx
+
+    star = nx.Graph()
+    star.add_edge(0, 1, bytes=2_500_000)
+    star.add_edge(0, 2, bytes=2_500_000)
+    mapping = {0: "a", 1: "b", 2: "c"}
+    assert predicted_seconds(star, mapping, lambda u, v: 50.0, lambda u: 100.0, 15) \
+        == pytest.approx(15 * 0.2)
+    assert predicted_seconds(star, mapping, lambda u, v: 50.0, lambda u: 60.0, 15) \
+        == pytest.approx(15 / 3)
+    cg = JobSpec("cg", 4).pattern()  # and a NAS pattern: proportional to its iterations
+    one = pattern_seconds(cg, dict(enumerate("abcd")), lambda u, v: 50.0,
+                          port_mbps=lambda u: 100.0)
+    assert one > 0 and predicted_seconds(cg, dict(enumerate("abcd")), lambda u, v: 50.0,
+                                         lambda u: 100.0, 15) == pytest.approx(15 * one)
 
 
 @pytest.mark.parametrize("values", [[1.0, 2.0, 4.0, 8.0], [10.0, 10.5], [3.0, -1.0, 2.5, 7.0, 0.0]])
