@@ -185,6 +185,17 @@ def test_grid_command_writes_the_documented_summary(tmp_path):
     assert "shortest-queue: local slowdown, 0% minus 50%" in summary["intervals"]
     rows = (out / "replications.csv").read_text().splitlines()
     assert len(rows) == 1 + 3 * 4 * 3  # replications x configurations x (grid + 2 sites)
+    # the summary's means are the replications' means, as the CSV lists them
+    import csv
+
+    grid_rows = [r for r in csv.DictReader(rows) if r["site"] == "ALL"]
+    for target in ("shortest-queue", "predicted-start"):
+        for pct in ("0", "50"):
+            local = [float(r["local_slowdown"]) for r in grid_rows
+                     if r["target"] == target and r["sharing_pct"] == pct]
+            assert len(local) == 3
+            assert summary["slowdown"][target][pct]["local"] == pytest.approx(
+                sum(local) / 3, rel=1e-5)  # (the CSV keeps 6 digits)
     assert (out / "slowdown.png").stat().st_size > 0
 
 
