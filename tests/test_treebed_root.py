@@ -4,6 +4,7 @@ change on a trunk, and MPI flows through it.
 Needs root (and the ip, tc and unshare programs); skips with a reason elsewhere.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -165,14 +166,30 @@ def test_a_flow_keeps_moving_while_its_sender_waits_for_its_next(tmp_path):
     assert abs(lateness[-1]) <= 0.1, (lateness, host_state())
 
 
-def test_real_background_streams_take_their_max_min_share(tmp_path):
+@contextlib.contextmanager
+def streams_testbed(tmp_path, name):
+    """The tree testbed with real background streams, brought down (and checked) after."""
     path = tmp_path / "racks.toml"
     path.write_text(CLUSTER)
-    up = nodesel("testbed", "up", "--cluster", str(path), "--name", "ntbg", "--background",
+    up = nodesel("testbed", "up", "--cluster", str(path), "--name", name, "--background",
                  "real", "--state-dir", str(tmp_path))
     assert up.returncode == 0, up.stderr
     try:
-        bed, _ = open_testbed("ntbg", str(tmp_path))
+        yield open_testbed(name, str(tmp_path))[0]
+    finally:
+        down = nodesel("testbed", "down", "--name", name, "--state-dir", str(tmp_path))
+        assert down.returncode == 0, down.stderr
+        assert not traces_of(name)
+
+
+def stream_agents():
+    """The stream agents' processes still running."""
+    return subprocess.run(["pgrep", "-f", "emulator.kernel.streams"], capture_output=True,
+                          text=True).stdout.split()
+
+
+def test_real_background_streams_take_their_max_min_share(tmp_path):
+    with streams_testbed(tmp_path, "ntbg") as bed:
         links = clusters.links(bed.cluster)
         uplink = [i for i, (a, b, _) in enumerate(links) if {a, b} == {"r1", "core"}][0]
         initial = [0] * len(links)
@@ -192,9 +209,7 @@ def test_real_background_streams_take_their_max_min_share(tmp_path):
             (report,) = transfers(bed, [("n1", "n3")], seconds=3.0)
             out, err = player.communicate(timeout=30)
             assert player.returncode == 0, err
-            agents = subprocess.run(["pgrep", "-f", "emulator.kernel.streams"],
-                                    capture_output=True, text=True).stdout.split()
-            assert not agents  # the agents end with the play
+            assert not stream_agents()  # the agents end with the play
             changed = start + 1.3  # the streams stop 2 s after play started
             return (transfer.rate_mbps(report, report["first"] + 0.3, changed - 0.2),
                     transfer.rate_mbps(report, changed + 0.5, report["last"] - 0.2))
@@ -205,10 +220,6 @@ def test_real_background_streams_take_their_max_min_share(tmp_path):
         assert all(alone <= 105 for _, alone in rates), rates
         beside, alone = rates[-1]
         assert 50 * 0.9 <= beside <= 50 * 1.1 and 95 <= alone, (rates, host_state())
-    finally:
-        down = nodesel("testbed", "down", "--name", "ntbg", "--state-dir", str(tmp_path))
-        assert down.returncode == 0, down.stderr
-        assert not traces_of("ntbg")
 
 
 @with_mpi
@@ -240,28 +251,14 @@ def test_play_stopped_ends_its_stream_agents_and_says_so_once(tmp_path):
 
     from stopping import gone, stop_when
 
-    path = tmp_path / "racks.toml"
-    path.write_text(CLUSTER)
-    up = nodesel("testbed", "up", "--cluster", str(path), "--name", "ntst", "--background",
-                 "real", "--state-dir", str(tmp_path))
-    assert up.returncode == 0, up.stderr
-
-    def agents():
-        return subprocess.run(["pgrep", "-f", "emulator.kernel.streams"], capture_output=True,
-                              text=True).stdout.split()
-    try:
-        bed, _ = open_testbed("ntst", str(tmp_path))
+    with streams_testbed(tmp_path, "ntst") as bed:
         links = clusters.links(bed.cluster)
         scenario = tmp_path / "long.json"
         Timeline(links, [c / 2 for _, _, c in links], [(600.0, 0, 150.0)],
                  {"duration_seconds": 600.0}, ([1] * len(links), [0])).write(str(scenario))
         status, err = stop_when(["testbed", "play", "--scenario", str(scenario), "--name",
-                                 "ntst", "--state-dir", str(tmp_path)], signal.SIGINT, agents,
-                                wait_seconds=30)
+                                 "ntst", "--state-dir", str(tmp_path)], signal.SIGINT,
+                                stream_agents, wait_seconds=30)
         assert status == 128 + signal.SIGINT, err[-3000:]
         assert err.splitlines() == ["nodesel: stopped by SIGINT"]
-        assert gone(agents)
-    finally:
-        down = nodesel("testbed", "down", "--name", "ntst", "--state-dir", str(tmp_path))
-        assert down.returncode == 0, down.stderr
-        assert not traces_of("ntst")
+        assert gone(stream_agents)
