@@ -162,15 +162,6 @@ def sum_growth(d: float, a: int, b: int) -> float:
     return r ** a * (r ** (b - a + 1) - 1.0) / (r - 1.0)
 
 
-def classic_factors(tree: ShareTree, usage: DecayedUsage, users: Any) -> dict:
-    """{user node: classic fair-share factor} for ``users``."""
-    root = usage.scaled.get(ROOT, 0.0)
-    out = {}
-    for node in users:
-        out[node] = classic_factor(tree, usage, node, root)
-    return out
-
-
 def classic_factor(tree: ShareTree, usage: DecayedUsage, node: tuple, root: float) -> float:
     """The classic fair-share factor of user ``node``; ``root``: root's scaled usage."""
     chain = tree.ancestors(node)[:-1][::-1]  # top account first, the user last
