@@ -93,13 +93,18 @@ class Multifactor(Order):
             size = (n / N + c / C) / 2.0
         return min(1.0, max(0.0, size))
 
+    def partition(self, job: Any) -> float:
+        """The partition factor: the job's partition (named by its queue number, else the
+        default one) over the largest PriorityJobFactor."""
+        return self._partition.get(str(job.queue), self._default_partition)
+
     def factors(self, job: Any, now: float) -> dict:
         """Each factor of ``job`` at ``now``, between 0 and 1."""
         max_age = self.config.max_age_seconds
         age = 1.0 if max_age <= 0 else min(1.0, max(0.0, now - job.submit) / max_age)
         return {"age": age, "fairshare": self.fairshare(self.owner(job), now),
                 "job_size": self.job_size(job),
-                "partition": self._partition.get(str(job.queue), self._default_partition),
+                "partition": self.partition(job),
                 "qos": 0.0}
 
     def _entry(self, job: Any) -> tuple:
@@ -109,8 +114,7 @@ class Multifactor(Order):
         entry = self._statics[job] = (
             job.submit,
             weights["job_size"] * self.job_size(job)
-            + weights["partition"] * self._partition.get(str(job.queue),
-                                                         self._default_partition),
+            + weights["partition"] * self.partition(job),
             (job.user, job.group))
         return entry
 

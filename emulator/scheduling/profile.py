@@ -19,6 +19,11 @@ import numpy as np
 INFINITY = float("inf")
 
 
+def round_up(seconds, resolution):
+    """``seconds`` rounded up to a multiple of ``resolution`` (as is where it is 0)."""
+    return math.ceil(seconds / resolution - 1e-9) * resolution if resolution > 0 else seconds
+
+
 def _first_fit(bounds, small, starts, duration):
     """The first segment, not ``small``, from whose start (``starts``) the next small segment
     begins at least ``duration`` later; None if there is none. ``bounds`` holds the segments'
@@ -271,8 +276,7 @@ class PyProfile:
             if job.start is not None:
                 continue
             tested += 1
-            duration = math.ceil(job.estimate / resolution - 1e-9) * resolution \
-                if resolution > 0 else job.estimate
+            duration = round_up(job.estimate, resolution)
             if job.procs <= free_now and self.fits(job.procs, duration, now):
                 t = now
                 free_now -= job.procs

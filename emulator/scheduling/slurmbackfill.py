@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .profile import Profile
+from .profile import Profile, round_up
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,6 @@ class BackfillParams:
                    config.bf_max_job_test)
 
 
-def _up(seconds: float, resolution: float) -> float:
-    return math.ceil(seconds / resolution - 1e-9) * resolution if resolution > 0 else seconds
-
-
 def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:
     """Start what Slurm's backfill starts at ``now``; returns the jobs started."""
     sizes = sched._sizes
@@ -44,7 +40,7 @@ def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:
     if sched.free < smallest:
         return []  # nothing can start; the plan is made again at the next pass
     res = params.resolution_seconds
-    profile = Profile(now, sched.free, [(now + _up(end - now, res), job.procs)
+    profile = Profile(now, sched.free, [(now + round_up(end - now, res), job.procs)
                                         for end, _, job in sched.releases])
     for req in sched.granted:
         start = max(req.granted_seconds, now)
@@ -74,7 +70,7 @@ def _pass_in_python(sched: Any, now: float, params: BackfillParams, profile: Any
         if job.start is not None or sched._held(job):
             continue
         tested += 1
-        duration = _up(job.estimate, res)
+        duration = round_up(job.estimate, res)
         if job.procs <= sched.free and profile.fits(job.procs, duration, now) \
                 and sched._placeable(job):
             profile.reserve(now, duration, job.procs)
