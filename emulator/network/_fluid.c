@@ -39,12 +39,12 @@
 #include <unistd.h>
 
 #include "fluid.h"
+#include "shm.h"
 
 #define FL_MAGIC 0x31666c7569646e73ULL /* "sndiulf1" */
 #define FL_VERSION 3
 #define DONE_BITS_SECONDS 1e-9 /* a flow within this much transfer of its end is done */
 #define RING_EPS_SECONDS 2e-5  /* a projection this much earlier than seen wakes the party */
-#define MAX_RINGS 256
 #define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
 #define FL_SEEDS 1024  /* flows and resources a solve starts from; past that, a full solve */
 #define CHANGE_TOL 1e-11 /* a rate this much apart (relative) has changed */
@@ -152,23 +152,41 @@ typedef struct Fluid {
     int32_t f_now, s_now, r_now;
     double fell_back;   /* how often incremental solves fell back lately (a moving average) */
     int32_t full_streak; /* full solves in a row since, skipping the incremental attempt */
-    int ring_fd, n_rings;
-    char ring_to[MAX_RINGS][FL_BELL_BYTES];
-    uint8_t ring_len[MAX_RINGS];
+    Rings rings;
     PyObject *capsule;
+    /* the served model's owner (emulator/shaping/served.py): ends and releases since last
+     * taken, when tracked */
+    int track;
+    int32_t n_log, log_cap;
+    struct LogEntry *log;
 } Fluid;
+
+typedef struct LogEntry {
+    int32_t slot;
+    uint32_t gen;
+    int32_t kind; /* 1 done, 2 released */
+    double at;    /* relative time */
+} LogEntry;
+
+static void log_event(Fluid *f, int32_t id, int kind, double at)
+{
+    if (!f->track)
+        return;
+    if (f->n_log == f->log_cap) {
+        int32_t cap = f->log_cap ? 2 * f->log_cap : 1024;
+        LogEntry *grown = realloc(f->log, sizeof(LogEntry) * (size_t)cap);
+        if (!grown)
+            return; /* the owner finds the flow by its view at the next report */
+        f->log = grown;
+        f->log_cap = cap;
+    }
+    f->log[f->n_log++] = (LogEntry){id, f->flows[id].gen, kind, at};
+}
 
 static PyTypeObject FluidType;
 static void seed_everything(Fluid *f);
 
 /* -- clocks --------------------------------------------------------------------------- */
-
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Relative model time of scenario time t. */
 static double scen_to_rel(const Header *h, double t)
@@ -181,57 +199,22 @@ static double rel_to_scen(const Header *h, double rel)
     return (rel + h->base - h->epoch) * h->time_scale / h->dilation;
 }
 
-/* -- the lock ----------------------------------------------------------------------- */
+/* -- the lock (emulator/network/shm.h) -------------------------------------------- */
 
 static void fl_lock(Fluid *f)
 {
-    int rc = pthread_mutex_lock(&f->h->lock);
-    if (rc == EOWNERDEAD)
-        pthread_mutex_consistent(&f->h->lock); /* a rank died holding it: go on */
+    shm_lock(&f->h->lock);
 }
 
-static void ring_all(int fd, char (*to)[FL_BELL_BYTES], const uint8_t *len, int n)
-{
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    for (int i = 0; i < n; i++) {
-        memcpy(a.sun_path, to[i], len[i]);
-        sendto(fd, "", 1, MSG_DONTWAIT, (struct sockaddr *)&a,
-               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len[i]));
-    }
-}
-
-/* Release the lock, then ring the parties a solve woke (from a copy: another thread of
- * this process may take the lock and collect rings of its own meanwhile). */
+/* Release the lock, then ring the parties a solve woke. */
 static void fl_unlock(Fluid *f)
 {
-    int n = f->n_rings;
-    char to[MAX_RINGS][FL_BELL_BYTES];
-    uint8_t len[MAX_RINGS];
-    if (n) {
-        memcpy(to, f->ring_to, sizeof(to[0]) * (size_t)n);
-        memcpy(len, f->ring_len, (size_t)n);
-        f->n_rings = 0;
-    }
-    pthread_mutex_unlock(&f->h->lock);
-    if (n)
-        ring_all(f->ring_fd, to, len, n);
+    shm_unlock(&f->h->lock, &f->rings);
 }
 
 static void want_ring(Fluid *f, const char *bell, int len)
 {
-    if (len <= 0 || f->ring_fd < 0)
-        return;
-    for (int i = 0; i < f->n_rings; i++)
-        if (f->ring_len[i] == len && memcmp(f->ring_to[i], bell, (size_t)len) == 0)
-            return;
-    if (f->n_rings == MAX_RINGS) { /* rare: ring these now, under the lock */
-        ring_all(f->ring_fd, f->ring_to, f->ring_len, f->n_rings);
-        f->n_rings = 0;
-    }
-    memcpy(f->ring_to[f->n_rings], bell, (size_t)len);
-    f->ring_len[f->n_rings++] = (uint8_t)len;
+    shm_want_ring(&f->rings, bell, len);
 }
 
 /* -- resources and paths -------------------------------------------------------------- */
@@ -995,6 +978,7 @@ static void finish(Fluid *f, int32_t id, double at)
     x->done_at = at;
     if (isnan(x->release_at))
         x->release_at = at;
+    log_event(f, id, 1, at);
     /* both parties want to know at once (the end is an event they may sleep past) */
     if (at < x->rcv_seen - RING_EPS_SECONDS)
         want_ring(f, x->rcv_bell, x->rcv_len);
@@ -1019,8 +1003,10 @@ static void step_to(Fluid *f, double t)
             double before = x->remaining;
             x->remaining -= x->rate * dt;
             if (isnan(x->release_at) && before > h->buffer && x->remaining <= h->buffer &&
-                x->rate > 0)
+                x->rate > 0) {
                 x->release_at = h->clock + (before - h->buffer) / x->rate;
+                log_event(f, id, 2, x->release_at);
+            }
             if (x->remaining <= x->rate * DONE_BITS_SECONDS || x->remaining <= 0) {
                 finish(f, id, t);
                 h->dirty = 1;
@@ -1120,13 +1106,6 @@ static double burst_credit(Fluid *f, int src, int dst, const int32_t *p, int len
 
 /* -- flows come and go (under the lock) --------------------------------------------- */
 
-typedef struct {
-    int src, dst, refs, resource, persistent, bucket;
-    double amount, bound;
-    const char *snd_bell, *rcv_bell;
-    int snd_len, rcv_len;
-} NewFlow;
-
 /* Insert a flow starting at wall time `wall` (or the model's clock, if later). 0, or -1
  * when the table is full, -2 for a node out of range. */
 static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32_t *gen,
@@ -1180,6 +1159,7 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         x->state = DONE; /* nothing to move, or a node to itself: no network */
         x->remaining = 0.0;
         x->done_at = x->release_at = now;
+        log_event(f, id, 1, now);
     } else {
         x->state = ACTIVE;
         if (!n->persistent && n->amount <= h->buffer)
@@ -1542,7 +1522,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
                                      &ps, &pp, &scen, &ded, &max_flows, &buffer, &window,
                                      &create, &base_o, &routes))
         return -1;
-    double base = base_o == Py_None ? wall_now() : PyFloat_AsDouble(base_o);
+    double base = base_o == Py_None ? shm_wall_now() : PyFloat_AsDouble(base_o);
     if (PyErr_Occurred())
         return -1;
     if (n_nodes < 1 || n_res < 1 || max_flows < 1) {
@@ -1603,12 +1583,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
     Header *h = f->h;
     if (create) {
         memset(mem, 0, size);
-        pthread_mutexattr_t attr;
-        pthread_mutexattr_init(&attr);
-        pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-        int rc = pthread_mutex_init(&h->lock, &attr);
-        pthread_mutexattr_destroy(&attr);
+        int rc = shm_mutex_init(&h->lock);
         if (rc) {
             PyErr_Format(PyExc_OSError, "pthread_mutex_init: %s", strerror(rc));
             return -1;
@@ -1644,7 +1619,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "the shared window holds no model of this cluster");
         return -1;
     }
-    f->ring_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    f->rings.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     return 0;
 }
 
@@ -1696,9 +1671,10 @@ static void Fluid_dealloc(Fluid *f)
     free(f->old_rate);
     free(f->in_f);
     free(f->f_list);
-    if (f->ring_fd >= 0)
-        close(f->ring_fd);
+    if (f->rings.fd >= 0)
+        close(f->rings.fd);
     Py_XDECREF(f->capsule);
+    free(f->log);
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
@@ -1711,51 +1687,23 @@ static int ready(Fluid *f)
     return 1;
 }
 
-static int read_bell(PyObject *o, const char **p, int *len)
-{
-    if (o == Py_None) {
-        *p = NULL;
-        *len = 0;
-        return 0;
-    }
-    char *s;
-    Py_ssize_t n;
-    if (PyBytes_AsStringAndSize(o, &s, &n))
-        return -1;
-    *p = s;
-    *len = n <= FL_BELL_BYTES ? (int)n : 0; /* a longer address goes without rings */
-    return 0;
-}
-
 /* add(wall, src, dst, amount, refs=1, sender_bell=None, receiver_bell=None, bound=0,
  *     resource=-1, persistent=False, bucket=True) -> (slot, gen, start wall time).
  * A message takes its pair's token bucket (`bucket`) as the message path's do; bounded,
  * persistent and own-resource flows never do. */
 static PyObject *Fluid_add(Fluid *f, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"wall", "src", "dst", "amount", "refs", "sender_bell",
-                            "receiver_bell", "bound", "resource", "persistent", "bucket", NULL};
-    double wall, amount, bound = 0.0;
-    int src, dst, refs = 1, resource = -1, persistent = 0, bucket = 1;
-    PyObject *sb = Py_None, *rb = Py_None;
-    if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "diid|iOOdipp", names, &wall,
-                                                  &src, &dst, &amount, &refs, &sb, &rb, &bound,
-                                                  &resource, &persistent, &bucket))
+    double wall;
+    NewFlow n;
+    if (!ready(f) || shm_parse_add(args, kwargs, &wall, &n))
         return NULL;
-    const char *s, *r;
-    int sl, rl;
-    if (read_bell(sb, &s, &sl) || read_bell(rb, &r, &rl))
-        return NULL;
-    if (resource >= f->n_res || !(amount >= 0) || bound < 0 || refs < 1) {
-        PyErr_SetString(PyExc_ValueError, "bad flow: resource, amount, bound or refs");
+    if (n.resource >= f->n_res) {
+        PyErr_SetString(PyExc_ValueError, "bad flow: resource out of range");
         return NULL;
     }
     int32_t slot;
     uint32_t gen;
     double start;
-    NewFlow n = {src, dst, refs, resource, persistent,
-                 bucket && resource < 0 && !persistent && !(bound > 0), amount, bound, s, r, sl,
-                 rl};
     fl_lock(f);
     int rc = insert(f, wall, &n, &slot, &gen, &start);
     fl_unlock(f);
@@ -1769,7 +1717,7 @@ static PyObject *Fluid_add(Fluid *f, PyObject *args, PyObject *kwargs)
     }
     if (rc == -4) {
         PyErr_Format(PyExc_ValueError, "the route from node %d to %d crosses more than %d "
-                     "resources", src, dst, FL_MAX_PATH);
+                     "resources", n.src, n.dst, FL_MAX_PATH);
         return NULL;
     }
     return Py_BuildValue("(iId)", slot, gen, start);
@@ -1785,7 +1733,7 @@ static PyObject *Fluid_view(Fluid *f, PyObject *args, PyObject *kwargs)
     if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|Oi", names, &slot, &gen,
                                                   &wall_o, &party))
         return NULL;
-    double wall = wall_o == Py_None ? wall_now() : PyFloat_AsDouble(wall_o);
+    double wall = wall_o == Py_None ? shm_wall_now() : PyFloat_AsDouble(wall_o);
     if (PyErr_Occurred())
         return NULL;
     FlView v;
@@ -1799,11 +1747,7 @@ static PyObject *Fluid_view(Fluid *f, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_KeyError, "no such flow (freed, or another slot's)");
         return NULL;
     }
-    return Py_BuildValue("{s:s,s:d,s:d,s:d,s:O,s:O,s:d,s:d,s:d}", "state",
-                         v.done ? "done" : "active", "start", v.start, "end", v.end,
-                         "release", v.release, "done", v.done ? Py_True : Py_False,
-                         "released", v.released ? Py_True : Py_False, "rate", rate,
-                         "remaining", remaining, "next_change", v.next_change);
+    return shm_view_dict(&v, rate, remaining);
 }
 
 static PyObject *Fluid_drop(Fluid *f, PyObject *args, PyObject *kwargs)
@@ -1815,7 +1759,7 @@ static PyObject *Fluid_drop(Fluid *f, PyObject *args, PyObject *kwargs)
     if (!ready(f) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|iO", names, &slot, &gen,
                                                   &party, &wall_o))
         return NULL;
-    double wall = wall_o == Py_None ? wall_now() : PyFloat_AsDouble(wall_o);
+    double wall = wall_o == Py_None ? shm_wall_now() : PyFloat_AsDouble(wall_o);
     if (PyErr_Occurred())
         return NULL;
     fl_lock(f);
@@ -1911,7 +1855,7 @@ static PyObject *Fluid_rates(Fluid *f, PyObject *args)
     if (!ready(f) || !PyArg_ParseTuple(args, "|d", &wall))
         return NULL;
     fl_lock(f);
-    api_advance(f, isnan(wall) ? wall_now() : wall);
+    api_advance(f, isnan(wall) ? shm_wall_now() : wall);
     PyObject *out = PyList_New(0);
     for (int i = 0; out && i < f->h->n_active; i++) {
         Flow *x = &f->flows[f->active[i]];
@@ -2006,11 +1950,7 @@ static PyObject *Fluid_detach(Fluid *f, PyObject *noargs)
         fl_lock(f);
         Header *h = f->h;
         f->h = NULL;
-        pthread_mutex_unlock(&h->lock);
-        if (f->has_view) {
-            PyBuffer_Release(&f->view);
-            f->has_view = 0;
-        }
+        shm_let_go(&h->lock, &f->view, &f->has_view);
     }
     Py_RETURN_NONE;
 }
@@ -2019,16 +1959,48 @@ static PyObject *Fluid_capsule(Fluid *f, PyObject *noargs)
 {
     if (!ready(f))
         return NULL;
-    if (!f->capsule) {
-        f->capsule = PyCapsule_New((void *)f, "emulator.network._fluid.Fluid", NULL);
-        if (!f->capsule)
-            return NULL;
+    return shm_capsule(&f->capsule, f, "emulator.network._fluid.Fluid", &API);
+}
+
+/* track(on): keep a log of ends and releases (the served model's owner) */
+static PyObject *Fluid_track(Fluid *f, PyObject *args)
+{
+    int on;
+    if (!ready(f) || !PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    fl_lock(f);
+    f->track = on;
+    f->n_log = 0;
+    fl_unlock(f);
+    Py_RETURN_NONE;
+}
+
+/* take_log() -> [(slot, gen, kind, wall)] since the last take: kind 1 done, 2 released */
+static PyObject *Fluid_take_log(Fluid *f, PyObject *noargs)
+{
+    if (!ready(f))
+        return NULL;
+    fl_lock(f);
+    PyObject *list = PyList_New(f->n_log);
+    for (int32_t i = 0; list && i < f->n_log; i++) {
+        const LogEntry *e = &f->log[i];
+        PyObject *t = Py_BuildValue("(iIid)", e->slot, e->gen, e->kind, e->at + f->h->base);
+        if (!t) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, t);
     }
-    Py_INCREF(f->capsule);
-    return f->capsule;
+    if (list)
+        f->n_log = 0;
+    fl_unlock(f);
+    return list;
 }
 
 static PyMethodDef Fluid_methods[] = {
+    {"track", (PyCFunction)Fluid_track, METH_VARARGS, "track(on): log ends and releases"},
+    {"take_log", (PyCFunction)Fluid_take_log, METH_NOARGS,
+     "take_log() -> [(slot, gen, kind, wall)]: 1 done, 2 released, since the last take"},
     {"add", (PyCFunction)(void (*)(void))Fluid_add, METH_VARARGS | METH_KEYWORDS,
      "add(wall, src, dst, amount, refs=1, sender_bell=None, receiver_bell=None, bound=0, "
      "resource=-1, persistent=False) -> (slot, gen, start)"},

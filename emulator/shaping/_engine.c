@@ -1016,11 +1016,15 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
     PyObject *capsule = PyObject_CallMethod(model, "capsule", NULL);
     if (!capsule)
         return -1;
-    e->fluid = PyCapsule_GetPointer(capsule, "emulator.network._fluid.Fluid");
+    /* the one-host model (emulator/network/_fluid.c) or a host's mirror of the served one
+     * (_mirror.c): each capsule carries its type's interface as its context */
+    e->fluid = PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule));
+    e->api = e->fluid ? PyCapsule_GetContext(capsule) : NULL;
     Py_DECREF(capsule);
     if (!e->fluid)
         return -1;
-    e->api = PyCapsule_Import(FLUID_API_CAPSULE, 0);
+    if (!e->api)
+        e->api = PyCapsule_Import(FLUID_API_CAPSULE, 0);
     if (!e->api)
         return -1;
     if (e->api->version != FLUID_API_VERSION) {
