@@ -183,16 +183,19 @@ def cmd_flows(args):
         for ends in results.values():
             for fid, wall in ends["result"].items():
                 rows[int(fid)]["end_seconds"] = (wall - epoch) / dilation
-        _report_flows(args, rows)
+        _report_flows(args, rows, hosts=getattr(coordinator.model, "hosts", 1))
 
     return on_cluster(args, program, cluster=cluster, streams=False)
 
 
-def _report_flows(args, rows):
+def _report_flows(args, rows, hosts=None):
+    """The flows as JSON or a table; ``hosts``: the machines the ranks ran on (None for
+    the model alone)."""
     if args.plot:
         _plot_flows(rows, args.plot)
     if args.json:
-        echo(json.dumps({"flows": rows}, indent=1))
+        echo(json.dumps({"flows": rows} if hosts is None else {"hosts": hosts, "flows": rows},
+                        indent=1))
         return 0
     echo(f"{'id':>4} {'src':>8} {'dst':>8} {'size [B]':>12} {'start [s]':>10} {'end [s]':>10} "
          f"{'model end [s]':>14} {'off [%]':>8}")
@@ -203,6 +206,8 @@ def _report_flows(args, rows):
         echo(f"{r['id']:>4} {r['src']:>8} {r['dst']:>8} {r['size_bytes']:>12} "
              f"{r['start_seconds']:>10.4f} {'-' if end is None else f'{end:.4f}':>10} "
              f"{model:>14.4f} {off:>8}")
+    if hosts is not None and hosts > 1:
+        echo(f"ranks on {hosts} machines: the model served by rank 0")
     if args.plot:
         echo(f"wrote {args.plot}")
     return 0

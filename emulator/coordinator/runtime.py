@@ -268,10 +268,12 @@ def _node_cpu(settings, model, node):
 
             cgroups.join(groups, node)
         return KernelCPU(settings.extra["work_units_per_second"])
-    if model is None:
+    if model is None or getattr(model, "served", False):
         from ..network.sharing import ClusterModel
 
-        model = ClusterModel(settings.cluster, None, max_flows=1024)
+        # a node's CPU serves its own jobs alone: across hosts, a model of this node only
+        own = settings.cluster if model is None else clusters.crossbar([node])
+        model = ClusterModel(own, None, max_flows=1024)
         model.set_clock(epoch=time.time(), dilation=settings.dilation)
     return NodeCPU(model, node, dilation=settings.dilation)
 

@@ -7,11 +7,9 @@ every other rank attaches to it. Every rank builds the same read-only descriptio
 capacities, timelines) from the same cluster and scenario. A process-shared robust mutex in
 the window guards the state: a rank that dies holding it does not hang the others.
 
-In-process shaping needs every rank of the emulated cluster on one machine, since a flow's
-sender and receiver must see one model. Ranks that span machines are refused
-(:class:`SpansMachines`); the plan for them is a model owner per cluster (one rank keeps the
-flow table; the others read and write it with MPI RMA under passive-target locks, at the
-cost of a round trip per look) or the kernel's shaping (``--shaping tc`` or ``external``).
+Where the ranks span machines (each Hydra proxy counts as one), the model is served
+instead (:mod:`emulator.shaping.served`): rank 0 owns and solves it, each machine mirrors the
+flows of its ranks, and the message path reads the mirror as it reads the shared model.
 """
 
 from mpi4py import MPI
@@ -20,21 +18,27 @@ from ..network.sharing import DEFAULT_MAX_FLOWS, ClusterModel, state_bytes
 
 
 class SpansMachines(RuntimeError):
-    """The ranks of an in-process shaped cluster are not all on one machine."""
+    """The model cannot be served to ranks that span machines."""
 
 
-def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS):
+def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS, rank_nodes=None):
     """The cluster's model in a shared-memory window (collective over ``comm``).
 
     Every rank gets a :class:`~emulator.network.sharing.ClusterModel` over the same memory;
-    ``model.close()`` (collective too) frees the window. Raises :class:`SpansMachines`, on
-    every rank, if the ranks of ``comm`` are not all on one machine."""
+    ``model.close()`` (collective too) frees the window. Ranks on several machines get the
+    served model (:func:`~emulator.shaping.served.served_model`, which ``rank_nodes`` is
+    for) with the same surface; :class:`SpansMachines` is raised on every rank where it
+    cannot be served."""
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     together = comm.allreduce(local.Get_size(), op=MPI.MIN) == comm.Get_size()
     if not together:
-        local.Free()
-        raise SpansMachines("in-process shaping needs every rank on one machine; on a real "
-                            "cluster use --shaping external or tc")
+        from .served import Served, served_model
+
+        try:
+            return served_model(comm, local, cluster, timeline, rank_nodes=rank_nodes)
+        except Served as e:
+            local.Free()
+            raise SpansMachines(str(e)) from None
     size = state_bytes(cluster, max_flows)
     first = local.Get_rank() == 0
     window = MPI.Win.Allocate_shared(size if first else 0, 1, comm=local)

@@ -90,7 +90,7 @@ def report(name, value):
 def send_and_receive(comm, size, behind=0):
     """Rank 0 sends ``size`` bytes to rank 1 (right behind a message of ``behind`` bytes):
     seconds until the send completed at the sender, and until delivery at the receiver
-    (both from the send stamp)."""
+    (both from the send stamp; the receiver's also as the model gave it)."""
     buf, first = np.ones(size, dtype=np.uint8), np.ones(behind, dtype=np.uint8)
     if comm.rank == 0:
         reqs = [comm.Isend(first, 1, tag=8)] if behind else []
@@ -100,16 +100,18 @@ def send_and_receive(comm, size, behind=0):
         reqs[0].Waitall(reqs)
         return ("sent", time.time() - stamp)
     reqs = [comm.Irecv(first, 0, tag=8)] if behind else []
-    comm.Irecv(buf, 0, tag=9).Wait()
+    req = comm.Irecv(buf, 0, tag=9)
+    req.Wait()
     delivered = time.time() - float(buf[:8].view(np.float64)[0])
     if reqs:
         reqs[0].Wait()
-    return ("delivered", delivered)
+    return ("delivered", delivered, req.due_at - req.start_at)  # wall; the model's
 
 
 MiB = 1 << 20
 c = group([1, 2, 3, 4], 14)
 report("engine", type(c).__name__ if c else None)  # which message path the run used
+results["model"] = type(model).__name__  # one machine's shared model, or the served one
 # 1. one flow, 1 MiB at 10 Mbit/s (n1 -> n2), with doorbells and with polling alone
 c = group([1, 2], 1)
 report("one_flow_10", timed_transfer(c, MiB) if c else None)
@@ -173,7 +175,7 @@ for members, context in (([1, 2, 3, 4], 7), ([2, 3, 4], 8)):
 # when its remainder fits
 for size, context in ((SEND_BUFFER_BYTES // 2, 9), (SEND_BUFFER_BYTES + 256 * 1024, 10)):
     c = group([1, 2], context)
-    report(f"send_buffer_{size}", dict([send_and_receive(c, size)]) if c else None)
+    report(f"send_buffer_{size}", dict([send_and_receive(c, size)[:2]]) if c else None)
 # 8. token bucket, n1 -> n2 at 10 Mbit/s with 100 Mbit/s ports: after an idle spell a short
 # message passes at once; one sent right behind a longer one is paced (and shares the pair)
 c = group([1, 2], 12)

@@ -1,0 +1,281 @@
+"""The cluster's model served to ranks on several hosts: one owner solves, each host mirrors.
+
+When the ranks of an emulated cluster are not all on one machine (MPI's
+``COMM_TYPE_SHARED`` split gives more than one group), :func:`served_model` makes:
+
+- **the owner**, a thread of rank 0: the one full model of the cluster
+  (:class:`~emulator.network.sharing.ClusterModel`, private to rank 0). It takes the flow
+  starts and ends the hosts send, solves, and reports each flow's end (and a large send's
+  release) to the hosts of its sender and its receiver as soon as the model reaches it;
+- **a mirror per host** (``_mirror.c``), in an MPI shared-memory window of that host's
+  ranks: the flows its ranks take part in. A send takes a slot there at once (the flow's id
+  is its host and slot: no round trip), and a party reads its flow there, through the same
+  C interface as the one-host model, so the message path is unchanged;
+- **an agent per host**, a thread of the host's first rank: it sends its mirror's new
+  starts to the owner in batches and writes the owner's reports into the mirror, which rings
+  the parties' doorbells.
+
+A flow's end reaches its parties a relay later than the model reached it (the owner's wake,
+one MPI message, the agent's poll): under dilation K that is K times smaller against the
+flow. Only rank 0 holds the full description; a node rank holds its host's mirror and the
+O(n) table of node indexes. Compute phases are solved in a model of each node rank's own
+(a node's CPU is shared by its own jobs alone). MPI RMA is not used: over TCP it has no
+hardware support, progress would need a spinning thread, and a rank that died holding a
+lock would hang everyone.
+"""
+
+import ctypes
+import sys
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from mpi4py import MPI
+
+from . import _mirror  # type: ignore[attr-defined]  # compiled
+
+STARTS_TAG, REPORTS_TAG = 11, 12
+NAP_MIN_SECONDS = 0.00001
+NAP_MAX_SECONDS = 0.0001
+MIRROR_SLOTS = 16384
+PR_SET_TIMERSLACK = 29
+# A rank that runs a relay hands the GIL over this often (Python's default, 5 ms, would hold
+# a report that long behind a busy main thread)
+SWITCH_INTERVAL_SECONDS = 0.0002
+
+
+class Served(RuntimeError):
+    """The model cannot be served (the MPI library's thread support)."""
+
+
+class LocalResources:
+    """What a node rank needs of the cluster's resources: the indexes of each node's port up
+    and CPU (O(n)), ``cpu(node)`` as :class:`~emulator.network.sharing.Resources` gives."""
+
+    def __init__(self, index: dict) -> None:
+        self.index = index
+
+    def cpu(self, node: str) -> int:
+        return self.index[("cpu", node)]
+
+
+def _precise_thread_timers() -> None:
+    """Sleeps of this thread that end on time (1 us timer slack: Linux keeps it per
+    thread); else each nap of a relay lasts 50 us more than asked."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class _Loop(threading.Thread):
+    """A polling loop: ``step()`` returns True when it did something (then it naps short),
+    ``stop()`` ends it after its current step."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._stopping = threading.Event()
+        self.error: Optional[Exception] = None
+
+    def run(self) -> None:
+        _precise_thread_timers()
+        nap = NAP_MIN_SECONDS
+        try:
+            while not self._stopping.is_set():
+                busy = self.step()
+                nap = NAP_MIN_SECONDS if busy else min(nap * 2, NAP_MAX_SECONDS)
+                time.sleep(min(nap, self.due()))
+        except Exception as e:  # the run sees it at close
+            self.error = e
+
+    def step(self) -> bool:
+        raise NotImplementedError
+
+    def due(self) -> float:
+        return NAP_MAX_SECONDS
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=10)
+
+
+class Owner(_Loop):
+    """The model's owner (rank 0): starts in, ends and releases out."""
+
+    def __init__(self, comm: Any, model: Any, node_host: list, agents: list) -> None:
+        super().__init__("nodesel-model-owner")
+        self.comm, self.model, self.fluid = comm, model, model.fluid
+        self.node_host = node_host
+        self.host_of_rank = {rank: host for host, rank in enumerate(agents)}
+        self.agents = agents
+        self.flows: dict = {}  # (owner slot, gen) -> (id, gen, sender's host, receiver's host, bell)
+        self.persistent: dict = {}  # (id, gen) -> (owner slot, gen)
+        self.events = 0
+        self.fluid.track(True)
+
+    def step(self) -> bool:
+        status = MPI.Status()
+        got = False
+        while self.comm.Iprobe(MPI.ANY_SOURCE, STARTS_TAG, status):
+            events = self.comm.recv(source=status.Get_source(), tag=STARTS_TAG)
+            host = self.host_of_rank[status.Get_source()]
+            for event in events:
+                self._event(host, event)
+            got = True
+        self.fluid.advance(time.time())
+        return self._report() or got
+
+    def due(self) -> float:
+        return max(self.fluid.next_event() - time.time(), 0.0)
+
+    def _event(self, host: int, event: tuple) -> None:
+        kind, gid, ggen, src, dst, amount, bound, resource, persistent, bucket, wall, bell = event
+        self.events += 1
+        if kind == _mirror.END:
+            mine = self.persistent.pop((gid, ggen), None)
+            if mine is not None:
+                self.fluid.drop(*mine)
+            return
+        slot, gen, _ = self.fluid.add(wall, src, dst, amount, bound=bound, resource=resource,
+                                      persistent=bool(persistent), bucket=bool(bucket))
+        if persistent:
+            self.persistent[(gid, ggen)] = (slot, gen)
+        else:
+            self.flows[(slot, gen)] = (gid, ggen, host, self.node_host[dst], bell)
+
+    def _report(self) -> bool:
+        reports: dict = {}
+        for slot, gen, kind, wall in self.fluid.take_log():
+            flow = self.flows.get((slot, gen))
+            if flow is None:
+                continue
+            gid, ggen, sender, receiver, bell = flow
+            reports.setdefault(sender, []).append((gid, ggen, kind, wall))
+            if kind == _mirror.DONE:
+                if receiver != sender:
+                    reports.setdefault(receiver, []).append((gid, ggen, kind, wall, bell))
+                del self.flows[(slot, gen)]
+                self.fluid.drop(slot, gen)
+        for host, batch in reports.items():
+            self.comm.send(batch, self.agents[host], REPORTS_TAG)
+        return bool(reports)
+
+
+class Agent(_Loop):
+    """A host's agent: its mirror's starts to the owner, the owner's reports into it."""
+
+    def __init__(self, comm: Any, mirror: Any, owner_rank: int = 0) -> None:
+        super().__init__("nodesel-model-agent")
+        self.comm, self.mirror, self.owner_rank = comm, mirror, owner_rank
+        self.lost = 0
+
+    def step(self) -> bool:
+        busy = False
+        if self.mirror.pending():
+            self.comm.send(self.mirror.take(), self.owner_rank, STARTS_TAG)
+            busy = True
+        while self.comm.Iprobe(self.owner_rank, REPORTS_TAG):
+            reports = self.comm.recv(source=self.owner_rank, tag=REPORTS_TAG)
+            self.lost += self.mirror.apply(reports)
+            busy = True
+        return busy
+
+
+class ServedModel:
+    """A rank's view of the served model: ``fluid`` (its host's mirror), ``index`` (node
+    name -> model index), ``resources`` (:class:`LocalResources`); on rank 0 also the full
+    model's ``set_clock`` and ``clock``. ``close()`` is collective."""
+
+    served = True
+
+    def __init__(self, mirror: Any, index: dict, resources: LocalResources, hosts: int,
+                 owner: Any = None) -> None:
+        self.fluid, self.index, self.resources = mirror, index, resources
+        self.hosts = hosts
+        self.owner = owner  # the full model, on rank 0
+        self.close: Callable[[], None] = lambda: None
+        self.loops: list = []
+
+    def set_clock(self, **kwargs: Any) -> bool:
+        return self.owner.set_clock(**kwargs)
+
+    def clock(self) -> dict:
+        return self.owner.clock()
+
+
+def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
+                 rank_nodes: Optional[list] = None,
+                 max_slots: int = MIRROR_SLOTS) -> ServedModel:
+    """The model served over the ranks of ``comm`` (collective), ``local`` its split by
+    machine. ``rank_nodes``: the node each rank emulates (None for none; by default the
+    runtime's: rank r >= 1 emulates the r-th node), which says the machine of each node's
+    flows. Rank 0 owns the model; raises :class:`Served` on every rank where MPI cannot run
+    the owner's and agents' threads."""
+    if not comm.allreduce(MPI.Query_thread() >= MPI.THREAD_MULTIPLE, op=MPI.LAND):
+        raise Served("serving the model across hosts needs MPI_THREAD_MULTIPLE")
+    rank, first = comm.Get_rank(), local.Get_rank() == 0
+    leaders = sorted(r for r in comm.allgather(rank if first else None) if r is not None)
+    if leaders[0] != 0:
+        raise Served("rank 0 must lead its host")
+    host = leaders.index(local.bcast(rank if first else None, root=0))
+    full = None
+    table = None
+    if rank == 0:
+        from ..network import cluster as clusters
+        from ..network.sharing import ClusterModel
+
+        full = ClusterModel(cluster, timeline)
+        places = comm.allgather(host)  # rank -> its machine
+        names = clusters.node_names(cluster)
+        if rank_nodes is None:
+            rank_nodes = [None, *names][:len(places)]
+        node_host = [0] * len(full.nodes)
+        for r, name in enumerate(rank_nodes):
+            if name is not None:
+                node_host[full.index[name]] = places[r]
+        index = {name: full.index[name] for name in names}
+        small = {key: full.resources.index[key] for name in names
+                 for key in (("up", name), ("cpu", name))}
+        table = (node_host, index, small)
+    else:
+        comm.allgather(host)
+    node_host, index, small = comm.bcast(table, root=0)
+    served = comm.Dup()
+    size = _mirror.mirror_bytes(len(node_host), max_slots)
+    window = MPI.Win.Allocate_shared(size if first else 0, 1, comm=local)
+    memory, _ = window.Shared_query(0)
+    from ..network.sharing import BUFFER_BITS
+
+    mirror = None
+    if first:
+        mirror = _mirror.Mirror(host, len(leaders), node_host, max_slots, BUFFER_BITS,
+                                window=memory, create=True)
+    local.Barrier()
+    mirror = mirror or _mirror.Mirror(host, len(leaders), node_host, max_slots, BUFFER_BITS,
+                                      window=memory, create=False)
+    loops: list = []
+    if rank == 0:
+        loops.append(Owner(served, full, node_host, leaders))
+    if first:
+        loops.append(Agent(served, mirror))
+    if loops:
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    for loop in loops:
+        loop.start()
+    model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full)
+
+    def close() -> None:
+        comm.Barrier()  # every rank's flows are over
+        for loop in loops:
+            loop.stop()
+        mirror.detach()
+        window.Free()
+        served.Free()
+        local.Free()
+        for loop in loops:
+            if loop.error is not None:
+                raise loop.error
+
+    model.close = close
+    model.loops = loops
+    return model

@@ -1,0 +1,169 @@
+"""The model served across hosts: a host's mirror, and the owner and an agent in one process."""
+
+import math
+import time
+
+import pytest
+from mpi4py import MPI
+
+from emulator.network import cluster as clusters
+from emulator.network.sharing import BUFFER_BITS, ClusterModel, Flow, simulate
+from emulator.shaping import _mirror
+from emulator.shaping.doorbell import Doorbell
+from emulator.shaping.served import Agent, Owner
+
+STRIDE = _mirror.HOST_STRIDE
+RECEIVER, SENDER = 1, 2
+
+
+def mirror(host=0, hosts=2, node_host=(0, 0, 1, 1), slots=64):
+    return _mirror.Mirror(host, hosts, list(node_host), slots, BUFFER_BITS)
+
+
+def test_a_send_takes_a_slot_here_and_its_start_waits_in_the_outbox():
+    m = mirror()
+    gid, gen, start = m.add(10.0, 0, 2, 8e6, refs=2)
+    assert gid < STRIDE and start == 10.0  # host 0: its slots are ids 0..STRIDE-1
+    assert m.pending() == 1
+    (event,) = m.take()
+    kind, eid, egen, src, dst, amount, bound, resource, persistent, bucket, wall, bell = event
+    assert (kind, eid, egen, src, dst, amount, wall) == (_mirror.START, gid, gen, 0, 2, 8e6, 10.0)
+    assert m.pending() == 0 and m.take() == []
+    view = m.view(gid, gen)
+    assert not view["done"] and not view["released"] and math.isinf(view["end"])
+
+
+def test_a_send_to_another_host_is_freed_when_its_end_is_reported():
+    m = mirror()
+    gid, gen, _ = m.add(0.0, 0, 2, 8e6, refs=1)  # receiver on host 1, no hold: nobody reads it
+    free = m.counts()["free"]
+    assert m.apply([(gid, gen, _mirror.DONE, 3.0)]) == 0
+    assert m.counts()["free"] == free + 1
+    with pytest.raises(KeyError):
+        m.view(gid, gen)
+
+
+def test_a_send_here_is_kept_for_its_receiver_until_it_lets_go():
+    m = mirror()
+    gid, gen, _ = m.add(0.0, 0, 1, 8e6, refs=2)  # receiver on this host, sender holds
+    m.apply([(gid, gen, _mirror.RELEASE, 1.5)])
+    view = m.view(gid, gen, party=SENDER)
+    assert view["released"] and view["release"] == 1.5 and not view["done"]
+    m.drop(gid, gen, party=SENDER)
+    m.apply([(gid, gen, _mirror.DONE, 2.0)])
+    view = m.view(gid, gen, party=RECEIVER)
+    assert view["done"] and view["end"] == 2.0
+    m.drop(gid, gen, party=RECEIVER)
+    with pytest.raises(KeyError):
+        m.view(gid, gen)
+
+
+def test_a_flow_from_another_host_is_unknown_until_reported_then_its_receivers():
+    m = mirror(host=1)
+    gid = 0 * STRIDE + 5  # host 0's slot 5
+    view = m.view(gid, 3)
+    assert not view["done"] and math.isinf(view["end"])  # started, no end known here
+    bell = Doorbell()
+    try:
+        m.apply([(gid, 3, _mirror.DONE, 7.25, bell.address)])
+        assert bell.wait(1.0), "the receiver's bell rings when its flow's end arrives"
+        view = m.view(gid, 3)
+        assert view["done"] and view["end"] == 7.25
+        assert m.counts()["remote"] == 1
+        m.drop(gid, 3, party=RECEIVER)
+        assert m.counts()["remote"] == 0
+    finally:
+        bell.close()
+
+
+def test_remote_flows_come_and_go_many_times_over_a_small_table():
+    m = mirror(host=1, slots=8)
+    for k in range(500):  # tombstones are reused, the table never fills
+        gid = (k * 7) % 40
+        m.apply([(gid, k, _mirror.DONE, float(k))])
+        assert m.view(gid, k)["end"] == float(k)
+        m.drop(gid, k, party=RECEIVER)
+    assert m.counts()["free"] == 8 and m.counts()["remote"] == 0
+
+
+def test_a_persistent_flow_ends_at_the_owner_when_its_owner_drops_it():
+    m = mirror()
+    gid, gen, _ = m.add(0.0, 1, 1, 0.0, bound=5.0, resource=3, persistent=True)
+    m.take()
+    m.drop(gid, gen)
+    (event,) = m.take()
+    assert (event[0], event[1], event[2]) == (_mirror.END, gid, gen)
+
+
+def test_another_hosts_id_or_a_freed_slot_of_this_one_is_not_found():
+    m = mirror()
+    with pytest.raises(KeyError):
+        m.view(3, 0)  # this host's slot 3, never taken
+    gid, gen, _ = m.add(0.0, 0, 1, 1e3)
+    m.drop(gid, gen, party=RECEIVER)
+    m.apply([(gid, gen, _mirror.DONE, 1.0)])
+    with pytest.raises(KeyError):
+        m.view(gid, gen)
+
+
+def test_bad_mirrors_and_flows_are_refused():
+    with pytest.raises(ValueError, match="among the hosts"):
+        _mirror.Mirror(2, 2, [0, 1], 8, BUFFER_BITS)
+    with pytest.raises(ValueError, match="out of range"):
+        _mirror.Mirror(0, 2, [0, 2], 8, BUFFER_BITS)
+    m = mirror()
+    with pytest.raises(ValueError, match="node index"):
+        m.add(0.0, 0, 9, 1e3)
+
+
+def _serve_in_one_process(cluster, flows, dilation=1.0):
+    """The owner and one host's agent over COMM_SELF: every flow of ``flows`` started through
+    the mirror at its (dilated) start; returns each flow's reported end and release, in
+    emulated seconds from the epoch."""
+    model = ClusterModel(cluster, None)
+    epoch = time.time() + 0.2
+    model.set_clock(epoch=epoch, dilation=dilation)
+    nodes = clusters.node_names(cluster)
+    m = _mirror.Mirror(0, 1, [0] * len(nodes), 256, BUFFER_BITS)
+    comm = MPI.COMM_SELF.Dup()
+    owner, agent = Owner(comm, model, [0] * len(nodes), [0]), Agent(comm, m)
+    owner.start()
+    agent.start()
+    try:
+        ids = []
+        for f in sorted(flows, key=lambda f: f.start_seconds):
+            time.sleep(max(0.0, epoch + f.start_seconds * dilation - time.time()))
+            ids.append(m.add(epoch + f.start_seconds * dilation, model.index[f.src],
+                             model.index[f.dst], f.size_bytes * 8.0)[:2])
+        ends = []
+        deadline = time.time() + 30
+        for gid, gen in ids:
+            while not m.view(gid, gen)["done"]:
+                assert time.time() < deadline, "the owner reports every end"
+                time.sleep(0.001)
+            view = m.view(gid, gen)
+            ends.append(((view["end"] - epoch) / dilation, (view["release"] - epoch) / dilation))
+        return ends
+    finally:
+        agent.stop()
+        owner.stop()
+        comm.Free()
+        assert owner.error is None and agent.error is None
+
+
+def test_the_owner_reports_the_ends_its_model_gives():
+    cluster = clusters.load_cluster("hostfiles/racks12.toml")
+    flows = [Flow(0.0, "n1", "n5", 2e6), Flow(0.0, "n2", "n6", 2e6), Flow(0.05, "n3", "n9", 1e6),
+             Flow(0.1, "n4", "n1", 5e5), Flow(0.12, "n5", "n10", 1.5e6)]
+    want = simulate(cluster, flows, latency_seconds=0.0)
+    reported = _serve_in_one_process(cluster, flows)
+    got = [end for end, _ in reported]
+    for g, w, f in zip(got, want, flows):
+        # the owner is the model: an end differs by how late its start reached the owner
+        assert g == pytest.approx(w, abs=0.005), (f, g, w)
+    # the uplinks are shared: the two first flows end together, later than alone
+    assert got[0] == pytest.approx(got[1], abs=0.002) and got[0] > 2e6 * 8 / 100e6
+    # a sender of more than its socket buffer is released when the rest fits, before the end
+    for (end, release), f in zip(reported, flows):
+        if f.size_bytes * 8 > BUFFER_BITS:
+            assert f.start_seconds < release < end - 0.01, (f, release, end)
