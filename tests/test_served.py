@@ -10,7 +10,7 @@ from emulator.network import cluster as clusters
 from emulator.network.sharing import BUFFER_BITS, ClusterModel, Flow, simulate
 from emulator.shaping import _mirror
 from emulator.shaping.doorbell import Doorbell
-from emulator.shaping.served import Agent, Owner
+from emulator.shaping.served import Agent, ClockOffset, Owner, host_skew_seconds
 
 STRIDE = _mirror.HOST_STRIDE
 RECEIVER, SENDER = 1, 2
@@ -116,20 +116,23 @@ def test_bad_mirrors_and_flows_are_refused():
         m.add(0.0, 0, 9, 1e3)
 
 
-def _serve_in_one_process(cluster, flows, dilation=1.0):
+def _serve_in_one_process(cluster, flows, dilation=1.0, skew_seconds=0.0):
     """The owner and one host's agent over COMM_SELF: every flow of ``flows`` started through
     the mirror at its (dilated) start; returns each flow's reported end and release, in
-    emulated seconds from the epoch."""
+    emulated seconds from the epoch. ``skew_seconds``: the agent's host clock reads that far
+    off (the test hook), which its clock estimate must undo."""
     model = ClusterModel(cluster, None)
     epoch = time.time() + 0.2
     model.set_clock(epoch=epoch, dilation=dilation)
     nodes = clusters.node_names(cluster)
     m = _mirror.Mirror(0, 1, [0] * len(nodes), 256, BUFFER_BITS)
     comm = MPI.COMM_SELF.Dup()
-    owner, agent = Owner(comm, model, [0] * len(nodes), [0]), Agent(comm, m)
+    owner = Owner(comm, model, [0] * len(nodes), [0])
+    agent = Agent(comm, m, skew_seconds=skew_seconds)
     owner.start()
     agent.start()
     try:
+        assert agent.ready.wait(10), "the first clock pings are answered"
         ids = []
         for f in sorted(flows, key=lambda f: f.start_seconds):
             time.sleep(max(0.0, epoch + f.start_seconds * dilation - time.time()))
@@ -151,12 +154,15 @@ def _serve_in_one_process(cluster, flows, dilation=1.0):
         assert owner.error is None and agent.error is None
 
 
-def test_the_owner_reports_the_ends_its_model_gives():
+@pytest.mark.parametrize("skew_seconds", [0.0, 0.05, -0.05])
+def test_the_owner_reports_the_ends_its_model_gives(skew_seconds):
+    """Also with the agent's host clock 50 ms off either way: what crosses to the owner and
+    back is moved by the estimated offset, so the ends are the same."""
     cluster = clusters.load_cluster("hostfiles/racks12.toml")
     flows = [Flow(0.0, "n1", "n5", 2e6), Flow(0.0, "n2", "n6", 2e6), Flow(0.05, "n3", "n9", 1e6),
              Flow(0.1, "n4", "n1", 5e5), Flow(0.12, "n5", "n10", 1.5e6)]
     want = simulate(cluster, flows, latency_seconds=0.0)
-    reported = _serve_in_one_process(cluster, flows)
+    reported = _serve_in_one_process(cluster, flows, skew_seconds=skew_seconds)
     got = [end for end, _ in reported]
     for g, w, f in zip(got, want, flows):
         # the owner is the model: an end differs by how late its start reached the owner
@@ -167,3 +173,21 @@ def test_the_owner_reports_the_ends_its_model_gives():
     for (end, release), f in zip(reported, flows):
         if f.size_bytes * 8 > BUFFER_BITS:
             assert f.start_seconds < release < end - 0.01, (f, release, end)
+
+
+def test_the_clock_offset_is_the_fastest_exchanges():
+    clock = ClockOffset(samples=3)
+    clock.add(0.0, 5.010, 5.011, 0.030)  # 29 ms round trip, offset 4.9955
+    clock.add(1.0, 6.001, 6.0015, 1.0025)  # 2 ms round trip: offset 5.0
+    assert clock.seconds == pytest.approx(5.0)
+    assert clock.round_trip_seconds == pytest.approx(0.002)
+    for k in range(3):  # the fast one ages out of the last three
+        clock.add(2.0 + k, 7.0 + k + 0.004, 7.0 + k + 0.005, 2.0 + k + 0.011)
+    assert clock.seconds == pytest.approx(4.999)
+    assert clock.round_trip_seconds == pytest.approx(0.01)
+
+
+def test_the_skew_hook_reads_its_hosts_entry():
+    env = {"NODESEL_CLOCK_SKEW_SECONDS": "0,0.002,-0.002"}
+    assert [host_skew_seconds(h, env) for h in range(4)] == [0.0, 0.002, -0.002, 0.0]
+    assert host_skew_seconds(1, {}) == 0.0

@@ -25,6 +25,7 @@ lock would hang everyone.
 """
 
 import ctypes
+import os
 import sys
 import threading
 import time
@@ -34,7 +35,7 @@ from mpi4py import MPI
 
 from . import _mirror  # type: ignore[attr-defined]  # compiled
 
-STARTS_TAG, REPORTS_TAG = 11, 12
+STARTS_TAG, REPORTS_TAG, PING_TAG, PONG_TAG = 11, 12, 13, 14
 NAP_MIN_SECONDS = 0.00001
 NAP_MAX_SECONDS = 0.0001
 MIRROR_SLOTS = 16384
@@ -42,6 +43,12 @@ PR_SET_TIMERSLACK = 29
 # A rank that runs a relay hands the GIL over this often (Python's default, 5 ms, would hold
 # a report that long behind a busy main thread)
 SWITCH_INTERVAL_SECONDS = 0.0002
+# Clocks: each agent asks the owner's time this often (the first CLOCK_FIRST pings faster),
+# and keeps the offset of the fastest of its last CLOCK_SAMPLES exchanges (NTP's filter)
+CLOCK_PERIOD_SECONDS, CLOCK_FIRST_SECONDS, CLOCK_FIRST, CLOCK_SAMPLES = 1.0, 0.005, 8, 8
+# A test hook: how far each host's clock is off (seconds, by host number, comma separated),
+# as if its machine's clock were: namespaces cannot shift the real-time clock
+SKEW_ENV = "NODESEL_CLOCK_SKEW_SECONDS"
 
 
 class Served(RuntimeError):
@@ -68,14 +75,54 @@ def _precise_thread_timers() -> None:
         pass
 
 
+class ClockOffset:
+    """A host's clock against the owner's, from NTP's four timestamps: the agent sends at
+    t1 (its clock), the owner receives at t2 and answers at t3 (its clock), the answer
+    arrives at t4. Each exchange gives an offset ((t2 - t1) + (t3 - t4)) / 2 (the owner's
+    clock minus this host's) and a round trip (t4 - t1) - (t3 - t2); the estimate is the
+    offset of the fastest of the last ``samples`` exchanges, whose error is at most half its
+    round trip.
+
+    >>> clock = ClockOffset()
+    >>> clock.add(10.0, 12.0005, 12.0006, 10.0011)  # the owner 2 s ahead, 1 ms round trip
+    >>> clock.add(11.0, 13.0002, 13.0003, 11.0005)  # a faster exchange (0.4 ms): kept
+    >>> round(clock.seconds, 6), round(clock.round_trip_seconds, 6)
+    (2.0, 0.0004)
+    """
+
+    def __init__(self, samples: int = CLOCK_SAMPLES) -> None:
+        self.samples: list = []
+        self.keep = samples
+        self.seconds = 0.0
+        self.round_trip_seconds = float("inf")
+
+    def add(self, t1: float, t2: float, t3: float, t4: float) -> None:
+        self.samples = [*self.samples[-(self.keep - 1):],
+                        ((t4 - t1) - (t3 - t2), ((t2 - t1) + (t3 - t4)) / 2)]
+        self.round_trip_seconds, self.seconds = min(self.samples)
+
+
+def host_skew_seconds(host: int, environ: Optional[dict] = None) -> float:
+    """This host's clock skew from the test hook (0 without it)."""
+    values = (environ if environ is not None else os.environ).get(SKEW_ENV, "")
+    skews = [float(v) for v in values.split(",") if v.strip()]
+    return skews[host] if host < len(skews) else 0.0
+
+
 class _Loop(threading.Thread):
     """A polling loop: ``step()`` returns True when it did something (then it naps short),
     ``stop()`` ends it after its current step."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, comm: Any) -> None:
         super().__init__(name=name, daemon=True)
+        self.comm = comm
         self._stopping = threading.Event()
+        self._sends: list = []  # requests of sends not yet complete
         self.error: Optional[Exception] = None
+
+    def start(self) -> None:
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)  # for the whole process
+        super().start()
 
     def run(self) -> None:
         _precise_thread_timers()
@@ -91,6 +138,12 @@ class _Loop(threading.Thread):
     def step(self) -> bool:
         raise NotImplementedError
 
+    def send(self, message: Any, rank: int, tag: int) -> None:
+        """Send without blocking: the owner and an agent in one rank send to each other, and
+        two blocking sends there can wait on each other for ever."""
+        self._sends = [r for r in self._sends if not r.Test()]
+        self._sends.append(self.comm.isend(message, rank, tag))
+
     def due(self) -> float:
         return NAP_MAX_SECONDS
 
@@ -103,12 +156,13 @@ class Owner(_Loop):
     """The model's owner (rank 0): starts in, ends and releases out."""
 
     def __init__(self, comm: Any, model: Any, node_host: list, agents: list) -> None:
-        super().__init__("nodesel-model-owner")
-        self.comm, self.model, self.fluid = comm, model, model.fluid
+        super().__init__("nodesel-model-owner", comm)
+        self.model, self.fluid = model, model.fluid
         self.node_host = node_host
         self.host_of_rank = {rank: host for host, rank in enumerate(agents)}
         self.agents = agents
-        self.flows: dict = {}  # (owner slot, gen) -> (id, gen, sender's host, receiver's host, bell)
+        # (owner slot, gen) -> (id, gen, sender's host, receiver's host, receiver's bell)
+        self.flows: dict = {}
         self.persistent: dict = {}  # (id, gen) -> (owner slot, gen)
         self.events = 0
         self.fluid.track(True)
@@ -116,6 +170,10 @@ class Owner(_Loop):
     def step(self) -> bool:
         status = MPI.Status()
         got = False
+        while self.comm.Iprobe(MPI.ANY_SOURCE, PING_TAG, status):  # an agent's clock ping
+            t2 = time.time()
+            t1 = self.comm.recv(source=status.Get_source(), tag=PING_TAG)
+            self.send((t1, t2, time.time()), status.Get_source(), PONG_TAG)
         while self.comm.Iprobe(MPI.ANY_SOURCE, STARTS_TAG, status):
             events = self.comm.recv(source=status.Get_source(), tag=STARTS_TAG)
             host = self.host_of_rank[status.Get_source()]
@@ -157,28 +215,58 @@ class Owner(_Loop):
                 del self.flows[(slot, gen)]
                 self.fluid.drop(slot, gen)
         for host, batch in reports.items():
-            self.comm.send(batch, self.agents[host], REPORTS_TAG)
+            self.send(batch, self.agents[host], REPORTS_TAG)
         return bool(reports)
 
 
 class Agent(_Loop):
-    """A host's agent: its mirror's starts to the owner, the owner's reports into it."""
+    """A host's agent: its mirror's starts to the owner, the owner's reports into it. Every
+    time it relays is moved between this host's clock and the owner's by the estimated
+    offset (:class:`ClockOffset`); ``skew_seconds`` makes this host's clock read that far
+    off (the test hook)."""
 
-    def __init__(self, comm: Any, mirror: Any, owner_rank: int = 0) -> None:
-        super().__init__("nodesel-model-agent")
-        self.comm, self.mirror, self.owner_rank = comm, mirror, owner_rank
-        self.lost = 0
+    def __init__(self, comm: Any, mirror: Any, owner_rank: int = 0,
+                 skew_seconds: float = 0.0) -> None:
+        super().__init__("nodesel-model-agent", comm)
+        self.mirror, self.owner_rank = mirror, owner_rank
+        self.skew = skew_seconds
+        self.clock = ClockOffset()
+        self.lost = self.pings = 0
+        self._next_ping = 0.0
+        self._pinging = False
+        self.ready = threading.Event()  # set once the first pings have estimated the clock
 
     def step(self) -> bool:
-        busy = False
+        busy = self._ping()
         if self.mirror.pending():
-            self.comm.send(self.mirror.take(), self.owner_rank, STARTS_TAG)
+            shift = self.skew + self.clock.seconds  # this host's true time -> the owner's
+            events = [(*e[:10], e[10] + shift, e[11]) for e in self.mirror.take()]
+            self.send(events, self.owner_rank, STARTS_TAG)
             busy = True
         while self.comm.Iprobe(self.owner_rank, REPORTS_TAG):
             reports = self.comm.recv(source=self.owner_rank, tag=REPORTS_TAG)
-            self.lost += self.mirror.apply(reports)
+            shift = self.skew + self.clock.seconds
+            self.lost += self.mirror.apply([(*r[:3], r[3] - shift, *r[4:]) for r in reports])
             busy = True
         return busy
+
+    def _ping(self) -> bool:
+        """Ask the owner's time when due; take its answer when it has come."""
+        if self._pinging and self.comm.Iprobe(self.owner_rank, PONG_TAG):
+            t1, t2, t3 = self.comm.recv(source=self.owner_rank, tag=PONG_TAG)
+            self.clock.add(t1, t2, t3, time.time() + self.skew)
+            self._pinging = False
+            if self.pings >= CLOCK_FIRST:
+                self.ready.set()
+            return True
+        now = time.time()
+        if not self._pinging and now >= self._next_ping:
+            self.send(now + self.skew, self.owner_rank, PING_TAG)
+            self.pings += 1
+            self._pinging = True
+            first = self.pings < CLOCK_FIRST
+            self._next_ping = now + (CLOCK_FIRST_SECONDS if first else CLOCK_PERIOD_SECONDS)
+        return False
 
 
 class ServedModel:
@@ -257,11 +345,12 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     if rank == 0:
         loops.append(Owner(served, full, node_host, leaders))
     if first:
-        loops.append(Agent(served, mirror))
-    if loops:
-        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+        loops.append(Agent(served, mirror, skew_seconds=host_skew_seconds(host)))
     for loop in loops:
         loop.start()
+    for loop in loops:  # no flow before this host's clock is known
+        if isinstance(loop, Agent) and not loop.ready.wait(timeout=30):
+            raise Served("the model's owner did not answer this host's clock pings in 30 s")
     model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full)
 
     def close() -> None:
