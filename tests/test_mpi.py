@@ -227,6 +227,55 @@ def test_flows_over_several_machines_keep_to_the_one_model(hosts, skews):
     assert _shm() <= before
 
 
+def test_a_machine_that_dies_is_named_and_nothing_is_left():
+    """Every rank of one of two machines killed mid-run (mpiexec keeps the others): the run
+    names the dead nodes in one line and ends with status 3 within seconds, no rank stays,
+    and the MPICH segments of both machines go (rank 0 unlinks them before it aborts)."""
+    import psutil
+
+    before = _shm()
+    proc = subprocess.Popen([MPIEXEC, "-disable-auto-cleanup", *hosts_args(2), "-n", "13",
+                             sys.executable, "-m", "emulator", "flows", "--cluster",
+                             "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
+                             "--dilation", "30"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        launcher = psutil.Process(proc.pid)
+        deadline = time.time() + 60
+        second = []
+        while not second and time.time() < deadline:  # the second machine's proxy, its ranks
+            time.sleep(0.5)
+            second = [p for p in launcher.children(recursive=True)
+                      if "--proxy-id 1" in " ".join(p.cmdline())]
+        assert second, "the second proxy started"
+        time.sleep(6)  # the flows are under way (each takes 30 times its second)
+        ranks = second[0].children()
+        assert len(ranks) == 6
+        for rank in ranks:
+            rank.kill()
+        killed = time.time()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert time.time() - killed < 30, "the run ends soon after the machine is gone"
+    assert proc.returncode == 3, err[-2000:]
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert len(said) == 1 and "n1, n3, n5, n7, n9, n11 failed" in said[0], err[-2000:]
+    assert "Traceback" not in err
+
+    def ranks_left():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if "emulator flows" in " ".join(p.info["cmdline"] or [])]
+
+    gone_by = time.time() + 15  # the last ranks may still be on their way out
+    while ranks_left() and time.time() < gone_by:
+        time.sleep(0.2)
+    assert not ranks_left()
+    assert _shm() <= before
+
+
 def test_a_measurement_over_two_machines_sees_the_true_bandwidths():
     """NWS probes between nodes on two Hydra proxies, through the served model."""
     proc = subprocess.run([MPIEXEC, *hosts_args(2), "-n", "5", sys.executable, "-m",

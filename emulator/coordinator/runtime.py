@@ -710,12 +710,22 @@ class Coordinator:
         self.broadcast({"op": "stop"})
 
 
+# when this process started: segments made since then that no live process maps are the
+# run's own (MPICH's, of ranks that were killed)
+_STARTED_SECONDS = time.time()
+
+
 def _abort(world, status):
     """End the whole job with ``status`` once what this rank printed has left its pipes:
-    MPI_Abort kills the launcher's proxies, and whatever they had not read yet is lost."""
+    MPI_Abort kills the launcher's proxies, and whatever they had not read yet is lost.
+    Under the user's own mpiexec (no launcher of ours to clean up after it), the MPICH
+    segments of this machine go first: this rank's own, and those its dead peers left."""
     import fcntl
     import termios
 
+    if stop.says_it_here():
+        stop.unlink_own_segments()
+        stop.remove_orphan_segments(_STARTED_SECONDS)
     supervise.ending_reported()
     sys.stdout.flush()
     sys.stderr.flush()
