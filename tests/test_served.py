@@ -150,6 +150,10 @@ def _serve_in_one_process(cluster, flows, dilation=1.0, skew_seconds=0.0):
     finally:
         agent.stop()
         owner.stop()
+        agent.join(30)
+        owner.join(30)
+        assert not agent.is_alive() and not owner.is_alive(), "they say bye and end"
+        assert not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG), "no message is left behind"
         comm.Free()
         assert owner.error is None and agent.error is None
 

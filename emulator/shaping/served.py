@@ -35,7 +35,12 @@ from mpi4py import MPI
 
 from . import _mirror  # type: ignore[attr-defined]  # compiled
 
-STARTS_TAG, REPORTS_TAG, PING_TAG, PONG_TAG = 11, 12, 13, 14
+# one tag per kind and direction: rank 0 is both the owner and its machine's agent
+STARTS_TAG, REPORTS_TAG, PING_TAG, PONG_TAG, BYE_TAG, BYE_BACK_TAG = 11, 12, 13, 14, 15, 16
+# At the end each agent says bye to the owner and the owner to each agent once all have, so
+# no message is left unreceived (UCX warns about those at finalize, on stdout); a side that
+# is gone is waited for this long
+BYE_SECONDS = 10.0
 NAP_MIN_SECONDS = 0.00001
 NAP_MAX_SECONDS = 0.0001
 MIRROR_SLOTS = 16384
@@ -132,10 +137,20 @@ class _Loop(threading.Thread):
                 busy = self.step()
                 nap = NAP_MIN_SECONDS if busy else min(nap * 2, NAP_MAX_SECONDS)
                 time.sleep(min(nap, self.due()))
+            deadline = time.monotonic() + BYE_SECONDS
+            while not self.finish() and time.monotonic() < deadline:
+                time.sleep(NAP_MAX_SECONDS)
+            while self._sends and time.monotonic() < deadline:  # let them be received
+                self._sends = [r for r in self._sends if not r.Test()]
+                time.sleep(NAP_MAX_SECONDS)
         except Exception as e:  # the run sees it at close
             self.error = e
 
     def step(self) -> bool:
+        raise NotImplementedError
+
+    def finish(self) -> bool:
+        """One step of the goodbyes; True once they are over."""
         raise NotImplementedError
 
     def send(self, message: Any, rank: int, tag: int) -> None:
@@ -148,8 +163,8 @@ class _Loop(threading.Thread):
         return NAP_MAX_SECONDS
 
     def stop(self) -> None:
+        """Ask the loop to end (its goodbyes take at most BYE_SECONDS); :meth:`join` it."""
         self._stopping.set()
-        self.join(timeout=10)
 
 
 class Owner(_Loop):
@@ -165,6 +180,7 @@ class Owner(_Loop):
         self.flows: dict = {}
         self.persistent: dict = {}  # (id, gen) -> (owner slot, gen)
         self.events = 0
+        self._byes: set = set()
         self.fluid.track(True)
 
     def step(self) -> bool:
@@ -186,6 +202,19 @@ class Owner(_Loop):
     def due(self) -> float:
         return max(self.fluid.next_event() - time.time(), 0.0)
 
+    def finish(self) -> bool:
+        """Answer pings and take starts until every agent has said bye, then say bye."""
+        self.step()
+        status = MPI.Status()
+        while self.comm.Iprobe(MPI.ANY_SOURCE, BYE_TAG, status):
+            self.comm.recv(source=status.Get_source(), tag=BYE_TAG)
+            self._byes.add(status.Get_source())
+        if len(self._byes) < len(self.agents):
+            return False
+        for rank in self.agents:
+            self.send(None, rank, BYE_BACK_TAG)
+        return True
+
     def _event(self, host: int, event: tuple) -> None:
         kind, gid, ggen, src, dst, amount, bound, resource, persistent, bucket, wall, bell = event
         self.events += 1
@@ -194,6 +223,9 @@ class Owner(_Loop):
             if mine is not None:
                 self.fluid.drop(*mine)
             return
+        # a start from the future is an error of the clock estimate (a loaded host's pings):
+        # it would carry the model, and every flow after it, ahead of the time
+        wall = min(wall, time.time())
         slot, gen, _ = self.fluid.add(wall, src, dst, amount, bound=bound, resource=resource,
                                       persistent=bool(persistent), bucket=bool(bucket))
         if persistent:
@@ -233,7 +265,7 @@ class Agent(_Loop):
         self.clock = ClockOffset()
         self.lost = self.pings = 0
         self._next_ping = 0.0
-        self._pinging = False
+        self._pinging = self._said_bye = False
         self.ready = threading.Event()  # set once the first pings have estimated the clock
 
     def step(self) -> bool:
@@ -243,12 +275,33 @@ class Agent(_Loop):
             events = [(*e[:10], e[10] + shift, e[11]) for e in self.mirror.take()]
             self.send(events, self.owner_rank, STARTS_TAG)
             busy = True
+        return self.step_reports() or busy
+
+    def step_reports(self) -> bool:
+        """The owner's reports into the mirror."""
+        busy = False
         while self.comm.Iprobe(self.owner_rank, REPORTS_TAG):
             reports = self.comm.recv(source=self.owner_rank, tag=REPORTS_TAG)
             shift = self.skew + self.clock.seconds
             self.lost += self.mirror.apply([(*r[:3], r[3] - shift, *r[4:]) for r in reports])
             busy = True
         return busy
+
+    def finish(self) -> bool:
+        """Say bye once (no ping left unanswered), then take reports until the owner's."""
+        if not self._said_bye:
+            if self._pinging and not self._ping():
+                return False
+            self.send(None, self.owner_rank, BYE_TAG)
+            self._said_bye = True
+        self.step_reports()
+        if not self.comm.Iprobe(self.owner_rank, BYE_BACK_TAG):
+            return False
+        self.comm.recv(source=self.owner_rank, tag=BYE_BACK_TAG)
+        for tag in (REPORTS_TAG, PONG_TAG):  # what came before it and is still waiting
+            while self.comm.Iprobe(self.owner_rank, tag):
+                self.comm.recv(source=self.owner_rank, tag=tag)
+        return True
 
     def _ping(self) -> bool:
         """Ask the owner's time when due; take its answer when it has come."""
@@ -355,8 +408,10 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
 
     def close() -> None:
         comm.Barrier()  # every rank's flows are over
-        for loop in loops:
+        for loop in loops:  # all asked first: rank 0's owner waits for its own agent's bye
             loop.stop()
+        for loop in loops:
+            loop.join(timeout=2 * BYE_SECONDS)
         mirror.detach()
         window.Free()
         served.Free()
