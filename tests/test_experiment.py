@@ -13,6 +13,7 @@ import time
 import psutil
 import pytest
 
+from emulator.coordinator import stop
 from emulator.coordinator.launch import mpiexec_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,7 +197,7 @@ def test_killed_node_is_marked_down_and_the_job_retried(tmp_path, experiment):
 
 
 def mpich_segments():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_")}
+    return {n for n in os.listdir("/dev/shm") if n.startswith(stop.SEGMENT_PREFIXES)}
 
 
 def test_ctrl_c_leaves_valid_results_and_no_processes(tmp_path, experiment):

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from emulator.coordinator import stop
 from emulator.coordinator.launch import mpiexec_path
 from emulator.shaping.comm import SEND_BUFFER_BYTES
 
@@ -198,7 +199,7 @@ def test_more_ranks_than_nodes_is_refused():
 
 
 def _shm():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("mpich_shm_")}
+    return {n for n in os.listdir("/dev/shm") if n.startswith(stop.SEGMENT_PREFIXES)}
 
 
 @pytest.mark.parametrize("hosts,skews", [(2, ""), (3, ""), (3, "0,0.05,-0.05")],

@@ -30,11 +30,11 @@ def test_the_line_names_the_signal_and_the_results_folder(tmp_path):
 
 def test_orphans_are_unmapped_mpich_segments_made_since_the_run_began(tmp_path):
     began = time.time()
-    for name in ("mpich_shm_gone_0", "mpich_shm_live_0", "other_segment"):
+    for name in ("mpich_shm_gone_0", "mpich_shm_live_0", "ucx_shm_posix_1f2e", "other_segment"):
         (tmp_path / name).write_bytes(b"x")
     mapped = {str(tmp_path / "mpich_shm_live_0")}  # a live run's ranks map it
-    assert stop.orphan_segments(began, directory=str(tmp_path), mapped=mapped) == \
-        [str(tmp_path / "mpich_shm_gone_0")]
+    assert sorted(stop.orphan_segments(began, directory=str(tmp_path), mapped=mapped)) == \
+        [str(tmp_path / "mpich_shm_gone_0"), str(tmp_path / "ucx_shm_posix_1f2e")]
     # made before a run that began later: not that run's
     assert stop.orphan_segments(began + 60, directory=str(tmp_path), mapped=set()) == []
 
@@ -52,7 +52,7 @@ def test_a_live_processes_segment_is_never_an_orphan(tmp_path):
 # -- whole commands ------------------------------------------------------------------------
 
 def segments():
-    return {n for n in os.listdir(stop.SHM_DIR) if n.startswith(stop.MPICH_PREFIX)}
+    return {n for n in os.listdir(stop.SHM_DIR) if n.startswith(stop.SEGMENT_PREFIXES)}
 
 
 def emulator_processes():

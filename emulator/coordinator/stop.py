@@ -6,8 +6,9 @@ signal, so every ``finally`` (results written, a testbed taken down) runs on the
 the signals after the first are ignored. The command then prints one line (:func:`line`)
 and exits with 128 + the signal's number, as shells report a process a signal ended.
 
-MPICH keeps a rank's intra-node channels in POSIX shared memory (``/dev/shm/mpich_shm_*``)
-and unlinks it in ``MPI_Finalize``: a rank that is killed, or that ends without finalizing,
+MPICH keeps a rank's intra-node channels in POSIX shared memory (``/dev/shm/mpich_shm_*``;
+the UCX it talks through between machines, ``ucx_shm_posix_*``) and unlinks it in
+``MPI_Finalize``: a rank that is killed, or that ends without finalizing,
 leaves its segment behind. A stopped rank unlinks the segments it maps itself
 (:func:`unlink_own_segments`); for ranks that were killed, :func:`orphan_segments` finds what
 a run left: segments of this user, made or changed since the run started, that no live
@@ -24,6 +25,7 @@ from typing import Optional
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SHM_DIR = "/dev/shm"
 MPICH_PREFIX = "mpich_shm_"
+SEGMENT_PREFIXES = (MPICH_PREFIX, "ucx_shm_posix_")  # MPICH's own, and its UCX's
 
 
 class Stopped(KeyboardInterrupt):
@@ -121,7 +123,8 @@ def unlink_own_segments() -> None:
     try:
         with open("/proc/self/maps") as f:
             own = {e[e.find(SHM_DIR + "/"):].strip().removesuffix(" (deleted)")
-                   for e in f if SHM_DIR + "/" + MPICH_PREFIX in e}
+                   for e in f
+                   if any(SHM_DIR + "/" + prefix in e for prefix in SEGMENT_PREFIXES)}
     except OSError:
         return
     for path in own:
@@ -143,7 +146,7 @@ def orphan_segments(since_seconds: float, *, directory: str = SHM_DIR,
     uid = os.getuid()
     found = []
     for e in entries:
-        if not e.name.startswith(MPICH_PREFIX):
+        if not e.name.startswith(SEGMENT_PREFIXES):
             continue
         try:
             st = e.stat(follow_symlinks=False)
