@@ -1556,24 +1556,11 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
     size_t size = layout(n_nodes, f->n_res, max_flows, &o_res, &o_flows, &o_active, &o_free,
                          &o_bucket);
     char *mem;
-    if (window == Py_None) {
-        mem = f->mem = calloc(1, size);
-        if (!mem) {
-            PyErr_NoMemory();
-            return -1;
-        }
+    mem = shm_memory(window, size, &f->view, &f->has_view, &f->mem);
+    if (!mem)
+        return -1;
+    if (window == Py_None)
         create = 1;
-    } else {
-        if (PyObject_GetBuffer(window, &f->view, PyBUF_WRITABLE))
-            return -1;
-        f->has_view = 1;
-        if ((size_t)f->view.len < size) {
-            PyErr_Format(PyExc_ValueError, "the shared window holds %zd bytes, the model needs %zu",
-                         f->view.len, size);
-            return -1;
-        }
-        mem = f->view.buf;
-    }
     f->h = (Header *)mem;
     f->res = (Res *)(mem + o_res);
     f->flows = (Flow *)(mem + o_flows);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -112,6 +113,29 @@ static inline int shm_read_bell(PyObject *o, const char **p, int *len)
     *p = s;
     *len = n <= FL_BELL_BYTES ? (int)n : 0;
     return 0;
+}
+
+/* The memory of a state of `size` bytes: `window` (a writable buffer, an MPI shared-memory
+ * window; held in `*view`) or, for None, a zeroed block of this process (`*owned`). NULL
+ * with an exception set when it cannot be had or the window is too small. */
+static inline char *shm_memory(PyObject *window, size_t size, Py_buffer *view, int *has_view,
+                               void **owned)
+{
+    if (window == Py_None) {
+        *owned = calloc(1, size);
+        if (!*owned)
+            PyErr_NoMemory();
+        return *owned;
+    }
+    if (PyObject_GetBuffer(window, view, PyBUF_WRITABLE))
+        return NULL;
+    *has_view = 1;
+    if ((size_t)view->len < size) {
+        PyErr_Format(PyExc_ValueError, "the shared window holds %zd bytes, the state needs %zu",
+                     view->len, size);
+        return NULL;
+    }
+    return view->buf;
 }
 
 /* Let go of a window the caller has locked and detached its state from: unlock, release. */

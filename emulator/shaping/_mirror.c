@@ -68,7 +68,7 @@ typedef struct {
     int32_t host, n_hosts, n_nodes, max_slots, cap, n_free, out_cap, pad;
     int64_t out_head, out_tail; /* events taken, events put */
     double buffer;              /* a sender is released when this much is left (bits) */
-    uint64_t started, reported, remote;
+    uint64_t started, reported;
 } Header;
 
 typedef struct {
@@ -169,7 +169,6 @@ static int32_t remote(Mirror *m, int32_t key, uint32_t gen, int make)
     x->key_gen = gen;
     x->hpos = at;
     m->hash[at] = id;
-    m->h->remote++;
     return id;
 }
 
@@ -395,9 +394,13 @@ static int apply_one(Mirror *m, int32_t slot, uint32_t gen, int kind, double at,
 
 /* -- the Python type ---------------------------------------------------------------- */
 
-static size_t layout(int n_nodes, int max_slots, int cap, int out_cap, size_t *o_nodes,
-                     size_t *o_flows, size_t *o_free, size_t *o_hash, size_t *o_out)
+#define CAP(max_slots) (2 * (max_slots))     /* the hash table's places */
+#define OUT_CAP(max_slots) (2 * (max_slots)) /* the outbox's events */
+
+static size_t layout(int n_nodes, int max_slots, size_t *o_nodes, size_t *o_flows,
+                     size_t *o_free, size_t *o_hash, size_t *o_out)
 {
+    int cap = CAP(max_slots), out_cap = OUT_CAP(max_slots);
     size_t at = (sizeof(Header) + 63) & ~(size_t)63;
     *o_nodes = at;
     at += sizeof(int32_t) * (size_t)n_nodes;
@@ -421,8 +424,80 @@ static PyObject *mirror_bytes(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "ii", &n_nodes, &max_slots))
         return NULL;
     size_t a, b, c, d, e;
-    return PyLong_FromSize_t(layout(n_nodes, max_slots, 2 * max_slots, 2 * max_slots, &a, &b,
-                                    &c, &d, &e));
+    return PyLong_FromSize_t(layout(n_nodes, max_slots, &a, &b, &c, &d, &e));
+}
+
+/* Each node's host, checked, into a new array (NULL with an exception set). */
+static int32_t *read_node_hosts(PyObject *node_host, int n_hosts, Py_ssize_t *n)
+{
+    PyObject *seq = PySequence_Fast(node_host, "node_host must be a sequence");
+    if (!seq)
+        return NULL;
+    *n = PySequence_Fast_GET_SIZE(seq);
+    int32_t *out = malloc(sizeof(int32_t) * (size_t)(*n > 0 ? *n : 1));
+    if (!out)
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out && i < *n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v < 0 || v >= n_hosts) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a node's host is out of range");
+            free(out);
+            out = NULL;
+        } else {
+            out[i] = (int32_t)v;
+        }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+/* Map the mirror's memory (making it, with `create`, or checking it is this one). */
+static int map(Mirror *m, int host, int n_hosts, const int32_t *node_host, int n_nodes,
+               int max_slots, double buffer, PyObject *window, int create)
+{
+    size_t o_nodes, o_flows, o_free, o_hash, o_out;
+    size_t size = layout(n_nodes, max_slots, &o_nodes, &o_flows, &o_free, &o_hash, &o_out);
+    char *mem = shm_memory(window, size, &m->view, &m->has_view, &m->mem);
+    if (!mem)
+        return -1;
+    Header *h = (Header *)mem;
+    m->node_host = (int32_t *)(mem + o_nodes);
+    m->flows = (MFlow *)(mem + o_flows);
+    m->free_stack = (int32_t *)(mem + o_free);
+    m->hash = (int32_t *)(mem + o_hash);
+    m->out = (Event *)(mem + o_out);
+    if (window != Py_None && !create) {
+        if (h->magic == MI_MAGIC && h->n_nodes == n_nodes && h->max_slots == max_slots &&
+            h->host == host) {
+            m->h = h;
+            return 0;
+        }
+        PyErr_SetString(PyExc_ValueError, "the window holds another mirror");
+        return -1;
+    }
+    memset(mem, 0, size);
+    int rc = shm_mutex_init(&h->lock);
+    if (rc) {
+        PyErr_Format(PyExc_OSError, "pthread_mutex_init: %s", strerror(rc));
+        return -1;
+    }
+    h->host = host;
+    h->n_hosts = n_hosts;
+    h->n_nodes = n_nodes;
+    h->max_slots = max_slots;
+    h->cap = CAP(max_slots);
+    h->out_cap = OUT_CAP(max_slots);
+    h->buffer = buffer;
+    memcpy(m->node_host, node_host, sizeof(int32_t) * (size_t)n_nodes);
+    for (int i = 0; i < max_slots; i++)
+        m->free_stack[i] = max_slots - 1 - i;
+    h->n_free = max_slots;
+    for (int i = 0; i < h->cap; i++)
+        m->hash[i] = EMPTY;
+    h->magic = MI_MAGIC;
+    m->h = h;
+    return 0;
 }
 
 static int Mirror_init(Mirror *m, PyObject *args, PyObject *kwargs)
@@ -439,89 +514,26 @@ static int Mirror_init(Mirror *m, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiOid|Op", names, &host, &n_hosts,
                                      &node_host, &max_slots, &buffer, &window, &create))
         return -1;
-    PyObject *seq = PySequence_Fast(node_host, "node_host must be a sequence");
-    if (!seq)
-        return -1;
-    Py_ssize_t n_nodes = PySequence_Fast_GET_SIZE(seq);
-    if (n_nodes < 1 || max_slots < 1 || max_slots > HOST_STRIDE || host < 0 ||
-        host >= n_hosts || n_hosts > INT32_MAX / HOST_STRIDE) {
-        Py_DECREF(seq);
-        PyErr_SetString(PyExc_ValueError, "a mirror needs nodes, 1..32768 slots and its host "
-                                          "among the hosts");
+    if (max_slots < 1 || max_slots > HOST_STRIDE || host < 0 || host >= n_hosts ||
+        n_hosts > INT32_MAX / HOST_STRIDE) {
+        PyErr_SetString(PyExc_ValueError, "a mirror needs 1..32768 slots and its host among "
+                                          "the hosts");
         return -1;
     }
-    int cap = 2 * max_slots, out_cap = 2 * max_slots;
-    size_t o_nodes, o_flows, o_free, o_hash, o_out;
-    size_t size = layout((int)n_nodes, max_slots, cap, out_cap, &o_nodes, &o_flows, &o_free,
-                         &o_hash, &o_out);
-    char *mem;
-    if (window == Py_None) {
-        mem = m->mem = calloc(1, size);
-        if (!mem) {
-            Py_DECREF(seq);
-            PyErr_NoMemory();
-            return -1;
-        }
-        create = 1;
-    } else {
-        if (PyObject_GetBuffer(window, &m->view, PyBUF_WRITABLE)) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        m->has_view = 1;
-        if ((size_t)m->view.len < size) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_ValueError, "the window is too small for the mirror");
-            return -1;
-        }
-        mem = m->view.buf;
-    }
-    Header *h = (Header *)mem;
-    m->node_host = (int32_t *)(mem + o_nodes);
-    m->flows = (MFlow *)(mem + o_flows);
-    m->free_stack = (int32_t *)(mem + o_free);
-    m->hash = (int32_t *)(mem + o_hash);
-    m->out = (Event *)(mem + o_out);
-    if (create) {
-        memset(mem, 0, size);
-        int rc = shm_mutex_init(&h->lock);
-        if (rc) {
-            Py_DECREF(seq);
-            PyErr_Format(PyExc_OSError, "pthread_mutex_init: %s", strerror(rc));
-            return -1;
-        }
-        h->host = host;
-        h->n_hosts = n_hosts;
-        h->n_nodes = (int32_t)n_nodes;
-        h->max_slots = max_slots;
-        h->cap = cap;
-        h->out_cap = out_cap;
-        h->buffer = buffer;
-        for (Py_ssize_t i = 0; i < n_nodes; i++) {
-            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-            if (v < 0 || v >= n_hosts) {
-                Py_DECREF(seq);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "a node's host is out of range");
-                return -1;
-            }
-            m->node_host[i] = (int32_t)v;
-        }
-        for (int i = 0; i < max_slots; i++)
-            m->free_stack[i] = max_slots - 1 - i;
-        h->n_free = max_slots;
-        for (int i = 0; i < cap; i++)
-            m->hash[i] = EMPTY;
-        h->magic = MI_MAGIC;
-    } else if (h->magic != MI_MAGIC || h->n_nodes != n_nodes || h->max_slots != max_slots ||
-               h->host != host) {
-        Py_DECREF(seq);
-        PyErr_SetString(PyExc_ValueError, "the window holds another mirror");
+    Py_ssize_t n_nodes;
+    int32_t *hosts = read_node_hosts(node_host, n_hosts, &n_nodes);
+    if (!hosts)
+        return -1;
+    if (n_nodes < 1) {
+        free(hosts);
+        PyErr_SetString(PyExc_ValueError, "a mirror needs nodes");
         return -1;
     }
-    Py_DECREF(seq);
+    int rc = map(m, host, n_hosts, hosts, (int)n_nodes, max_slots, buffer, window, create);
+    free(hosts);
+    if (rc)
+        return -1;
     m->rings.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    m->h = h;
     return 0;
 }
 
