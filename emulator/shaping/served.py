@@ -172,14 +172,13 @@ class Owner(_Loop):
 
     def __init__(self, comm: Any, model: Any, node_host: list, agents: list) -> None:
         super().__init__("nodesel-model-owner", comm)
-        self.model, self.fluid = model, model.fluid
+        self.fluid = model.fluid
         self.node_host = node_host
         self.host_of_rank = {rank: host for host, rank in enumerate(agents)}
         self.agents = agents
         # (owner slot, gen) -> (id, gen, sender's host, receiver's host, receiver's bell)
         self.flows: dict = {}
         self.persistent: dict = {}  # (id, gen) -> (owner slot, gen)
-        self.events = 0
         self._byes: set = set()
         self.fluid.track(True)
 
@@ -217,7 +216,6 @@ class Owner(_Loop):
 
     def _event(self, host: int, event: tuple) -> None:
         kind, gid, ggen, src, dst, amount, bound, resource, persistent, bucket, wall, bell = event
-        self.events += 1
         if kind == _mirror.END:
             mine = self.persistent.pop((gid, ggen), None)
             if mine is not None:
@@ -335,7 +333,6 @@ class ServedModel:
         self.hosts = hosts
         self.owner = owner  # the full model, on rank 0
         self.close: Callable[[], None] = lambda: None
-        self.loops: list = []
 
     def set_clock(self, **kwargs: Any) -> bool:
         return self.owner.set_clock(**kwargs)
@@ -359,14 +356,13 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     if leaders[0] != 0:
         raise Served("rank 0 must lead its host")
     host = leaders.index(local.bcast(rank if first else None, root=0))
-    full = None
-    table = None
+    places = comm.allgather(host)  # rank -> its machine
+    full = table = None
     if rank == 0:
         from ..network import cluster as clusters
         from ..network.sharing import ClusterModel
 
         full = ClusterModel(cluster, timeline)
-        places = comm.allgather(host)  # rank -> its machine
         names = clusters.node_names(cluster)
         if rank_nodes is None:
             rank_nodes = [None, *names][:len(places)]
@@ -378,8 +374,6 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
         small = {key: full.resources.index[key] for name in names
                  for key in (("up", name), ("cpu", name))}
         table = (node_host, index, small)
-    else:
-        comm.allgather(host)
     node_host, index, small = comm.bcast(table, root=0)
     served = comm.Dup()
     size = _mirror.mirror_bytes(len(node_host), max_slots)
@@ -387,13 +381,13 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     memory, _ = window.Shared_query(0)
     from ..network.sharing import BUFFER_BITS
 
-    mirror = None
-    if first:
-        mirror = _mirror.Mirror(host, len(leaders), node_host, max_slots, BUFFER_BITS,
-                                window=memory, create=True)
-    local.Barrier()
-    mirror = mirror or _mirror.Mirror(host, len(leaders), node_host, max_slots, BUFFER_BITS,
-                                      window=memory, create=False)
+    def attach(create: bool) -> Any:
+        return _mirror.Mirror(host, len(leaders), node_host, max_slots, BUFFER_BITS,
+                              window=memory, create=create)
+
+    mirror = attach(True) if first else None
+    local.Barrier()  # made before anyone attaches
+    mirror = mirror or attach(False)
     loops: list = []
     if rank == 0:
         loops.append(Owner(served, full, node_host, leaders))
@@ -421,5 +415,4 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                 raise loop.error
 
     model.close = close
-    model.loops = loops
     return model
