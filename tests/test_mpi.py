@@ -9,7 +9,7 @@ import time
 import pytest
 
 from emulator.coordinator import stop
-from emulator.coordinator.launch import mpiexec_path
+from emulator.coordinator.launch import cleanup_flags, machines_here, mpiexec_path
 from emulator.shaping.comm import SEND_BUFFER_BYTES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,13 +34,6 @@ def within(measured, expected, tolerance=BW_TOLERANCE, slack=0.0):
         f"measured {measured:.4f} s, expected {expected:.4f} s, bounds [{low:.4f}, {high:.4f}]")
 
 
-def hosts_args(hosts):
-    """mpiexec's arguments for ``hosts`` machines on this one: a Hydra proxy each (MPICH
-    counts each proxy as a machine), started without ssh."""
-    names = ",".join(f"h{i}" for i in range(1, hosts + 1))
-    return [] if hosts == 1 else ["-launcher", "fork", "-hosts", names]
-
-
 @pytest.fixture(scope="module", params=[("c", 1), ("python", 1), ("c", 2), ("python", 2)],
                 ids=["c", "python", "c-2hosts", "python-2hosts"])
 def shaped(request):
@@ -48,9 +41,8 @@ def shaped(request):
     one machine (one shared model) and over two (the model served by rank 0)."""
     engine, hosts = request.param
     env = {**os.environ, "NODESEL_SHAPING_ENGINE": engine}
-    # Hydra's -disable-auto-cleanup races at the exit with several proxies (SIGPIPE)
-    cleanup = ["-disable-auto-cleanup"] if hosts == 1 else []
-    proc = subprocess.run([MPIEXEC, *cleanup, *hosts_args(hosts), "-n", "5",
+    proc = subprocess.run([MPIEXEC, *cleanup_flags(one_host=hosts == 1), *machines_here(hosts),
+                           "-n", "5",
                            sys.executable, os.path.join(PROGRAMS, "shaped_checks.py")],
                           capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -212,7 +204,7 @@ def test_flows_over_several_machines_keep_to_the_one_model(hosts, skews):
     (without it 7 of the 10 flows were off, the worst by 34 ms)."""
     before = _shm()
     env = {**os.environ, "NODESEL_CLOCK_SKEW_SECONDS": skews}
-    proc = subprocess.run([MPIEXEC, *hosts_args(hosts), "-n", "13", sys.executable, "-m",
+    proc = subprocess.run([MPIEXEC, *machines_here(hosts), "-n", "13", sys.executable, "-m",
                            "emulator", "flows", "--cluster", "hostfiles/racks12.toml",
                            "--flows", "hostfiles/flows-racks12.csv", "--dilation", "2",
                            "--json"], capture_output=True, text=True, timeout=240, cwd=ROOT,
@@ -235,7 +227,7 @@ def test_a_machine_that_dies_is_named_and_nothing_is_left():
     import psutil
 
     before = _shm()
-    proc = subprocess.Popen([MPIEXEC, "-disable-auto-cleanup", *hosts_args(2), "-n", "13",
+    proc = subprocess.Popen([MPIEXEC, "-disable-auto-cleanup", *machines_here(2), "-n", "13",
                              sys.executable, "-m", "emulator", "flows", "--cluster",
                              "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
                              "--dilation", "30"], stdout=subprocess.PIPE,
@@ -279,7 +271,7 @@ def test_a_machine_that_dies_is_named_and_nothing_is_left():
 
 def test_a_measurement_over_two_machines_sees_the_true_bandwidths():
     """NWS probes between nodes on two Hydra proxies, through the served model."""
-    proc = subprocess.run([MPIEXEC, *hosts_args(2), "-n", "5", sys.executable, "-m",
+    proc = subprocess.run([MPIEXEC, *machines_here(2), "-n", "5", sys.executable, "-m",
                            "emulator", "measure", "--nodes", "4", "--rounds", "1",
                            "--probe-bytes", str(1 << 20), "--json"],
                           capture_output=True, text=True, timeout=240, cwd=ROOT)

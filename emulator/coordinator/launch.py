@@ -35,6 +35,15 @@ def cleanup_flags(*, one_host):
     return ["-disable-auto-cleanup"] if one_host else []
 
 
+def machines_here(count):
+    """``mpiexec`` arguments that make ``count`` machines of this one: a Hydra proxy each,
+    started without ssh. MPICH takes each proxy for a machine (its ranks' shared memory
+    apart from the others'), so the model is served across them as across real hosts; ranks
+    go round robin. One machine needs no arguments."""
+    names = ",".join(f"h{i}" for i in range(1, count + 1))
+    return [] if count == 1 else ["-launcher", "fork", "-hosts", names]
+
+
 STARTED_FILE_ENV = "NODESEL_STARTED_FILE"
 # How long a job's ranks may take to start and join (65 ranks on 2 cores join in a few
 # seconds); past it, MPI's start-up would otherwise wait for ever, without a word.
