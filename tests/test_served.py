@@ -195,3 +195,38 @@ def test_the_skew_hook_reads_its_hosts_entry():
     env = {"NODESEL_CLOCK_SKEW_SECONDS": "0,0.002,-0.002"}
     assert [host_skew_seconds(h, env) for h in range(4)] == [0.0, 0.002, -0.002, 0.0]
     assert host_skew_seconds(1, {}) == 0.0
+
+
+class _Wire:
+    """A communicator for one agent alone: what it sends is kept, ``replies`` come in."""
+
+    def __init__(self, replies=()):
+        self.sent, self.replies = [], list(replies)
+
+    def isend(self, message, rank, tag):
+        self.sent.append((tag, message))
+        return MPI.REQUEST_NULL
+
+    def Iprobe(self, source, tag, status=None):
+        return any(t == tag for t, _ in self.replies)
+
+    def recv(self, source, tag):
+        k = next(i for i, (t, _) in enumerate(self.replies) if t == tag)
+        return self.replies.pop(k)[1]
+
+
+def test_the_agent_moves_the_times_it_relays_by_its_clocks_offset():
+    """Starts go out in the owner's time (this host's + skew + offset), reports come back
+    in this host's: checked on the wire, where the owner's clamps cannot hide them."""
+    from emulator.shaping.served import REPORTS_TAG, STARTS_TAG
+
+    m = mirror()
+    gid, gen, _ = m.add(100.0, 0, 1, 8e6, refs=2)
+    wire = _Wire(replies=[(REPORTS_TAG, [(gid, gen, _mirror.DONE, 250.0)])])
+    agent = Agent(wire, m, skew_seconds=0.25)
+    agent.clock.seconds = 1.5  # the owner's clock reads 1.5 s past this host's (skewed) one
+    agent._next_ping = float("inf")  # no ping in this step
+    agent.step()
+    ((tag, (event,)),) = wire.sent
+    assert tag == STARTS_TAG and event[10] == pytest.approx(100.0 + 0.25 + 1.5)
+    assert m.view(gid, gen)["end"] == pytest.approx(250.0 - 0.25 - 1.5)
