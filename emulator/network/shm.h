@@ -2,11 +2,11 @@
  * (emulator/network/_fluid.c) and a host's mirror of the served one
  * (emulator/shaping/_mirror.c): a process-shared robust mutex (a rank that dies holding it
  * leaves the state to the next locker, which goes on), the doorbells a change wakes (rung
- * after the lock is released), the wall clock, and doorbell addresses from Python. */
+ * after the lock is released), the wall clock; and, where Python.h came first, doorbell
+ * addresses and memory from Python. */
 #ifndef NODESEL_SHM_H
 #define NODESEL_SHM_H
 
-#include <Python.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -98,6 +98,17 @@ static inline void shm_want_ring(Rings *r, const char *bell, int len)
     r->len[r->n++] = (uint8_t)len;
 }
 
+/* A flow as `add` describes it (the model's and the mirror's). A message takes its pair's
+ * token bucket (`bucket`); bounded, persistent and own-resource flows never do. */
+typedef struct {
+    int src, dst, refs, resource, persistent, bucket;
+    double amount, bound;
+    const char *snd_bell, *rcv_bell;
+    int snd_len, rcv_len;
+} NewFlow;
+
+#ifdef Py_PYTHON_H
+
 /* A doorbell address from Python: bytes, or None for none (NULL, 0); a longer one than the
  * state keeps goes without rings. */
 static inline int shm_read_bell(PyObject *o, const char **p, int *len)
@@ -165,15 +176,6 @@ static inline PyObject *shm_capsule(PyObject **cache, void *self, const char *na
     return Py_NewRef(*cache);
 }
 
-/* A flow as `add` describes it (the model's and the mirror's). A message takes its pair's
- * token bucket (`bucket`); bounded, persistent and own-resource flows never do. */
-typedef struct {
-    int src, dst, refs, resource, persistent, bucket;
-    double amount, bound;
-    const char *snd_bell, *rcv_bell;
-    int snd_len, rcv_len;
-} NewFlow;
-
 /* The arguments of add(wall, src, dst, amount, refs=1, sender_bell=None,
  * receiver_bell=None, bound=0, resource=-1, persistent=False, bucket=True); -1 with an
  * exception set when they are wrong. */
@@ -208,5 +210,7 @@ static inline PyObject *shm_view_dict(const FlView *v, double rate, double remai
                          "released", v->released ? Py_True : Py_False, "rate", rate,
                          "remaining", remaining, "next_change", v->next_change);
 }
+
+#endif /* Py_PYTHON_H */
 
 #endif

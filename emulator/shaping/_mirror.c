@@ -1,421 +1,20 @@
-/* A host's mirror of the cluster's served model (emulator/shaping/served.py says how the
- * model is served to ranks on several hosts).
- *
- * One block of memory, an MPI shared-memory window that every rank of one host maps, holds
- * the flows this host's ranks take part in:
- *  - local flows, started by a rank of this host: `add` takes a slot at once (the flow's
- *    id is this host and the slot, so a send needs no round trip) and puts the start in an
- *    outbox, which the host's agent sends to the model's owner in batches;
- *  - remote flows, started on another host with their receiver here: made when the owner
- *    first reports them, found by their id in a hash table.
- * The owner solves; the agent writes what it reports (a flow's end, a sender's release)
- * with `apply`, which rings the parties' doorbells. A party reads its flow with `view`,
- * exactly as it reads the one-host model (emulator/network/_fluid.c): this type offers the
- * same C interface (FluidAPI, in the context of its capsule), so the message path
- * (emulator/shaping/_engine.c) runs unchanged over it. A flow not yet reported done has no
- * projected end here (infinity): its parties sleep until a ring, or their safety net.
- *
- * A flow id is a slot number: host * HOST_STRIDE + the slot on its host. A process-shared
- * robust mutex guards the block, as the model's does.
+/* The Python type of a host's mirror of the served model: its core, the memory, the rings
+ * and the FluidAPI the message path reads, are in mirror.h (plain C, which the interposition
+ * library of real programs shares).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <errno.h>
-#include <math.h>
-#include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "fluid.h"
-#include "shm.h"
-
-#define MI_MAGIC 0x3172726f72696d6eULL /* "nmirror1" */
-#define HOST_STRIDE 32768             /* slots per host in a flow id */
-
-enum { FREE = 0, ACTIVE = 1, DONE = 2 };
-enum { EV_START = 1, EV_END = 2 };      /* outbox: a flow starts; a persistent flow ends */
-enum { UP_DONE = 1, UP_RELEASE = 2 };   /* the owner's reports */
-enum { EMPTY = -1, TOMB = -2 };
-
-typedef struct {
-    int32_t state, refs;
-    uint32_t gen;
-    int32_t key, hpos; /* a remote flow: its id, and its place in the hash table; else -1 */
-    uint32_t key_gen;
-    int32_t persistent, released;
-    double start, done_at, release_at;
-    uint8_t rcv_len, snd_len;
-    char rcv_bell[FL_BELL_BYTES], snd_bell[FL_BELL_BYTES];
-} MFlow;
-
-typedef struct {
-    int32_t kind, slot;
-    uint32_t gen;
-    int32_t src, dst, resource, persistent, bucket;
-    double amount, bound, wall;
-    uint8_t rcv_len;
-    char rcv_bell[FL_BELL_BYTES];
-} Event;
-
-typedef struct {
-    uint64_t magic;
-    pthread_mutex_t lock;
-    int32_t host, n_hosts, n_nodes, max_slots, cap, n_free, out_cap, pad;
-    int64_t out_head, out_tail; /* events taken, events put */
-    double buffer;              /* a sender is released when this much is left (bits) */
-    uint64_t started, reported;
-} Header;
+#include "mirror.h"
 
 typedef struct {
     PyObject_HEAD
-    Header *h;
-    int32_t *node_host, *free_stack, *hash;
-    MFlow *flows;
-    Event *out;
+    MirrorCore c;
     Py_buffer view;
     int has_view;
     void *mem; /* owned when private (a check) */
-    Rings rings;
     PyObject *capsule;
 } Mirror;
-
-/* -- the lock and the rings (emulator/network/shm.h) ------------------------------- */
-
-static void mi_lock(Mirror *m)
-{
-    shm_lock(&m->h->lock);
-}
-
-static void mi_unlock(Mirror *m)
-{
-    shm_unlock(&m->h->lock, &m->rings);
-}
-
-static void want_ring(Mirror *m, const char *bell, int len)
-{
-    shm_want_ring(&m->rings, bell, len);
-}
-
-/* -- slots and the hash table of remote flows ------------------------------------------ */
-
-static int32_t take_slot(Mirror *m)
-{
-    if (m->h->n_free == 0)
-        return -1;
-    int32_t id = m->free_stack[--m->h->n_free];
-    MFlow *x = &m->flows[id];
-    uint32_t g = x->gen;
-    memset(x, 0, sizeof *x);
-    x->gen = g;
-    x->key = x->hpos = -1;
-    x->done_at = x->release_at = NAN;
-    return id;
-}
-
-static void free_slot(Mirror *m, int32_t id)
-{
-    MFlow *x = &m->flows[id];
-    if (x->hpos >= 0)
-        m->hash[x->hpos] = TOMB;
-    x->state = FREE;
-    x->gen++;
-    m->free_stack[m->h->n_free++] = id;
-}
-
-static uint32_t hash_of(int32_t key, uint32_t gen, int cap)
-{
-    uint64_t k = ((uint64_t)(uint32_t)key << 32) | gen;
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (uint32_t)(k % (uint64_t)cap);
-}
-
-/* The slot of remote flow (key, gen); with `make`, made if missing (-1: none, or full). */
-static int32_t remote(Mirror *m, int32_t key, uint32_t gen, int make)
-{
-    int cap = m->h->cap;
-    uint32_t i = hash_of(key, gen, cap);
-    int32_t tomb = -1;
-    for (int probes = 0; probes < cap; probes++, i = (i + 1) % (uint32_t)cap) {
-        int32_t s = m->hash[i];
-        if (s == EMPTY)
-            break;
-        if (s == TOMB) {
-            if (tomb < 0)
-                tomb = (int32_t)i;
-            continue;
-        }
-        if (m->flows[s].key == key && m->flows[s].key_gen == gen)
-            return s;
-    }
-    if (!make)
-        return -1;
-    int32_t at = tomb >= 0 ? tomb : (int32_t)i;
-    if (m->hash[at] >= 0)
-        return -1; /* the table is full */
-    int32_t id = take_slot(m);
-    if (id < 0)
-        return -1;
-    MFlow *x = &m->flows[id];
-    x->state = ACTIVE;
-    x->refs = 1; /* its receiver's */
-    x->key = key;
-    x->key_gen = gen;
-    x->hpos = at;
-    m->hash[at] = id;
-    return id;
-}
-
-/* The flow an id names as seen here, or NULL. */
-static MFlow *find(Mirror *m, int32_t slot, uint32_t gen, int32_t *local)
-{
-    if (slot < 0)
-        return NULL;
-    int32_t host = slot / HOST_STRIDE, s = slot % HOST_STRIDE;
-    if (host == m->h->host) {
-        if (s >= m->h->max_slots || m->flows[s].gen != gen || m->flows[s].state == FREE)
-            return NULL;
-        *local = s;
-        return &m->flows[s];
-    }
-    int32_t r = remote(m, slot, gen, 0);
-    if (r < 0)
-        return NULL;
-    *local = r;
-    return &m->flows[r];
-}
-
-/* -- the model's interface (FluidAPI) ------------------------------------------------- */
-
-static void api_lock(Mirror *m)
-{
-    if (m->h)
-        mi_lock(m);
-}
-
-static void api_unlock(Mirror *m)
-{
-    if (m->h)
-        mi_unlock(m);
-}
-
-static void api_advance(Mirror *m, double wall)
-{
-    (void)m; /* the owner advances the model; this host only reads what it reports */
-    (void)wall;
-}
-
-static int put(Mirror *m, const Event *ev)
-{
-    Header *h = m->h;
-    if (h->out_tail - h->out_head >= h->out_cap)
-        return -1;
-    m->out[h->out_tail % h->out_cap] = *ev;
-    h->out_tail++;
-    return 0;
-}
-
-/* 0, -1 table or outbox full, -2 node out of range */
-static int insert(Mirror *m, double wall, const NewFlow *n, int32_t *slot, uint32_t *gen,
-                  double *start_wall)
-{
-    Header *h = m->h;
-    if (n->src < 0 || n->dst < 0 || n->src >= h->n_nodes || n->dst >= h->n_nodes)
-        return -2;
-    if (h->out_tail - h->out_head >= h->out_cap || h->n_free == 0)
-        return -1;
-    int32_t id = take_slot(m);
-    MFlow *x = &m->flows[id];
-    int here = m->node_host[n->dst] == h->host || n->resource >= 0 || n->persistent;
-    /* a receiver on another host reads its own mirror: here only the sender's hold */
-    x->refs = here ? n->refs : n->refs - 1;
-    x->state = ACTIVE;
-    x->persistent = n->persistent;
-    x->start = wall;
-    if (!n->persistent && n->amount <= h->buffer) {
-        x->released = 1;
-        x->release_at = wall;
-    }
-    x->rcv_len = (uint8_t)(n->rcv_len > 0 && n->rcv_len <= FL_BELL_BYTES ? n->rcv_len : 0);
-    x->snd_len = (uint8_t)(n->snd_len > 0 && n->snd_len <= FL_BELL_BYTES ? n->snd_len : 0);
-    if (x->rcv_len)
-        memcpy(x->rcv_bell, n->rcv_bell, x->rcv_len);
-    if (x->snd_len)
-        memcpy(x->snd_bell, n->snd_bell, x->snd_len);
-    Event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EV_START;
-    ev.slot = h->host * HOST_STRIDE + id;
-    ev.gen = x->gen;
-    ev.src = n->src;
-    ev.dst = n->dst;
-    ev.resource = n->resource;
-    ev.persistent = n->persistent;
-    ev.bucket = n->bucket;
-    ev.amount = n->amount;
-    ev.bound = n->bound;
-    ev.wall = wall;
-    if (!here) { /* the receiver's bell, where it can be heard from this host */
-        ev.rcv_len = x->rcv_len;
-        memcpy(ev.rcv_bell, x->rcv_bell, x->rcv_len);
-    }
-    put(m, &ev);
-    h->started++;
-    *slot = ev.slot;
-    *gen = x->gen;
-    *start_wall = wall;
-    return 0;
-}
-
-static int api_add(Mirror *m, double wall, int src, int dst, double amount, int refs,
-                   const char *snd_bell, int snd_len, const char *rcv_bell, int rcv_len,
-                   int32_t *slot, uint32_t *gen, double *start_wall)
-{
-    if (!m->h)
-        return -3;
-    NewFlow n = {src, dst, refs, -1, 0, 1, amount, 0.0, snd_bell, rcv_bell, snd_len, rcv_len};
-    return insert(m, wall, &n, slot, gen, start_wall);
-}
-
-static int api_view(Mirror *m, int32_t slot, uint32_t gen, int party, FlView *out)
-{
-    if (!m->h)
-        return -1;
-    int32_t local;
-    MFlow *x = find(m, slot, gen, &local);
-    out->next_change = INFINITY;
-    if (!x) {
-        /* a flow from another host not reported yet: it has started, and has no end here */
-        if (slot / HOST_STRIDE == m->h->host || slot < 0)
-            return -1;
-        out->state = ACTIVE;
-        out->done = out->released = 0;
-        out->start = out->end = out->release = INFINITY;
-        return 0;
-    }
-    (void)party;
-    out->state = x->state;
-    out->start = x->start;
-    out->done = x->state == DONE;
-    out->released = x->released;
-    out->end = out->done ? x->done_at : INFINITY;
-    out->release = x->released ? x->release_at : INFINITY;
-    return 0;
-}
-
-static void end_persistent(Mirror *m, int32_t local)
-{
-    Event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = EV_END;
-    ev.slot = m->h->host * HOST_STRIDE + local;
-    ev.gen = m->flows[local].gen;
-    ev.wall = shm_wall_now();
-    put(m, &ev);
-}
-
-static void api_drop(Mirror *m, int32_t slot, uint32_t gen, int party)
-{
-    if (!m->h)
-        return;
-    int32_t local;
-    MFlow *x = find(m, slot, gen, &local);
-    if (!x)
-        return;
-    if (party == FL_SENDER)
-        x->snd_len = 0;
-    else if (party == FL_RECEIVER)
-        x->rcv_len = 0;
-    if (--x->refs > 0)
-        return;
-    if (x->persistent) {
-        end_persistent(m, local);
-        free_slot(m, local);
-    } else if (x->state == DONE) {
-        free_slot(m, local);
-    } /* else freed when the owner reports its end */
-}
-
-static const FluidAPI API = {
-    FLUID_API_VERSION,
-    (void (*)(void *))api_lock,
-    (void (*)(void *))api_unlock,
-    (void (*)(void *, double))api_advance,
-    (int (*)(void *, double, int, int, double, int, const char *, int, const char *, int,
-             int32_t *, uint32_t *, double *))api_add,
-    (int (*)(void *, int32_t, uint32_t, int, FlView *))api_view,
-    (void (*)(void *, int32_t, uint32_t, int))api_drop,
-};
-
-/* -- the owner's reports -------------------------------------------------------------- */
-
-/* One report: (id, gen, kind, wall, receiver bell or None). */
-static int apply_one(Mirror *m, int32_t slot, uint32_t gen, int kind, double at,
-                     const char *bell, int bell_len)
-{
-    Header *h = m->h;
-    int32_t local = -1;
-    MFlow *x;
-    if (slot / HOST_STRIDE == h->host) {
-        x = find(m, slot, gen, &local);
-    } else {
-        local = remote(m, slot, gen, 1);
-        x = local < 0 ? NULL : &m->flows[local];
-        if (x && !x->rcv_len && bell_len > 0 && bell_len <= FL_BELL_BYTES) {
-            x->rcv_len = (uint8_t)bell_len;
-            memcpy(x->rcv_bell, bell, (size_t)bell_len);
-        }
-    }
-    if (!x)
-        return slot / HOST_STRIDE == h->host ? 0 : -1; /* gone here already; or full */
-    h->reported++;
-    if (kind == UP_RELEASE || kind == UP_DONE) {
-        if (!x->released) {
-            x->released = 1;
-            x->release_at = at;
-            want_ring(m, x->snd_bell, x->snd_len);
-        }
-    }
-    if (kind == UP_DONE && x->state != DONE) {
-        x->state = DONE;
-        x->done_at = at;
-        want_ring(m, x->rcv_bell, x->rcv_len);
-        if (x->refs <= 0)
-            free_slot(m, local);
-    }
-    return 0;
-}
-
-/* -- the Python type ---------------------------------------------------------------- */
-
-#define CAP(max_slots) (2 * (max_slots))     /* the hash table's places */
-#define OUT_CAP(max_slots) (2 * (max_slots)) /* the outbox's events */
-
-static size_t layout(int n_nodes, int max_slots, size_t *o_nodes, size_t *o_flows,
-                     size_t *o_free, size_t *o_hash, size_t *o_out)
-{
-    int cap = CAP(max_slots), out_cap = OUT_CAP(max_slots);
-    size_t at = (sizeof(Header) + 63) & ~(size_t)63;
-    *o_nodes = at;
-    at += sizeof(int32_t) * (size_t)n_nodes;
-    at = (at + 63) & ~(size_t)63;
-    *o_flows = at;
-    at += sizeof(MFlow) * (size_t)max_slots;
-    *o_free = at;
-    at += sizeof(int32_t) * (size_t)max_slots;
-    *o_hash = at;
-    at += sizeof(int32_t) * (size_t)cap;
-    at = (at + 63) & ~(size_t)63;
-    *o_out = at;
-    at += sizeof(Event) * (size_t)out_cap;
-    return at;
-}
 
 static PyObject *mirror_bytes(PyObject *mod, PyObject *args)
 {
@@ -456,48 +55,18 @@ static int32_t *read_node_hosts(PyObject *node_host, int n_hosts, Py_ssize_t *n)
 static int map(Mirror *m, int host, int n_hosts, const int32_t *node_host, int n_nodes,
                int max_slots, double buffer, PyObject *window, int create)
 {
-    size_t o_nodes, o_flows, o_free, o_hash, o_out;
-    size_t size = layout(n_nodes, max_slots, &o_nodes, &o_flows, &o_free, &o_hash, &o_out);
+    size_t a, b, c, d, e;
+    size_t size = layout(n_nodes, max_slots, &a, &b, &c, &d, &e);
     char *mem = shm_memory(window, size, &m->view, &m->has_view, &m->mem);
     if (!mem)
         return -1;
-    Header *h = (Header *)mem;
-    m->node_host = (int32_t *)(mem + o_nodes);
-    m->flows = (MFlow *)(mem + o_flows);
-    m->free_stack = (int32_t *)(mem + o_free);
-    m->hash = (int32_t *)(mem + o_hash);
-    m->out = (Event *)(mem + o_out);
-    if (window != Py_None && !create) {
-        if (h->magic == MI_MAGIC && h->n_nodes == n_nodes && h->max_slots == max_slots &&
-            h->host == host) {
-            m->h = h;
-            return 0;
-        }
+    int rc = mirror_map(&m->c, mem, host, n_hosts, node_host, n_nodes, max_slots, buffer,
+                        window == Py_None || create);
+    if (rc == -1)
         PyErr_SetString(PyExc_ValueError, "the window holds another mirror");
-        return -1;
-    }
-    memset(mem, 0, size);
-    int rc = shm_mutex_init(&h->lock);
-    if (rc) {
+    else if (rc)
         PyErr_Format(PyExc_OSError, "pthread_mutex_init: %s", strerror(rc));
-        return -1;
-    }
-    h->host = host;
-    h->n_hosts = n_hosts;
-    h->n_nodes = n_nodes;
-    h->max_slots = max_slots;
-    h->cap = CAP(max_slots);
-    h->out_cap = OUT_CAP(max_slots);
-    h->buffer = buffer;
-    memcpy(m->node_host, node_host, sizeof(int32_t) * (size_t)n_nodes);
-    for (int i = 0; i < max_slots; i++)
-        m->free_stack[i] = max_slots - 1 - i;
-    h->n_free = max_slots;
-    for (int i = 0; i < h->cap; i++)
-        m->hash[i] = EMPTY;
-    h->magic = MI_MAGIC;
-    m->h = h;
-    return 0;
+    return rc ? -1 : 0;
 }
 
 static int Mirror_init(Mirror *m, PyObject *args, PyObject *kwargs)
@@ -507,7 +76,7 @@ static int Mirror_init(Mirror *m, PyObject *args, PyObject *kwargs)
     int host, n_hosts, max_slots, create = 1;
     double buffer;
     PyObject *node_host, *window = Py_None;
-    if (m->h) {
+    if (m->c.h) {
         PyErr_SetString(PyExc_RuntimeError, "a mirror is initialised once");
         return -1;
     }
@@ -533,7 +102,7 @@ static int Mirror_init(Mirror *m, PyObject *args, PyObject *kwargs)
     free(hosts);
     if (rc)
         return -1;
-    m->rings.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    m->c.rings.fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     return 0;
 }
 
@@ -542,15 +111,15 @@ static void Mirror_dealloc(Mirror *m)
     if (m->has_view)
         PyBuffer_Release(&m->view);
     free(m->mem);
-    if (m->rings.fd >= 0)
-        close(m->rings.fd);
+    if (m->c.rings.fd >= 0)
+        close(m->c.rings.fd);
     Py_XDECREF(m->capsule);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
 static int ready(Mirror *m)
 {
-    if (!m->h) {
+    if (!m->c.h) {
         PyErr_SetString(PyExc_RuntimeError, "the mirror is closed or not initialised");
         return 0;
     }
@@ -568,9 +137,9 @@ static PyObject *Mirror_add(Mirror *m, PyObject *args, PyObject *kwargs)
     int32_t slot;
     uint32_t gen;
     double start;
-    mi_lock(m);
-    int rc = insert(m, wall, &n, &slot, &gen, &start);
-    mi_unlock(m);
+    mi_lock(&m->c);
+    int rc = insert(&m->c, wall, &n, &slot, &gen, &start);
+    mi_unlock(&m->c);
     if (rc == -1) {
         PyErr_SetString(PyExc_RuntimeError, "the flow table is full");
         return NULL;
@@ -592,9 +161,9 @@ static PyObject *Mirror_view(Mirror *m, PyObject *args, PyObject *kwargs)
                                                   &wall_o, &party))
         return NULL;
     FlView v;
-    mi_lock(m);
-    int rc = api_view(m, slot, gen, party, &v);
-    mi_unlock(m);
+    mi_lock(&m->c);
+    int rc = api_view(&m->c, slot, gen, party, &v);
+    mi_unlock(&m->c);
     if (rc) {
         PyErr_SetString(PyExc_KeyError, "no such flow (freed, or another slot's)");
         return NULL;
@@ -611,9 +180,9 @@ static PyObject *Mirror_drop(Mirror *m, PyObject *args, PyObject *kwargs)
     if (!ready(m) || !PyArg_ParseTupleAndKeywords(args, kwargs, "iI|iO", names, &slot, &gen,
                                                   &party, &wall_o))
         return NULL;
-    mi_lock(m);
-    api_drop(m, slot, gen, party);
-    mi_unlock(m);
+    mi_lock(&m->c);
+    api_drop(&m->c, slot, gen, party);
+    mi_unlock(&m->c);
     Py_RETURN_NONE;
 }
 
@@ -631,16 +200,16 @@ static PyObject *Mirror_take(Mirror *m, PyObject *noargs)
 {
     if (!ready(m))
         return NULL;
-    mi_lock(m);
-    Header *h = m->h;
+    mi_lock(&m->c);
+    Header *h = m->c.h;
     int64_t n = h->out_tail - h->out_head;
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (!list) {
-        mi_unlock(m);
+        mi_unlock(&m->c);
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {
-        const Event *e = &m->out[(h->out_head + i) % h->out_cap];
+        const Event *e = &m->c.out[(h->out_head + i) % h->out_cap];
         PyObject *bell = e->rcv_len ? PyBytes_FromStringAndSize(e->rcv_bell, e->rcv_len)
                                     : Py_NewRef(Py_None);
         PyObject *t = bell ? Py_BuildValue("(iiIiiddiiidN)", e->kind, e->slot, e->gen, e->src,
@@ -648,14 +217,14 @@ static PyObject *Mirror_take(Mirror *m, PyObject *noargs)
                                            e->persistent, e->bucket, e->wall, bell)
                            : NULL;
         if (!t) {
-            mi_unlock(m);
+            mi_unlock(&m->c);
             Py_DECREF(list);
             return NULL;
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, t);
     }
     h->out_head = h->out_tail;
-    mi_unlock(m);
+    mi_unlock(&m->c);
     return list;
 }
 
@@ -664,8 +233,8 @@ static PyObject *Mirror_pending(Mirror *m, PyObject *noargs)
 {
     if (!ready(m))
         return NULL;
-    return PyLong_FromLongLong(__atomic_load_n(&m->h->out_tail, __ATOMIC_ACQUIRE) -
-                               __atomic_load_n(&m->h->out_head, __ATOMIC_ACQUIRE));
+    return PyLong_FromLongLong(__atomic_load_n(&m->c.h->out_tail, __ATOMIC_ACQUIRE) -
+                               __atomic_load_n(&m->c.h->out_head, __ATOMIC_ACQUIRE));
 }
 
 /* apply(reports): the owner's reports [(id, gen, kind, wall, receiver bell or None)];
@@ -679,7 +248,7 @@ static PyObject *Mirror_apply(Mirror *m, PyObject *reports)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     int lost = 0;
-    mi_lock(m);
+    mi_lock(&m->c);
     for (Py_ssize_t i = 0; i < n; i++) {
         int slot, kind;
         unsigned int gen;
@@ -692,9 +261,9 @@ static PyObject *Mirror_apply(Mirror *m, PyObject *reports)
         int bl;
         if (shm_read_bell(bell, &b, &bl))
             break;
-        lost += apply_one(m, slot, gen, kind, at, b, bl) < 0;
+        lost += apply_one(&m->c, slot, gen, kind, at, b, bl) < 0;
     }
-    mi_unlock(m);
+    mi_unlock(&m->c);
     Py_DECREF(seq);
     if (PyErr_Occurred())
         return NULL;
@@ -706,24 +275,24 @@ static PyObject *Mirror_counts(Mirror *m, PyObject *noargs)
 {
     if (!ready(m))
         return NULL;
-    mi_lock(m);
-    Header *h = m->h;
+    mi_lock(&m->c);
+    Header *h = m->c.h;
     int remote_now = 0;
     for (int i = 0; i < h->cap; i++)
-        remote_now += m->hash[i] >= 0;
+        remote_now += m->c.hash[i] >= 0;
     PyObject *out = Py_BuildValue("{s:i,s:i,s:K,s:K}", "free", h->n_free, "remote", remote_now,
                                   "started", (unsigned long long)h->started, "reported",
                                   (unsigned long long)h->reported);
-    mi_unlock(m);
+    mi_unlock(&m->c);
     return out;
 }
 
 static PyObject *Mirror_detach(Mirror *m, PyObject *noargs)
 {
-    if (m->h) {
-        mi_lock(m);
-        Header *h = m->h;
-        m->h = NULL;
+    if (m->c.h) {
+        mi_lock(&m->c);
+        Header *h = m->c.h;
+        m->c.h = NULL;
         shm_let_go(&h->lock, &m->view, &m->has_view);
     }
     Py_RETURN_NONE;
@@ -733,7 +302,7 @@ static PyObject *Mirror_capsule(Mirror *m, PyObject *noargs)
 {
     if (!ready(m))
         return NULL;
-    return shm_capsule(&m->capsule, m, "emulator.shaping._mirror.Mirror", &API);
+    return shm_capsule(&m->capsule, &m->c, "emulator.shaping._mirror.Mirror", &API);
 }
 
 static PyMethodDef Mirror_methods[] = {
