@@ -8,7 +8,7 @@ from mpi4py import MPI
 
 from emulator.network import cluster as clusters
 from emulator.network.sharing import BUFFER_BITS, ClusterModel, Flow, simulate
-from emulator.shaping import _mirror
+from emulator.network import _mirror
 from emulator.shaping.doorbell import Doorbell
 from emulator.shaping.served import Agent, ClockOffset, Owner, host_skew_seconds
 

@@ -4,5 +4,6 @@ Open ``cluster`` first (nodes, switches, hostfiles as a networkx graph), then ``
 (bandwidth timelines: the stream model, static matrices, CSV traces). ``netgraph`` reads and
 writes network status graphs as node-link JSON; ``sharing`` is how every flow shares the
 network: one fluid model, max-min fair, for the emulator and every prediction (in C,
-``_fluid``).
+``_fluid``). Served to ranks elsewhere, the model has an ``owner`` that solves it and a
+mirror (``_mirror``) of the flows of each host.
 """

@@ -1,6 +1,6 @@
 /* What the state kept in shared memory needs, for the one-host model
  * (emulator/network/_fluid.c) and a host's mirror of the served one
- * (emulator/shaping/_mirror.c): a process-shared robust mutex (a rank that dies holding it
+ * (emulator/network/_mirror.c): a process-shared robust mutex (a rank that dies holding it
  * leaves the state to the next locker, which goes on), the doorbells a change wakes (rung
  * after the lock is released), the wall clock; and, where Python.h came first, doorbell
  * addresses and memory from Python. */

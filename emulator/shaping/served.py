@@ -24,30 +24,20 @@ hardware support, progress would need a spinning thread, and a rank that died ho
 lock would hang everyone.
 """
 
-import ctypes
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable, Optional
 
 from mpi4py import MPI
 
-from . import _mirror  # type: ignore[attr-defined]  # compiled
+from ..network import _mirror  # type: ignore[attr-defined]  # compiled
+from ..network.owner import BYE_SECONDS, REPORTS_TAG, Loop, ModelOwner
 
-# one tag per kind and direction: rank 0 is both the owner and its machine's agent
-STARTS_TAG, REPORTS_TAG, PING_TAG, PONG_TAG, BYE_TAG, BYE_BACK_TAG = 11, 12, 13, 14, 15, 16
-# At the end each agent says bye to the owner and the owner to each agent once all have, so
-# no message is left unreceived (UCX warns about those at finalize, on stdout); a side that
-# is gone is waited for this long
-BYE_SECONDS = 10.0
-NAP_MIN_SECONDS = 0.00001
-NAP_MAX_SECONDS = 0.0001
+# one tag per kind and direction (REPORTS_TAG, 12, is the owner's): rank 0 is both the owner
+# and its machine's agent
+STARTS_TAG, PING_TAG, PONG_TAG, BYE_TAG, BYE_BACK_TAG = 11, 13, 14, 15, 16
 MIRROR_SLOTS = 16384
-PR_SET_TIMERSLACK = 29
-# A rank that runs a relay hands the GIL over this often (Python's default, 5 ms, would hold
-# a report that long behind a busy main thread)
-SWITCH_INTERVAL_SECONDS = 0.0002
 # Clocks: each agent asks the owner's time this often (the first CLOCK_FIRST pings faster),
 # and keeps the offset of the fastest of its last CLOCK_SAMPLES exchanges (NTP's filter)
 CLOCK_PERIOD_SECONDS, CLOCK_FIRST_SECONDS, CLOCK_FIRST, CLOCK_SAMPLES = 1.0, 0.005, 8, 8
@@ -69,15 +59,6 @@ class LocalResources:
 
     def cpu(self, node: str) -> int:
         return self.index[("cpu", node)]
-
-
-def _precise_thread_timers() -> None:
-    """Sleeps of this thread that end on time (1 us timer slack: Linux keeps it per
-    thread); else each nap of a relay lasts 50 us more than asked."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class ClockOffset:
@@ -114,73 +95,11 @@ def host_skew_seconds(host: int, environ: Optional[dict] = None) -> float:
     return skews[host] if host < len(skews) else 0.0
 
 
-class _Loop(threading.Thread):
-    """A polling loop: ``step()`` returns True when it did something (then it naps short),
-    ``stop()`` ends it after its current step."""
-
-    def __init__(self, name: str, comm: Any) -> None:
-        super().__init__(name=name, daemon=True)
-        self.comm = comm
-        self._stopping = threading.Event()
-        self._sends: list = []  # requests of sends not yet complete
-        self.error: Optional[Exception] = None
-
-    def start(self) -> None:
-        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)  # for the whole process
-        super().start()
-
-    def run(self) -> None:
-        _precise_thread_timers()
-        nap = NAP_MIN_SECONDS
-        try:
-            while not self._stopping.is_set():
-                busy = self.step()
-                nap = NAP_MIN_SECONDS if busy else min(nap * 2, NAP_MAX_SECONDS)
-                time.sleep(min(nap, self.due()))
-            deadline = time.monotonic() + BYE_SECONDS
-            while not self.finish() and time.monotonic() < deadline:
-                time.sleep(NAP_MAX_SECONDS)
-            while self._sends and time.monotonic() < deadline:  # let them be received
-                self._sends = [r for r in self._sends if not r.Test()]
-                time.sleep(NAP_MAX_SECONDS)
-        except Exception as e:  # the run sees it at close
-            self.error = e
-
-    def step(self) -> bool:
-        raise NotImplementedError
-
-    def finish(self) -> bool:
-        """One step of the goodbyes; True once they are over."""
-        raise NotImplementedError
-
-    def send(self, message: Any, rank: int, tag: int) -> None:
-        """Send without blocking: the owner and an agent in one rank send to each other, and
-        two blocking sends there can wait on each other for ever."""
-        self._sends = [r for r in self._sends if not r.Test()]
-        self._sends.append(self.comm.isend(message, rank, tag))
-
-    def due(self) -> float:
-        return NAP_MAX_SECONDS
-
-    def stop(self) -> None:
-        """Ask the loop to end (its goodbyes take at most BYE_SECONDS); :meth:`join` it."""
-        self._stopping.set()
-
-
-class Owner(_Loop):
-    """The model's owner (rank 0): starts in, ends and releases out."""
+class Owner(ModelOwner):
+    """The model's owner (rank 0): starts in over MPI, ends and releases out."""
 
     def __init__(self, comm: Any, model: Any, node_host: list, agents: list) -> None:
-        super().__init__("nodesel-model-owner", comm)
-        self.fluid = model.fluid
-        self.node_host = node_host
-        self.host_of_rank = {rank: host for host, rank in enumerate(agents)}
-        self.agents = agents
-        # (owner slot, gen) -> (id, gen, sender's host, receiver's host, receiver's bell)
-        self.flows: dict = {}
-        self.persistent: dict = {}  # (id, gen) -> (owner slot, gen)
-        self._byes: set = set()
-        self.fluid.track(True)
+        super().__init__("nodesel-model-owner", comm, model, node_host, agents)
 
     def step(self) -> bool:
         status = MPI.Status()
@@ -198,9 +117,6 @@ class Owner(_Loop):
         self.fluid.advance(time.time())
         return self._report() or got
 
-    def due(self) -> float:
-        return max(self.fluid.next_event() - time.time(), 0.0)
-
     def finish(self) -> bool:
         """Answer pings and take starts until every agent has said bye, then say bye."""
         self.step()
@@ -214,42 +130,7 @@ class Owner(_Loop):
             self.send(None, rank, BYE_BACK_TAG)
         return True
 
-    def _event(self, host: int, event: tuple) -> None:
-        kind, gid, ggen, src, dst, amount, bound, resource, persistent, bucket, wall, bell = event
-        if kind == _mirror.END:
-            mine = self.persistent.pop((gid, ggen), None)
-            if mine is not None:
-                self.fluid.drop(*mine)
-            return
-        # a start from the future is an error of the clock estimate (a loaded host's pings):
-        # it would carry the model, and every flow after it, ahead of the time
-        wall = min(wall, time.time())
-        slot, gen, _ = self.fluid.add(wall, src, dst, amount, bound=bound, resource=resource,
-                                      persistent=bool(persistent), bucket=bool(bucket))
-        if persistent:
-            self.persistent[(gid, ggen)] = (slot, gen)
-        else:
-            self.flows[(slot, gen)] = (gid, ggen, host, self.node_host[dst], bell)
-
-    def _report(self) -> bool:
-        reports: dict = {}
-        for slot, gen, kind, wall in self.fluid.take_log():
-            flow = self.flows.get((slot, gen))
-            if flow is None:
-                continue
-            gid, ggen, sender, receiver, bell = flow
-            reports.setdefault(sender, []).append((gid, ggen, kind, wall))
-            if kind == _mirror.DONE:
-                if receiver != sender:
-                    reports.setdefault(receiver, []).append((gid, ggen, kind, wall, bell))
-                del self.flows[(slot, gen)]
-                self.fluid.drop(slot, gen)
-        for host, batch in reports.items():
-            self.send(batch, self.agents[host], REPORTS_TAG)
-        return bool(reports)
-
-
-class Agent(_Loop):
+class Agent(Loop):
     """A host's agent: its mirror's starts to the owner, the owner's reports into it. Every
     time it relays is moved between this host's clock and the owner's by the estimated
     offset (:class:`ClockOffset`); ``skew_seconds`` makes this host's clock read that far

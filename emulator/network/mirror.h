@@ -18,7 +18,7 @@
  * A flow id is a slot number: host * HOST_STRIDE + the slot on its host. A process-shared
  * robust mutex guards the block, as the model's does.
  *
- * This header is plain C: the Python type (emulator/shaping/_mirror.c) and the interposition
+ * This header is plain C: the Python type (emulator/network/_mirror.c) and the interposition
  * library of real programs (emulator/interpose/_pmpi.c) both include it.
  */
 #ifndef NODESEL_MIRROR_H
@@ -86,24 +86,24 @@ typedef struct {
 
 /* -- the lock and the rings (emulator/network/shm.h) ------------------------------- */
 
-static void mi_lock(MirrorCore *m)
+static inline void mi_lock(MirrorCore *m)
 {
     shm_lock(&m->h->lock);
 }
 
-static void mi_unlock(MirrorCore *m)
+static inline void mi_unlock(MirrorCore *m)
 {
     shm_unlock(&m->h->lock, &m->rings);
 }
 
-static void want_ring(MirrorCore *m, const char *bell, int len)
+static inline void want_ring(MirrorCore *m, const char *bell, int len)
 {
     shm_want_ring(&m->rings, bell, len);
 }
 
 /* -- slots and the hash table of remote flows ------------------------------------------ */
 
-static int32_t take_slot(MirrorCore *m)
+static inline int32_t take_slot(MirrorCore *m)
 {
     if (m->h->n_free == 0)
         return -1;
@@ -117,7 +117,7 @@ static int32_t take_slot(MirrorCore *m)
     return id;
 }
 
-static void free_slot(MirrorCore *m, int32_t id)
+static inline void free_slot(MirrorCore *m, int32_t id)
 {
     MFlow *x = &m->flows[id];
     if (x->hpos >= 0)
@@ -127,7 +127,7 @@ static void free_slot(MirrorCore *m, int32_t id)
     m->free_stack[m->h->n_free++] = id;
 }
 
-static uint32_t hash_of(int32_t key, uint32_t gen, int cap)
+static inline uint32_t hash_of(int32_t key, uint32_t gen, int cap)
 {
     uint64_t k = ((uint64_t)(uint32_t)key << 32) | gen;
     k ^= k >> 33;
@@ -137,7 +137,7 @@ static uint32_t hash_of(int32_t key, uint32_t gen, int cap)
 }
 
 /* The slot of remote flow (key, gen); with `make`, made if missing (-1: none, or full). */
-static int32_t remote(MirrorCore *m, int32_t key, uint32_t gen, int make)
+static inline int32_t remote(MirrorCore *m, int32_t key, uint32_t gen, int make)
 {
     int cap = m->h->cap;
     uint32_t i = hash_of(key, gen, cap);
@@ -173,7 +173,7 @@ static int32_t remote(MirrorCore *m, int32_t key, uint32_t gen, int make)
 }
 
 /* The flow an id names as seen here, or NULL. */
-static MFlow *find(MirrorCore *m, int32_t slot, uint32_t gen, int32_t *local)
+static inline MFlow *find(MirrorCore *m, int32_t slot, uint32_t gen, int32_t *local)
 {
     if (slot < 0)
         return NULL;
@@ -193,25 +193,25 @@ static MFlow *find(MirrorCore *m, int32_t slot, uint32_t gen, int32_t *local)
 
 /* -- the model's interface (FluidAPI) ------------------------------------------------- */
 
-static void api_lock(MirrorCore *m)
+static inline void api_lock(MirrorCore *m)
 {
     if (m->h)
         mi_lock(m);
 }
 
-static void api_unlock(MirrorCore *m)
+static inline void api_unlock(MirrorCore *m)
 {
     if (m->h)
         mi_unlock(m);
 }
 
-static void api_advance(MirrorCore *m, double wall)
+static inline void api_advance(MirrorCore *m, double wall)
 {
     (void)m; /* the owner advances the model; this host only reads what it reports */
     (void)wall;
 }
 
-static int put(MirrorCore *m, const Event *ev)
+static inline int put(MirrorCore *m, const Event *ev)
 {
     Header *h = m->h;
     if (h->out_tail - h->out_head >= h->out_cap)
@@ -222,8 +222,8 @@ static int put(MirrorCore *m, const Event *ev)
 }
 
 /* 0, -1 table or outbox full, -2 node out of range */
-static int insert(MirrorCore *m, double wall, const NewFlow *n, int32_t *slot, uint32_t *gen,
-                  double *start_wall)
+static inline int insert(MirrorCore *m, double wall, const NewFlow *n, int32_t *slot,
+                         uint32_t *gen, double *start_wall)
 {
     Header *h = m->h;
     if (n->src < 0 || n->dst < 0 || n->src >= h->n_nodes || n->dst >= h->n_nodes)
@@ -273,9 +273,9 @@ static int insert(MirrorCore *m, double wall, const NewFlow *n, int32_t *slot, u
     return 0;
 }
 
-static int api_add(MirrorCore *m, double wall, int src, int dst, double amount, int refs,
-                   const char *snd_bell, int snd_len, const char *rcv_bell, int rcv_len,
-                   int32_t *slot, uint32_t *gen, double *start_wall)
+static inline int api_add(MirrorCore *m, double wall, int src, int dst, double amount,
+                          int refs, const char *snd_bell, int snd_len, const char *rcv_bell,
+                          int rcv_len, int32_t *slot, uint32_t *gen, double *start_wall)
 {
     if (!m->h)
         return -3;
@@ -283,7 +283,7 @@ static int api_add(MirrorCore *m, double wall, int src, int dst, double amount, 
     return insert(m, wall, &n, slot, gen, start_wall);
 }
 
-static int api_view(MirrorCore *m, int32_t slot, uint32_t gen, int party, FlView *out)
+static inline int api_view(MirrorCore *m, int32_t slot, uint32_t gen, int party, FlView *out)
 {
     if (!m->h)
         return -1;
@@ -309,7 +309,7 @@ static int api_view(MirrorCore *m, int32_t slot, uint32_t gen, int party, FlView
     return 0;
 }
 
-static void end_persistent(MirrorCore *m, int32_t local)
+static inline void end_persistent(MirrorCore *m, int32_t local)
 {
     Event ev;
     memset(&ev, 0, sizeof ev);
@@ -320,7 +320,7 @@ static void end_persistent(MirrorCore *m, int32_t local)
     put(m, &ev);
 }
 
-static void api_drop(MirrorCore *m, int32_t slot, uint32_t gen, int party)
+static inline void api_drop(MirrorCore *m, int32_t slot, uint32_t gen, int party)
 {
     if (!m->h)
         return;
@@ -342,7 +342,7 @@ static void api_drop(MirrorCore *m, int32_t slot, uint32_t gen, int party)
     } /* else freed when the owner reports its end */
 }
 
-static const FluidAPI API = {
+static const FluidAPI API __attribute__((unused)) = {
     FLUID_API_VERSION,
     (void (*)(void *))api_lock,
     (void (*)(void *))api_unlock,
@@ -356,8 +356,8 @@ static const FluidAPI API = {
 /* -- the owner's reports -------------------------------------------------------------- */
 
 /* One report: (id, gen, kind, wall, receiver bell or None). */
-static int apply_one(MirrorCore *m, int32_t slot, uint32_t gen, int kind, double at,
-                     const char *bell, int bell_len)
+static inline int apply_one(MirrorCore *m, int32_t slot, uint32_t gen, int kind, double at,
+                            const char *bell, int bell_len)
 {
     Header *h = m->h;
     int32_t local = -1;
@@ -395,8 +395,8 @@ static int apply_one(MirrorCore *m, int32_t slot, uint32_t gen, int kind, double
 #define CAP(max_slots) (2 * (max_slots))     /* the hash table's places */
 #define OUT_CAP(max_slots) (2 * (max_slots)) /* the outbox's events */
 
-static size_t layout(int n_nodes, int max_slots, size_t *o_nodes, size_t *o_flows,
-                     size_t *o_free, size_t *o_hash, size_t *o_out)
+static inline size_t layout(int n_nodes, int max_slots, size_t *o_nodes, size_t *o_flows,
+                            size_t *o_free, size_t *o_hash, size_t *o_out)
 {
     int cap = CAP(max_slots), out_cap = OUT_CAP(max_slots);
     size_t at = (sizeof(Header) + 63) & ~(size_t)63;
@@ -418,8 +418,9 @@ static size_t layout(int n_nodes, int max_slots, size_t *o_nodes, size_t *o_flow
 
 /* Point `m` at a mirror's memory `mem` (of layout()'s size); with `create`, make an empty
  * mirror there, else check it holds this one. 0; -1 another mirror; else the mutex's error. */
-static int mirror_map(MirrorCore *m, char *mem, int host, int n_hosts, const int32_t *node_host,
-                      int n_nodes, int max_slots, double buffer, int create)
+static inline int mirror_map(MirrorCore *m, char *mem, int host, int n_hosts,
+                             const int32_t *node_host, int n_nodes, int max_slots,
+                             double buffer, int create)
 {
     size_t o_nodes, o_flows, o_free, o_hash, o_out;
     size_t size = layout(n_nodes, max_slots, &o_nodes, &o_flows, &o_free, &o_hash, &o_out);

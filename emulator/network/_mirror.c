@@ -302,7 +302,7 @@ static PyObject *Mirror_capsule(Mirror *m, PyObject *noargs)
 {
     if (!ready(m))
         return NULL;
-    return shm_capsule(&m->capsule, &m->c, "emulator.shaping._mirror.Mirror", &API);
+    return shm_capsule(&m->capsule, &m->c, "emulator.network._mirror.Mirror", &API);
 }
 
 static PyMethodDef Mirror_methods[] = {
@@ -323,7 +323,7 @@ static PyMethodDef Mirror_methods[] = {
 };
 
 static PyTypeObject MirrorType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emulator.shaping._mirror.Mirror",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "emulator.network._mirror.Mirror",
     .tp_basicsize = sizeof(Mirror),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Mirror(host, n_hosts, node_host, max_slots, buffer, window=None, create=True): "
