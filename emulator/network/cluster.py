@@ -98,6 +98,26 @@ def pair_path_links(cluster):
     return out
 
 
+def path_latency_seconds(cluster, nodes):
+    """One-way latency between each ordered pair of ``nodes`` (names; repeats allowed), a
+    list of rows in seconds: 0 within a node; on a crossbar the cluster's ``latency_ms``;
+    on a tree the sum of the ``latency_ms`` of the links on the pair's path.
+
+    >>> g = cluster_from_dict({"topology": "tree", "latency_ms": 0.1, "switches": ["s", "t"],
+    ...     "nodes": [{"name": "a", "switch": "s"}, {"name": "b", "switch": "s"},
+    ...               {"name": "c", "switch": "t"}],
+    ...     "links": [{"a": "s", "b": "t", "latency_ms": 1.0}]})
+    >>> [[round(x * 1000, 3) for x in row] for row in path_latency_seconds(g, ["a", "b", "c"])]
+    [[0.0, 0.2, 1.2], [0.2, 0.0, 1.2], [1.2, 1.2, 0.0]]
+    """
+    if cluster.graph.get("topology") == "crossbar":
+        one = cluster.graph.get("latency_ms", DEFAULT_LATENCY_MS) / 1000.0
+        return [[0.0 if a == b else one for b in nodes] for a in nodes]
+    lengths = {a: nx.single_source_dijkstra_path_length(cluster, a, weight="latency_ms")
+               for a in set(nodes)}
+    return [[lengths[a][b] / 1000.0 for b in nodes] for a in nodes]
+
+
 # -- files -------------------------------------------------------------------------------
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
