@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Which domains each domain may import (``errors`` and ``files`` serve everyone). The order
 # is the flow: network -> shaping | kernel -> selection -> skeletons -> coordinator ->
-# experiments | batch -> cli; the scheduling domains (workload -> scheduling -> prediction -> grid)
+# interpose -> experiments | batch -> cli; the scheduling domains (workload -> scheduling -> prediction -> grid)
 # stand beside it and meet it in the coordinator.
 ALLOWED = {
     "network": set(),
@@ -33,6 +33,7 @@ ALLOWED = {
                     "scheduling", "prediction", "coordinator"},
     "batch": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
               "scheduling", "prediction", "coordinator"},
+    "interpose": {"network", "coordinator"},
 }
 ROOT_MODULES = {"errors", "files"}
 

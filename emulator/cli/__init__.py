@@ -11,11 +11,11 @@ import signal
 import sys
 
 from ..errors import UserError
-from . import batch, experiments, grid, kernel, network, prediction, scheduling, selection, \
-    workload
+from . import batch, experiments, grid, kernel, network, prediction, programs, scheduling, \
+    selection, workload
 
-GROUPS = (experiments, network, selection, kernel, workload, scheduling, prediction, grid,
-          batch)
+GROUPS = (experiments, network, programs, selection, kernel, workload, scheduling, prediction,
+          grid, batch)
 
 EXAMPLES = """\
 examples:
@@ -26,6 +26,7 @@ examples:
   nodesel cluster show hostfiles/cluster10.toml --json
   nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json
   nodesel scenario show s.json --plot s.png
+  nodesel mpiexec -n 4 -- ./is.S.4              a real MPI program on the emulated cluster
   nodesel select --network G.json --pattern cg --nprocs 4 --candidates 3 --method pattern --seed 1
   nodesel patterns list
   nodesel patterns show cg --nprocs 4

@@ -1,0 +1,75 @@
+"""``nodesel mpiexec``: an unmodified MPI program on the emulated cluster, without root."""
+
+import argparse
+import sys
+
+from ..errors import UserError
+from .common import command, echo, load_cluster, positive_float, positive_int
+
+EXAMPLES = [
+    "nodesel mpiexec -n 4 -- ./is.S.4          NPB IS on the first 4 nodes of the 10-node "
+    "crossbar",
+    "nodesel mpiexec -n 4 --cluster hostfiles/racks12.toml --hosts r1n1,r1n2,r2n1,r2n2 "
+    "--dilation 8 -- ./a.out 100",
+    "nodesel mpiexec -n 2 --hosts 'n[1-2]' --report run.json -- ./pingpong",
+]
+
+
+def register(sub):
+    p = command(sub, "mpiexec", handler=cmd_mpiexec, examples=EXAMPLES,
+                help="run an unmodified MPI program (built with the mpich wheel's mpicc) as "
+                     "one job on the emulated cluster, every message paced by its model, "
+                     "without root")
+    p.add_argument("-n", dest="n", type=positive_int, required=True, metavar="N",
+                   help="ranks of the program")
+    p.add_argument("--hosts",
+                   help="the node of each rank, a Slurm hostlist (n[1-4],n7; a node may "
+                        "repeat); default the cluster's first N nodes")
+    p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default the "
+                                     "10-node crossbar")
+    p.add_argument("--scenario", help="scenario file (competing traffic over time); default "
+                                      "the network alone")
+    p.add_argument("--time-scale", type=positive_float, default=1.0,
+                   help="scenario seconds per emulated second (default 1)")
+    p.add_argument("--dilation", type=positive_float, default=1.0,
+                   help="one emulated second lasts K wall seconds: bandwidths divided by K, "
+                        "latencies multiplied by K; MPI_Wtime reads emulated seconds "
+                        "(default 1)")
+    p.add_argument("--timeout-seconds", type=positive_float, default=3600.0,
+                   help="a rank that waits this long for a message ends the job (default 3600)")
+    p.add_argument("--report", help="write how the job ran (JSON): its status, wall and "
+                                    "emulated seconds, each rank's paced messages")
+    p.add_argument("program", nargs=argparse.REMAINDER,
+                   help="-- then the program and its arguments")
+
+
+def _hosts(text):
+    import hostlist
+
+    try:
+        return hostlist.expand_hostlist(text, allow_duplicates=True)
+    except hostlist.BadHostlist as e:
+        raise UserError(f"--hosts {text!r} is not a hostlist: {e}") from None
+
+
+def cmd_mpiexec(args):
+    from ..files import write_json_atomic
+    from ..interpose.job import rank_nodes_for, run_program
+    from ..network import cluster as clusters
+    from ..network.scenario import full_capacity_timeline, load_scenario
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        raise UserError("no program: give it after --, as in nodesel mpiexec -n 4 -- ./a.out")
+    cluster = load_cluster(args.cluster)
+    hosts = _hosts(args.hosts) if args.hosts else None
+    rank_nodes = rank_nodes_for(clusters.node_names(cluster), args.n, hosts)
+    timeline = load_scenario(args.scenario, cluster) if args.scenario \
+        else full_capacity_timeline(cluster)
+    run = run_program(cluster, timeline, rank_nodes, program, dilation=args.dilation,
+                      time_scale=args.time_scale, timeout_seconds=args.timeout_seconds)
+    if args.report:
+        write_json_atomic(args.report, dict(run.to_json(), nodes=rank_nodes,
+                                            dilation=args.dilation, program=program))
+        echo(f"nodesel: wrote {args.report}", file=sys.stderr)
+    return run.status

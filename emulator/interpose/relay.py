@@ -1,0 +1,181 @@
+"""The cluster's model served to a real program's ranks on this machine.
+
+The interposition library (``_pmpi.c``) reads and writes a mirror of the model (the layout
+of ``emulator/network/mirror.h``) in a shared-memory file: a send takes a slot and puts its
+flow's start in the mirror's outbox. A thread of the launcher owns the model
+(:class:`~emulator.network.sharing.ClusterModel`): it takes the starts, solves, and writes
+each flow's end (and a large send's release) back into the mirror, which rings the waiting
+rank's doorbell. It is the served model's owner and a host's agent
+(:mod:`emulator.shaping.served`) in one thread, the mirror between them in place of MPI.
+
+Each pair of ranks' one-way latency (:func:`~emulator.network.cluster.path_latency_seconds`,
+wall seconds under the dilation) is a second file the library maps.
+"""
+
+import importlib.util
+import mmap
+import os
+import secrets
+import time
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..network import cluster as clusters
+from ..network.sharing import BUFFER_BITS, ClusterModel
+from ..network import _mirror  # type: ignore[attr-defined]  # compiled
+from ..network.owner import ModelOwner
+
+SHM_DIR = "/dev/shm"
+MIRROR_SLOTS = 16384  # flows in flight at once
+PREFIX = "nodesel-pmpi-"
+
+
+def library_path() -> str:
+    """The interposition library the install built."""
+    spec = importlib.util.find_spec("emulator.interpose._pmpi")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the interposition library is not built: pip install -e .")
+    return spec.origin
+
+
+class LocalOwner(ModelOwner):
+    """The model's owner with its one host's mirror in the same process."""
+
+    def __init__(self, model: ClusterModel, mirror: Any, node_host: list) -> None:
+        super().__init__("nodesel-program-relay", None, model, node_host, [0])
+        self.mirror = mirror
+        self.lost = 0  # reports the mirror could not keep (its table full)
+
+    def step(self) -> bool:
+        got = False
+        if self.mirror.pending():
+            for event in self.mirror.take():
+                self._event(0, event)
+            got = True
+        self.fluid.advance(time.time())
+        return self._report() or got
+
+    def send(self, message: Any, rank: int, tag: int) -> None:
+        self.lost += self.mirror.apply(message)
+
+    def finish(self) -> bool:
+        return True
+
+
+def _shared_file(path: str, size: int) -> Any:
+    """A new file of ``size`` bytes (this user's alone), mapped."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def remove_orphan_files(directory: str = SHM_DIR) -> list:
+    """Remove the files of launchers that are gone (killed before they could): each file
+    names its launcher's pid. Returns the paths removed."""
+    removed = []
+    for name in os.listdir(directory):
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not name.startswith(PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            path = os.path.join(directory, name)
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+        except PermissionError:
+            pass  # another user's launcher, alive
+    return removed
+
+
+class ServedProgram:
+    """The model served to one program of ``len(rank_nodes)`` ranks, rank r on node
+    ``rank_nodes[r]`` (a name of ``cluster``). A context manager: on entry the files and the
+    relay exist and :meth:`environment` is what each rank needs; on exit both are gone."""
+
+    def __init__(self, cluster: Any, timeline: Any, rank_nodes: Sequence[str], *,
+                 dilation: float = 1.0, time_scale: float = 1.0,
+                 max_slots: int = MIRROR_SLOTS, job: Optional[str] = None) -> None:
+        self.cluster, self.timeline = cluster, timeline
+        self.rank_nodes = list(rank_nodes)
+        self.dilation, self.time_scale = dilation, time_scale
+        self.max_slots = max_slots
+        self.job = job or secrets.token_hex(3)
+        self.paths = [os.path.join(SHM_DIR, f"{PREFIX}{os.getpid()}-{self.job}-{what}")
+                      for what in ("mirror", "latency")]
+        self._maps: list = []
+        self.mirror: Any = None
+        self.model: Optional[ClusterModel] = None
+        self.relay: Optional[LocalOwner] = None
+        self.epoch = 0.0
+
+    def __enter__(self) -> "ServedProgram":
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        remove_orphan_files()
+        self.model = ClusterModel(self.cluster, self.timeline)
+        self.epoch = time.time()
+        self.model.set_clock(epoch=self.epoch, time_scale=self.time_scale,
+                             dilation=self.dilation)
+        index = [self.model.index[name] for name in self.rank_nodes]
+        self.node_index = index
+        n_nodes = len(self.model.nodes)
+        memory = _shared_file(self.paths[0], _mirror.mirror_bytes(n_nodes, self.max_slots))
+        self._maps.append(memory)
+        self.mirror = _mirror.Mirror(0, 1, [0] * n_nodes, self.max_slots, BUFFER_BITS,
+                                     window=memory, create=True)
+        latency = np.asarray(clusters.path_latency_seconds(self.cluster, self.rank_nodes),
+                             dtype=np.float64) * self.dilation
+        table = _shared_file(self.paths[1], max(latency.nbytes, 8))
+        table[:latency.nbytes] = latency.tobytes()
+        self._maps.append(table)
+        self.relay = LocalOwner(self.model, self.mirror, [0] * n_nodes)
+        self.relay.start()
+
+    def environment(self) -> dict:
+        """What each rank's library reads (``NODESEL_PMPI_*``)."""
+        return {
+            "NODESEL_PMPI_MIRROR": self.paths[0],
+            "NODESEL_PMPI_LATENCIES": self.paths[1],
+            "NODESEL_PMPI_MODEL_NODES": str(len(self.model.nodes)) if self.model else "0",
+            "NODESEL_PMPI_SLOTS": str(self.max_slots),
+            "NODESEL_PMPI_NODES": ",".join(str(i) for i in self.node_index),
+            "NODESEL_PMPI_EPOCH": repr(self.epoch),
+            "NODESEL_PMPI_DILATION": repr(float(self.dilation)),
+            "NODESEL_PMPI_JOB": self.job,
+            "NODESEL_PMPI_LAUNCHER": str(os.getpid()),  # its ranks end if it goes
+        }
+
+    def close(self) -> None:
+        """Stop the relay, let go of the files and remove them (again: nothing)."""
+        if self.relay is not None:
+            self.relay.stop()
+            self.relay.join(timeout=10.0)
+            self.relay = None
+        if self.mirror is not None:
+            self.mirror.detach()
+            self.mirror = None
+        for memory in self._maps:
+            memory.close()
+        self._maps = []
+        for path in self.paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,223 @@
+/* Checks of the interposition library: an ordinary MPI program whose every figure is an
+ * MPI_Wtime (emulated seconds under nodesel mpiexec, one clock for every rank of a machine).
+ * Each rank prints one JSON line per figure: {"rank": r, "what": ..., "seconds": ...}.
+ *
+ *   paced pingpong BYTES ITERATIONS   ranks 0 and 1: one-way time of a blocking ping-pong
+ *   paced fanout BYTES                rank 0 Isends BYTES to every other rank at once: its
+ *                                     start, each receiver's Irecv+Wait completion (clock)
+ *   paced wildcard BYTES              ranks >0 send r*BYTES to rank 0 at once; rank 0 probes
+ *                                     and receives from MPI_ANY_SOURCE: each arrival (clock)
+ *   paced persistent BYTES ITERATIONS rank 0 to 1 over persistent requests (Startall, Waitall)
+ *   paced alltoall BYTES              one MPI_Alltoall of BYTES per pair; its time
+ *   paced collectives                 Bcast, Reduce, Allreduce, Allgather, Gather, Scatter,
+ *                                     Alltoallv: results checked, "ok" 1 or 0
+ *   paced unpaced                     MPI_Scan (forwarded with a warning), then MPI_Mprobe
+ * Build: mpicc -O2 -o paced paced.c */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+static void say(const char *what, double seconds)
+{
+    printf("{\"rank\": %d, \"what\": \"%s\", \"seconds\": %.9f}\n", rank, what, seconds);
+    fflush(stdout);
+}
+
+static double start(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    return MPI_Wtime();
+}
+
+static void pingpong(int bytes, int iterations)
+{
+    char *buf = calloc((size_t)bytes + 1, 1);
+    double t0 = start();
+    for (int i = 0; i < iterations && rank < 2; i++) {
+        if (rank == 0) {
+            MPI_Send(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+            MPI_Recv(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+        }
+    }
+    if (rank == 0)
+        say("one_way", (MPI_Wtime() - t0) / (2.0 * iterations));
+    free(buf);
+}
+
+static void fanout(int bytes)
+{
+    char *buf = calloc((size_t)bytes * (size_t)size + 1, 1);
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * (size_t)size);
+    start();
+    if (rank == 0) {
+        say("start", MPI_Wtime());
+        for (int r = 1; r < size; r++)
+            MPI_Isend(buf + (size_t)r * bytes, bytes, MPI_BYTE, r, 3, MPI_COMM_WORLD, &reqs[r]);
+        MPI_Waitall(size - 1, reqs + 1, MPI_STATUSES_IGNORE);
+        say("sent", MPI_Wtime());
+    } else {
+        MPI_Irecv(buf, bytes, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &reqs[0]);
+        MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+        say("received", MPI_Wtime());
+    }
+    free(reqs);
+    free(buf);
+}
+
+static void wildcard(int bytes)
+{
+    char *buf = calloc((size_t)bytes * (size_t)size + 1, 1);
+    start();
+    if (rank > 0) {
+        say("start", MPI_Wtime());
+        MPI_Send(buf, bytes * rank, MPI_BYTE, 0, rank, MPI_COMM_WORLD);
+        return free(buf);
+    }
+    for (int i = 1; i < size; i++) {
+        MPI_Status st;
+        int count;
+        MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        MPI_Recv(buf, count, MPI_BYTE, st.MPI_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        char what[64];
+        int got;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        snprintf(what, sizeof what, "from_%d_tag_%d_bytes_%d", st.MPI_SOURCE, st.MPI_TAG, got);
+        say(what, MPI_Wtime());
+    }
+    free(buf);
+}
+
+static void persistent(int bytes, int iterations)
+{
+    char *buf = calloc((size_t)bytes + 1, 1);
+    MPI_Request req;
+    if (rank == 0)
+        MPI_Send_init(buf, bytes, MPI_BYTE, 1, 5, MPI_COMM_WORLD, &req);
+    else if (rank == 1)
+        MPI_Recv_init(buf, bytes, MPI_BYTE, 0, 5, MPI_COMM_WORLD, &req);
+    double t0 = start();
+    for (int i = 0; i < iterations && rank < 2; i++) {
+        MPI_Startall(1, &req);
+        MPI_Waitall(1, &req, MPI_STATUSES_IGNORE);
+    }
+    if (rank == 1)
+        say("persistent", (MPI_Wtime() - t0) / iterations);
+    if (rank < 2)
+        MPI_Request_free(&req);
+    free(buf);
+}
+
+static void alltoall(int bytes)
+{
+    char *out = calloc((size_t)bytes * (size_t)size + 1, 1);
+    char *in = calloc((size_t)bytes * (size_t)size + 1, 1);
+    for (int r = 0; r < size; r++)
+        memset(out + (size_t)r * bytes, rank * 16 + r, (size_t)bytes);
+    double t0 = start();
+    MPI_Alltoall(out, bytes, MPI_BYTE, in, bytes, MPI_BYTE, MPI_COMM_WORLD);
+    double t = MPI_Wtime() - t0;
+    int ok = 1;
+    for (int r = 0; r < size; r++)
+        ok &= in[(size_t)r * bytes] == (char)(r * 16 + rank) &&
+              in[(size_t)r * bytes + bytes - 1] == (char)(r * 16 + rank);
+    say(ok ? "alltoall" : "alltoall_wrong", t);
+    free(out);
+    free(in);
+}
+
+static void collectives(void)
+{
+    int ok = 1, n = size;
+    double x = rank + 1.0, sum = 0, max = 0;
+    MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    ok &= sum == n * (n + 1) / 2.0;
+    MPI_Reduce(&x, &max, 1, MPI_DOUBLE, MPI_MAX, n - 1, MPI_COMM_WORLD);
+    ok &= rank != n - 1 || max == n;
+    int value = rank == 1 % n ? 42 : 0;
+    MPI_Bcast(&value, 1, MPI_INT, 1 % n, MPI_COMM_WORLD);
+    ok &= value == 42;
+    int *all = calloc((size_t)n, sizeof(int)), *counts = calloc((size_t)n, sizeof(int));
+    int *displs = calloc((size_t)n, sizeof(int)), *back = calloc((size_t)n * n, sizeof(int));
+    MPI_Allgather(&rank, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < n; r++)
+        ok &= all[r] == r;
+    memset(all, 0, sizeof(int) * (size_t)n);
+    MPI_Gather(&rank, 1, MPI_INT, all, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    for (int r = 0; r < n && rank == 0; r++)
+        ok &= all[r] == r;
+    int mine = -1;
+    MPI_Scatter(all, 1, MPI_INT, &mine, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    ok &= mine == rank;
+    for (int r = 0; r < n; r++) { /* rank r gets r+1 ints of value 100*rank + r from each */
+        counts[r] = r + 1;
+        displs[r] = r * n;
+        for (int k = 0; k <= r; k++)
+            back[r * n + k] = 100 * rank + r;
+    }
+    int *rcounts = calloc((size_t)n, sizeof(int)), *rdispls = calloc((size_t)n, sizeof(int));
+    int *got = calloc((size_t)n * n, sizeof(int));
+    for (int r = 0; r < n; r++) {
+        rcounts[r] = rank + 1;
+        rdispls[r] = r * n;
+    }
+    MPI_Alltoallv(back, counts, displs, MPI_INT, got, rcounts, rdispls, MPI_INT,
+                  MPI_COMM_WORLD);
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k <= rank; k++)
+            ok &= got[r * n + k] == 100 * r + rank;
+    int in_place = rank;
+    MPI_Allreduce(MPI_IN_PLACE, &in_place, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    ok &= in_place == n * (n - 1) / 2;
+    say(ok ? "collectives_ok" : "collectives_wrong", 0.0);
+    free(all), free(counts), free(displs), free(back), free(rcounts), free(rdispls), free(got);
+}
+
+static void unpaced(void)
+{
+    int x = 1, y = 0;
+    MPI_Scan(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    say(y == rank + 1 ? "scan_ok" : "scan_wrong", 0.0);
+    MPI_Message m;
+    MPI_Status st;
+    if (rank == 1)
+        MPI_Send(&x, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Mprobe(1, 9, MPI_COMM_WORLD, &m, &st);
+        MPI_Mrecv(&y, 1, MPI_INT, &m, &st);
+        say("mprobe", 0.0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *test = argc > 1 ? argv[1] : "";
+    int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 1;
+    if (!strcmp(test, "pingpong"))
+        pingpong(a, b);
+    else if (!strcmp(test, "fanout"))
+        fanout(a);
+    else if (!strcmp(test, "wildcard"))
+        wildcard(a);
+    else if (!strcmp(test, "persistent"))
+        persistent(a, b);
+    else if (!strcmp(test, "alltoall"))
+        alltoall(a);
+    else if (!strcmp(test, "collectives"))
+        collectives();
+    else if (!strcmp(test, "unpaced"))
+        unpaced();
+    else if (rank == 0)
+        fprintf(stderr, "paced: unknown test %s\n", test);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,227 @@
+"""Real MPI programs under the interposition library (``nodesel mpiexec``): every message of
+an unmodified C program delivered when the cluster's model says, checked against the model's
+own figures (:func:`~emulator.network.sharing.simulate`) on the program's MPI_Wtime, which
+reads emulated seconds. The program is ``tests/mpi_programs/paced.c``, built with the mpich
+wheel's mpicc; NPB IS is built from ``../shared/npb`` into a temporary folder."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from emulator.coordinator.launch import mpiexec_path
+from emulator.network.cluster import crossbar
+from emulator.network.scenario import full_capacity_timeline
+from emulator.network.sharing import BUFFER_BITS, simulate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPICC = os.path.join(os.path.dirname(sys.executable), "mpicc")
+NPB = os.path.join(ROOT, "..", "shared", "npb", "NPB3.3-MPI")
+HAVE_MPICC = mpiexec_path() is not None and os.path.exists(MPICC) and \
+    (shutil.which("gcc") or shutil.which("cc")) is not None
+needs_mpicc = pytest.mark.skipif(not HAVE_MPICC,
+                                 reason="needs the mpich wheel's mpicc and a C compiler")
+LATENCY = 0.0001  # the default crossbar's, seconds
+
+
+@pytest.fixture(scope="module")
+def paced(tmp_path_factory):
+    if not HAVE_MPICC:
+        pytest.skip("needs the mpich wheel's mpicc and a C compiler")
+    out = tmp_path_factory.mktemp("paced") / "paced"
+    build = subprocess.run([MPICC, "-O2", "-o", str(out),
+                            os.path.join(ROOT, "tests", "mpi_programs", "paced.c")],
+                           capture_output=True, text=True, timeout=120)
+    assert build.returncode == 0, build.stderr
+    return str(out)
+
+
+def mpiexec(tmp_path, n, program, *options, timeout=120):
+    """``nodesel mpiexec``: (its process, the JSON lines it printed, its report). A rank
+    that waits half the time allowed ends the job."""
+    report = tmp_path / f"report-{time.monotonic_ns()}.json"
+    proc = subprocess.run([sys.executable, "-m", "emulator", "mpiexec", "-n", str(n),
+                           "--report", str(report), "--timeout-seconds", str(timeout / 2),
+                           *options, "--", *program],
+                          capture_output=True, text=True, timeout=timeout)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc, rows, json.loads(report.read_text()) if report.exists() else None
+
+
+def figure(rows, what, rank=None):
+    return [r["seconds"] for r in rows if r["what"] == what and rank in (None, r["rank"])]
+
+
+def near(value, expected, tolerance):
+    return abs(value - expected) <= tolerance * expected
+
+
+@pytest.mark.skipif(not HAVE_MPICC, reason="needs the mpich wheel's mpicc")
+def test_the_librarys_abi_is_mpichs():
+    # every definition and prototype of the library against MPICH's own mpi.h
+    check = subprocess.run([MPICC, "-D_GNU_SOURCE", "-fsyntax-only", "-Werror",
+                            "-Wno-unused-parameter", "-include", "mpi.h",
+                            "-I", os.path.join(ROOT, "emulator", "network"),
+                            os.path.join(ROOT, "emulator", "interpose", "_pmpi.c")],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nbytes", [400_000, 1_250_000])
+def test_a_blocking_ping_pong_takes_the_models_time(paced, tmp_path, nbytes):
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "pingpong", str(nbytes), "3"])
+    assert proc.returncode == 0, proc.stderr
+    expected = simulate(crossbar(2), [(0, "n1", "n2", nbytes)],
+                        latency_seconds=LATENCY)[0]
+    assert near(figure(rows, "one_way")[0], expected, 0.03), (rows, expected)
+
+
+@pytest.mark.mpi
+def test_a_small_message_pays_its_latency(paced, tmp_path):
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "pingpong", "0", "50"], "--dilation", "8")
+    assert proc.returncode == 0, proc.stderr
+    one_way = figure(rows, "one_way")[0]
+    assert LATENCY <= one_way <= 1.25 * LATENCY, one_way
+
+
+@pytest.mark.mpi
+def test_nonblocking_sends_share_the_senders_port(paced, tmp_path):
+    proc, rows, report = mpiexec(tmp_path, 4, [paced, "fanout", "1000000"])
+    assert proc.returncode == 0, proc.stderr
+    start = figure(rows, "start", 0)[0]
+    expected = simulate(crossbar(4), [(0, "n1", f"n{k}", 1_000_000) for k in (2, 3, 4)],
+                        latency_seconds=LATENCY)
+    got = sorted(t - start for t in figure(rows, "received"))
+    assert all(near(g, e, 0.03) for g, e in zip(got, expected)), (got, expected)
+    # the sends complete once what is left of each fits the socket buffer (512 KiB)
+    released = (8e6 - BUFFER_BITS) / (100e6 / 3)
+    assert near(figure(rows, "sent", 0)[0] - start, released, 0.03), (rows, released)
+    assert [r["messages"] > 0 for r in report["ranks"]] == [True] * 4
+
+
+@pytest.mark.mpi
+def test_wildcard_receives_take_messages_in_delivery_order(paced, tmp_path):
+    # rank r sends r * 100 kB to rank 0 at once: the smallest is delivered first
+    proc, rows, _ = mpiexec(tmp_path, 4, [paced, "wildcard", "100000"])
+    assert proc.returncode == 0, proc.stderr
+    arrivals = [r for r in rows if r["what"].startswith("from_")]
+    assert [r["what"] for r in arrivals] == [
+        f"from_{k}_tag_{k}_bytes_{k * 100000}" for k in (1, 2, 3)]
+    start = max(figure(rows, "start"))
+    expected = simulate(crossbar(4), [(0, f"n{k + 1}", "n1", k * 100_000) for k in (1, 2, 3)],
+                        latency_seconds=LATENCY)
+    got = [r["seconds"] - start for r in arrivals]
+    assert all(near(g, e, 0.04) for g, e in zip(got, expected)), (got, expected)
+
+
+@pytest.mark.mpi
+def test_persistent_requests_are_paced(paced, tmp_path):
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "persistent", "1000000", "3"])
+    assert proc.returncode == 0, proc.stderr
+    expected = simulate(crossbar(2), [(0, "n1", "n2", 1_000_000)], latency_seconds=LATENCY)[0]
+    assert near(figure(rows, "persistent", 1)[0], expected, 0.03)
+
+
+@pytest.mark.mpi
+def test_an_alltoall_sends_three_mib_out_of_each_port(paced, tmp_path):
+    proc, rows, _ = mpiexec(tmp_path, 4, [paced, "alltoall", str(1 << 20)])
+    assert proc.returncode == 0, proc.stderr
+    assert len(figure(rows, "alltoall")) == 4, rows  # every rank got the right blocks
+    port_seconds = 3 * 8 * (1 << 20) / 100e6  # pairwise exchange: 3 rounds of 1 MiB
+    assert all(near(t, port_seconds, 0.04) for t in figure(rows, "alltoall")), rows
+
+
+@pytest.mark.mpi
+def test_collectives_give_the_right_results(paced, tmp_path):
+    proc, rows, report = mpiexec(tmp_path, 5, [paced, "collectives"])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(r["rank"] for r in rows if r["what"] == "collectives_ok") == [0, 1, 2, 3, 4]
+    assert all(r["collectives"] == 8 for r in report["ranks"]), report["ranks"]
+
+
+@pytest.mark.mpi
+def test_what_is_not_paced_is_named(paced, tmp_path):
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "unpaced"])
+    assert "MPI_Scan is not paced by the emulated network" in proc.stderr
+    assert "MPI_Mprobe is not supported under the emulated network" in proc.stderr
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.mpi
+def test_a_tree_path_pays_the_sum_of_its_links_latencies(paced, tmp_path):
+    tree = tmp_path / "tree.toml"
+    tree.write_text('topology = "tree"\nlatency_ms = 0.1\nswitches = ["s", "t"]\n'
+                    'nodes = [{name = "a", switch = "s"}, {name = "b", switch = "s"}, '
+                    '{name = "c", switch = "t"}]\n'
+                    'links = [{a = "s", b = "t", latency_ms = 1.0}]\n')
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "pingpong", "0", "20"], "--cluster", str(tree),
+                            "--hosts", "a,c", "--dilation", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert near(figure(rows, "one_way")[0], 0.0012, 0.05), rows
+
+
+@pytest.mark.mpi
+def test_the_programs_exit_status_comes_back_and_bad_hosts_are_named(tmp_path):
+    proc, _, report = mpiexec(tmp_path, 1, ["false"])
+    assert proc.returncode == 1 and report["status"] == 1
+    proc, _, _ = mpiexec(tmp_path, 2, ["true"], "--hosts", "n1,nosuch")
+    assert proc.returncode == 2
+    assert "--hosts names nodes the cluster does not have: nosuch" in proc.stderr
+
+
+def test_the_relay_reports_a_flows_end_and_leaves_nothing():
+    from emulator.interpose.relay import ServedProgram
+
+    cluster = crossbar(2)
+    with ServedProgram(cluster, full_capacity_timeline(cluster), ["n1", "n2"]) as served:
+        paths = list(served.paths)
+        assert all(os.path.exists(p) for p in paths)
+        start = time.time()
+        slot, gen, _ = served.mirror.add(start, 0, 1, 8e6, refs=2)  # 1 MB: 80 ms
+        while not served.mirror.view(slot, gen)["done"] and time.time() < start + 5:
+            time.sleep(0.002)
+        assert abs(served.mirror.view(slot, gen)["end"] - start - 0.08) < 0.002
+    assert not any(os.path.exists(p) for p in paths)
+
+
+def test_a_killed_launchers_files_go_at_the_next_start(tmp_path):
+    from emulator.interpose.relay import PREFIX, remove_orphan_files
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()  # its pid is no process's any more
+    dead = tmp_path / f"{PREFIX}{finished.pid}-abc123-mirror"
+    alive = tmp_path / f"{PREFIX}{os.getpid()}-def456-mirror"
+    other = tmp_path / "mpich_shm_1"
+    for path in (dead, alive, other):
+        path.write_bytes(b"x")
+    assert remove_orphan_files(str(tmp_path)) == [str(dead)]
+    assert alive.exists() and other.exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not os.path.isdir(NPB), reason="needs ../shared/npb (NPB 3.3 sources)")
+def test_nas_is_class_s_verifies_under_the_library(tmp_path):
+    if not HAVE_MPICC:
+        pytest.skip("needs the mpich wheel's mpicc")
+    tree = tmp_path / "NPB3.3-MPI"
+    shutil.copytree(NPB, tree)
+    template = (tree / "config" / "make.def.template").read_text().splitlines()
+    lines = [f"MPICC = {MPICC}" if line.startswith("MPICC") else
+             "CLINK = $(MPICC)" if line.startswith("CLINK") and not line.startswith("CLINKFL")
+             else "CMPI_LIB =" if line.startswith("CMPI_LIB") else
+             "CMPI_INC =" if line.startswith("CMPI_INC") else line for line in template]
+    (tree / "config" / "make.def").write_text("\n".join(lines) + "\n")
+    (tree / "bin").mkdir(exist_ok=True)
+    build = subprocess.run(["make", "is", "NPROCS=4", "CLASS=S"], cwd=tree,
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
+    proc, _, report = mpiexec(tmp_path, 4, [str(tree / "bin" / "is.S.4")])
+    assert proc.returncode == 0, proc.stderr
+    assert "Verification    =               SUCCESSFUL" in proc.stdout
+    assert all(r["messages"] > 80 and not r["unpaced"] for r in report["ranks"])
