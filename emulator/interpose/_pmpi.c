@@ -58,6 +58,9 @@
 #define POLL_MAX_SECONDS 0.001
 #define FAST_SECONDS 0.005
 #define MOVE_BYTES_PER_SECOND 2e8
+/* A message up to this size moves with its send (MPICH's eager protocol): its receiver
+ * needs no wake-up before the model's end does it. A larger one wakes the other side. */
+#define EAGER_BYTES 65536
 #define NET_SECONDS 0.01            /* a wait with nothing due sleeps at most this long */
 #define MAX_COMMS 1024
 #define TABLE 4096 /* buckets of the requests' table */
@@ -138,10 +141,14 @@ static struct {
     CommInfo comms[MAX_COMMS];
     int n_comms;
     double fast_until; /* poll MPI often until then (POLL_MIN_SECONDS) */
+    long long events;  /* things that moved (a message in, a request done): a wait looks
+                          again at once after a look that moved something */
     double init_wall;  /* when MPI_Init returned */
     int launcher;      /* the pid of nodesel mpiexec, whose relay solves the model */
     double next_check; /* when to look whether it still lives */
     long long messages, bytes, collectives;
+    long long net_wakes, net_catches; /* naps the safety net ended; of those, ones that
+                                         found work: wake-ups a ring should have given */
     char warned[4096];
 } S;
 
@@ -220,13 +227,16 @@ static void *map_file(const char *path, size_t bytes, int writable)
 
 /* -- doorbells --------------------------------------------------------------------------- */
 
-/* A rank's doorbell: an abstract Unix datagram address, "\0P" + job + rank (16 bytes). */
+/* A rank's doorbell: an abstract Unix datagram address, "\0P" + job + rank (16 bytes); the
+ * relay's is rank RELAY's. */
 static void bell_of(int rank, char out[FL_BELL_BYTES])
 {
     char s[FL_BELL_BYTES + 1];
     snprintf(s, sizeof s, "%cP%.6s%08x", 0, S.job, (unsigned)rank);
     memcpy(out, s, FL_BELL_BYTES);
 }
+
+#define RELAY (-1)
 
 static void ring(int rank)
 {
@@ -393,21 +403,25 @@ static void start_send(Rec *r)
 {
     int dest = world_of(r->comm, r->peer);
     int64_t bytes = data_bytes(r->count, r->dt);
-    r->holds = r->mode != BUFFERED && bytes > BUFFER_BYTES;
+    /* within a node a message crosses no link: no flow, no wait for the relay */
+    int local = S.node[S.rank] == S.node[dest];
+    r->holds = !local && r->mode != BUFFERED && bytes > BUFFER_BYTES;
     char mine[FL_BELL_BYTES], theirs[FL_BELL_BYTES];
     bell_of(S.rank, mine);
     bell_of(dest, theirs);
-    int32_t slot;
-    uint32_t gen;
-    double start;
-    mi_lock(&S.m);
-    int rc = api_add(&S.m, shm_wall_now(), S.node[S.rank], S.node[dest], 8.0 * (double)bytes,
-                     1 + r->holds, r->holds ? mine : NULL, r->holds ? FL_BELL_BYTES : 0,
-                     theirs, FL_BELL_BYTES, &slot, &gen, &start);
-    mi_unlock(&S.m);
-    if (rc)
-        die(rc == -1 ? "the emulated network's flow table is full"
-                     : "a rank's node is not in the emulated network");
+    int32_t slot = -1;
+    uint32_t gen = 0;
+    double start = shm_wall_now();
+    if (!local) {
+        mi_lock(&S.m);
+        int rc = api_add(&S.m, start, S.node[S.rank], S.node[dest], 8.0 * (double)bytes,
+                         1 + r->holds, r->holds ? mine : NULL, r->holds ? FL_BELL_BYTES : 0,
+                         theirs, FL_BELL_BYTES, &slot, &gen, &start);
+        mi_unlock(&S.m);
+        if (rc)
+            die(rc == -1 ? "the emulated network's flow table is full"
+                         : "a rank's node is not in the emulated network");
+    }
     r->wire = (Wire){slot, gen, S.rank, 0, start, bytes};
     r->known = !r->holds;
     r->due = start;
@@ -435,7 +449,16 @@ static void start_send(Rec *r)
         die("a send to rank %d failed in MPI (error %d)", dest, err);
     S.messages++;
     S.bytes += bytes;
-    ring(dest); /* a receiver waiting for MPI to bring it looks again */
+    int wake = local || bytes > EAGER_BYTES; /* no flow; or MPI needs both to move it */
+    if (!local) {
+        ring(RELAY); /* a new start in the mirror's outbox, its message now in MPI */
+        FlView v;
+        mi_lock(&S.m);
+        wake |= api_view(&S.m, slot, gen, FL_NOBODY, &v) || v.done; /* reported before */
+        mi_unlock(&S.m);
+    }
+    if (wake)
+        ring(dest);
     S.fast_until = shm_wall_now() + FAST_SECONDS + (double)bytes / MOVE_BYTES_PER_SECOND;
 }
 
@@ -447,6 +470,10 @@ static double latency(int from, int to)
 /* When the flow a header names is delivered, if the model says yet. */
 static int delivery(const Wire *w, double *due)
 {
+    if (w->slot < 0) { /* within a node: no flow */
+        *due = w->start + latency(w->src, S.rank);
+        return 1;
+    }
     FlView v;
     mi_lock(&S.m);
     int rc = api_view(&S.m, w->slot, w->gen, FL_RECEIVER, &v);
@@ -490,6 +517,7 @@ static void pull(MPI_Comm comm)
         h->world = world_of(comm, st.MPI_SOURCE);
         h->size = size;
         PMPI_Imrecv(h->data, size, MPI_BYTE, &msg, &h->req);
+        S.events++;
         if (S.held_tail)
             S.held_tail->next = h;
         else
@@ -574,6 +602,7 @@ static void advance_messages(double now, double *next, double *moving)
                 continue;
             }
             memcpy(&h->wire, h->data, sizeof(Wire));
+            S.events++;
         }
         if (!h->known)
             h->known = delivery(&h->wire, &h->due);
@@ -584,10 +613,13 @@ static void advance_messages(double now, double *next, double *moving)
             prev = h;
             continue;
         }
-        mi_lock(&S.m);
-        api_drop(&S.m, h->wire.slot, h->wire.gen, FL_RECEIVER);
-        mi_unlock(&S.m);
+        if (h->wire.slot >= 0) {
+            mi_lock(&S.m);
+            api_drop(&S.m, h->wire.slot, h->wire.gen, FL_RECEIVER);
+            mi_unlock(&S.m);
+        }
         h->seq = ++S.seq;
+        S.events++;
         Rec *r = posted_for(h);
         if (r) {
             unlink_held(h, prev);
@@ -632,7 +664,7 @@ static void start_recv(Rec *r)
     else
         S.posted = r;
     S.posted_tail = r;
-    if (r->peer != MPI_ANY_SOURCE)
+    if (r->peer != MPI_ANY_SOURCE && data_bytes(r->count, r->dt) > EAGER_BYTES)
         ring(world_of(r->comm, r->peer)); /* a sender moving a large message polls again */
     S.fast_until = shm_wall_now() + FAST_SECONDS;
 }
@@ -654,6 +686,7 @@ static int ready(Rec *r, double now, double *next, double *mpi_pending)
             return 0;
         }
         r->real_done = 1;
+        S.events++;
     }
     if (!r->known) {
         FlView v;
@@ -800,14 +833,17 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
                     int blocking, const char *what, int *count)
 {
     double begin = shm_wall_now(), poll = POLL_MIN_SECONDS;
-    int error = MPI_SUCCESS;
+    int error = MPI_SUCCESS, netted = 0;
     *count = 0;
     for (;;) {
         double next = INFINITY, mpi_pending = 0.0;
+        long long events = S.events;
         int live;
         int got = sweep(n, reqs, statuses, mode, indices + *count, &live, &next, &mpi_pending,
                         &error);
         *count += got;
+        S.net_catches += netted && (got > 0 || S.events != events);
+        netted = 0;
         if (live == 0) {
             if (mode != ALL && *count == 0)
                 *count = MPI_UNDEFINED;
@@ -820,11 +856,17 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
         if (now - begin > S.timeout)
             die("%s waited %.0f s for a message (a peer is stuck or gone)", what, now - begin);
         check_launcher(now);
+        if (S.events != events)
+            continue; /* something moved: it may have let more move */
         if (now < S.fast_until)
             poll = POLL_MIN_SECONDS;
-        if (nap(fmin(next - now, mpi_pending > 0 ? poll : NET_SECONDS))) {
+        double sleep = fmin(next - now, mpi_pending > 0 ? poll : NET_SECONDS);
+        if (nap(sleep)) {
             poll = POLL_MIN_SECONDS;
             S.fast_until = shm_wall_now() + FAST_SECONDS + mpi_pending / MOVE_BYTES_PER_SECOND;
+        } else if (sleep == NET_SECONDS) {
+            S.net_wakes++;
+            netted = 1;
         } else if (mpi_pending > 0) {
             poll = fmin(2 * poll, POLL_MAX_SECONDS);
         }
@@ -932,10 +974,11 @@ static void report(void)
         return;
     fprintf(f, "{\"rank\": %d, \"node\": %d, \"init_seconds\": %.9f, "
                "\"finalize_seconds\": %.9f, \"messages\": %lld, \"bytes\": %lld, "
-               "\"collectives\": %lld, \"unpaced\": \"%s\"}\n",
+               "\"collectives\": %lld, \"net_wakes\": %lld, \"net_catches\": %lld, "
+               "\"unpaced\": \"%s\"}\n",
             S.rank, S.node[S.rank], (S.init_wall - S.epoch) / S.dilation,
             (shm_wall_now() - S.epoch) / S.dilation, S.messages, S.bytes, S.collectives,
-            S.warned);
+            S.net_wakes, S.net_catches, S.warned);
     fclose(f);
 }
 

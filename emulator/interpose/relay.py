@@ -16,6 +16,8 @@ import importlib.util
 import mmap
 import os
 import secrets
+import select
+import socket
 import time
 from typing import Any, Optional, Sequence
 
@@ -26,6 +28,7 @@ from ..network.sharing import BUFFER_BITS, ClusterModel
 from ..network import _mirror  # type: ignore[attr-defined]  # compiled
 from ..network.owner import ModelOwner
 
+NET_SECONDS = 0.01  # the relay's longest sleep with nothing due and no ring
 SHM_DIR = "/dev/shm"
 MIRROR_SLOTS = 16384  # flows in flight at once
 PREFIX = "nodesel-pmpi-"
@@ -40,12 +43,33 @@ def library_path() -> str:
 
 
 class LocalOwner(ModelOwner):
-    """The model's owner with its one host's mirror in the same process."""
+    """The model's owner with its one host's mirror in the same process. It sleeps until
+    the model's next event or a ring of its doorbell (``bell``: a rank that starts a flow
+    rings it), at most NET_SECONDS: no polling while the ranks compute."""
 
-    def __init__(self, model: ClusterModel, mirror: Any, node_host: list) -> None:
+    nap_max_seconds = NET_SECONDS
+
+    def __init__(self, model: ClusterModel, mirror: Any, node_host: list, bell: bytes) -> None:
         super().__init__("nodesel-program-relay", None, model, node_host, [0])
         self.mirror = mirror
         self.lost = 0  # reports the mirror could not keep (its table full)
+        self.bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.bell.bind(bell)
+        self.bell.setblocking(False)
+
+    def nap(self, seconds: float) -> None:
+        if select.select([self.bell], [], [], max(seconds, 0.0))[0]:
+            try:
+                while self.bell.recv(64):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self.bell.close()
 
     def step(self) -> bool:
         got = False
@@ -145,7 +169,8 @@ class ServedProgram:
         table = _shared_file(self.paths[1], max(latency.nbytes, 8))
         table[:latency.nbytes] = latency.tobytes()
         self._maps.append(table)
-        self.relay = LocalOwner(self.model, self.mirror, [0] * n_nodes)
+        self.relay = LocalOwner(self.model, self.mirror, [0] * n_nodes,
+                                b"\0P" + self.job.encode() + b"ffffffff")
         self.relay.start()
 
     def environment(self) -> dict:

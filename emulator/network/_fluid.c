@@ -1767,7 +1767,8 @@ static PyObject *Fluid_advance(Fluid *f, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* The wall time of the next event: a flow's end or a scenario change (inf if none). */
+/* The wall time of the next event: a flow's end, a scenario change, and for an owner that
+ * tracks them a sender's release (inf if none). */
 static PyObject *Fluid_next_event(Fluid *f, PyObject *noargs)
 {
     if (!ready(f))
@@ -1777,7 +1778,10 @@ static PyObject *Fluid_next_event(Fluid *f, PyObject *noargs)
         solve(f);
     double t = next_scenario_change(f);
     for (int i = 0; i < f->h->n_active; i++) {
-        double e = projected_end(&f->flows[f->active[i]], f->h->clock);
+        const Flow *x = &f->flows[f->active[i]];
+        double e = projected_end(x, f->h->clock);
+        if (f->track && isnan(x->release_at))
+            e = fmin(e, projected_release(f->h, x, f->h->clock));
         if (e < t)
             t = e;
     }

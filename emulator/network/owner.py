@@ -36,8 +36,11 @@ def precise_thread_timers() -> None:
 
 
 class Loop(threading.Thread):
-    """A polling loop: ``step()`` returns True when it did something (then it naps short),
-    ``stop()`` ends it after its current step."""
+    """A polling loop: ``step()`` returns True when it did something (then it naps short,
+    else longer, up to ``nap_max_seconds``), ``stop()`` ends it after its current step.
+    ``nap(seconds)`` is how it waits (a sleep; a subclass may wake on more)."""
+
+    nap_max_seconds = NAP_MAX_SECONDS
 
     def __init__(self, name: str, comm: Any) -> None:
         super().__init__(name=name, daemon=True)
@@ -56,8 +59,8 @@ class Loop(threading.Thread):
         try:
             while not self._stopping.is_set():
                 busy = self.step()
-                nap = NAP_MIN_SECONDS if busy else min(nap * 2, NAP_MAX_SECONDS)
-                time.sleep(min(nap, self.due()))
+                nap = NAP_MIN_SECONDS if busy else min(nap * 2, self.nap_max_seconds)
+                self.nap(min(nap, self.due()))
             deadline = time.monotonic() + BYE_SECONDS
             while not self.finish() and time.monotonic() < deadline:
                 time.sleep(NAP_MAX_SECONDS)
@@ -69,6 +72,9 @@ class Loop(threading.Thread):
 
     def step(self) -> bool:
         raise NotImplementedError
+
+    def nap(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def finish(self) -> bool:
         """One step of the goodbyes; True once they are over."""
