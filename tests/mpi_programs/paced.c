@@ -1,6 +1,7 @@
 /* Checks of the interposition library: an ordinary MPI program whose every figure is an
  * MPI_Wtime (emulated seconds under nodesel mpiexec, one clock for every rank of a machine).
- * Each rank prints one JSON line per figure: {"rank": r, "what": ..., "seconds": ...}.
+ * Each rank prints one JSON line per figure: {"rank": r, "what": ..., "seconds": ...}
+ * (exchange: "cpu_us" and "wall_us"; bandwidth: "mb_per_s").
  *
  *   paced pingpong BYTES ITERATIONS   ranks 0 and 1: one-way time of a blocking ping-pong
  *   paced fanout BYTES                rank 0 Isends BYTES to every other rank at once: its
@@ -12,11 +13,18 @@
  *   paced collectives                 Bcast, Reduce, Allreduce, Allgather, Gather, Scatter,
  *                                     Alltoallv: results checked, "ok" 1 or 0
  *   paced unpaced                     MPI_Scan (forwarded with a warning), then MPI_Mprobe
+ *   paced exchange COUNT              ranks 0 and 1 swap 8 bytes (Irecv, Isend, Waitall):
+ *                                     CPU and wall microseconds per exchange
+ *   paced bandwidth BYTES WINDOW N    OSU-style: rank 0 keeps WINDOW sends in flight to 1,
+ *                                     then waits for an acknowledgement; N times: MB/s
+ *   paced self BYTES COUNT            every rank sends to itself COUNT times: wall seconds
+ *   paced compute MILLIONS            no messages, MILLIONS million additions: wall seconds
  * Build: mpicc -O2 -o paced paced.c */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, size;
 
@@ -179,6 +187,95 @@ static void collectives(void)
     free(all), free(counts), free(displs), free(back), free(rcounts), free(rdispls), free(got);
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void exchange(int count)
+{
+    char out[8] = {0}, in[8];
+    MPI_Request reqs[2];
+    int other = 1 - rank, warm = count / 10;
+    double cpu = 0, wall = 0;
+    start();
+    for (int i = 0; i < count + warm && rank < 2; i++) {
+        if (i == warm) {
+            cpu = cpu_now();
+            wall = MPI_Wtime();
+        }
+        MPI_Irecv(in, 8, MPI_BYTE, other, 3, MPI_COMM_WORLD, &reqs[0]);
+        MPI_Isend(out, 8, MPI_BYTE, other, 3, MPI_COMM_WORLD, &reqs[1]);
+        MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+    }
+    if (rank < 2)
+        printf("{\"rank\": %d, \"what\": \"exchange\", \"cpu_us\": %.3f, \"wall_us\": %.3f}\n",
+               rank, 1e6 * (cpu_now() - cpu) / count, 1e6 * (MPI_Wtime() - wall) / count);
+}
+
+static void bandwidth(int bytes, int window, int iterations)
+{
+    char *buf = calloc((size_t)bytes * (size_t)window + 1, 1);
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * (size_t)window);
+    int ack = 0;
+    double t0 = 0;
+    start();
+    for (int it = 0; it <= iterations && rank < 2; it++) { /* the first warms up */
+        if (it == 1)
+            t0 = MPI_Wtime();
+        for (int w = 0; w < window; w++) {
+            char *at = buf + (size_t)w * bytes;
+            if (rank == 0)
+                MPI_Isend(at, bytes, MPI_BYTE, 1, 4, MPI_COMM_WORLD, &reqs[w]);
+            else
+                MPI_Irecv(at, bytes, MPI_BYTE, 0, 4, MPI_COMM_WORLD, &reqs[w]);
+        }
+        MPI_Waitall(window, reqs, MPI_STATUSES_IGNORE);
+        if (rank == 0)
+            MPI_Recv(&ack, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else
+            MPI_Send(&ack, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+    }
+    if (rank == 0)
+        printf("{\"rank\": 0, \"what\": \"bandwidth\", \"mb_per_s\": %.6f}\n",
+               (double)bytes * window * iterations / (MPI_Wtime() - t0) / 1e6);
+    free(reqs);
+    free(buf);
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* wall seconds (not MPI_Wtime's: this is the program's cost, not the network's) */
+static void self(int bytes, int count)
+{
+    char *out = calloc((size_t)bytes + 1, 1), *in = calloc((size_t)bytes + 1, 1);
+    start();
+    double t0 = mono_now();
+    for (int i = 0; i < count; i++)
+        MPI_Sendrecv(out, bytes, MPI_BYTE, rank, 6, in, bytes, MPI_BYTE, rank, 6,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    say("self", mono_now() - t0);
+    free(out);
+    free(in);
+}
+
+/* a fixed amount of work and no message: its wall seconds */
+static void compute(int millions)
+{
+    double t0 = mono_now();
+    volatile double x = 0;
+    for (long i = 0; i < 1000000L * millions; i++)
+        x += 1e-9 * (double)i;
+    say(x > 0 ? "computed" : "computed_nothing", mono_now() - t0);
+}
+
 static void unpaced(void)
 {
     int x = 1, y = 0;
@@ -216,6 +313,14 @@ int main(int argc, char **argv)
         collectives();
     else if (!strcmp(test, "unpaced"))
         unpaced();
+    else if (!strcmp(test, "exchange"))
+        exchange(a);
+    else if (!strcmp(test, "bandwidth"))
+        bandwidth(a, b, argc > 4 ? atoi(argv[4]) : 1);
+    else if (!strcmp(test, "self"))
+        self(a, b);
+    else if (!strcmp(test, "compute"))
+        compute(a);
     else if (rank == 0)
         fprintf(stderr, "paced: unknown test %s\n", test);
     MPI_Finalize();
