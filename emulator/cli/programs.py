@@ -33,7 +33,8 @@ def register(sub):
                    help="scenario seconds per emulated second (default 1)")
     p.add_argument("--dilation", type=positive_float, default=1.0,
                    help="one emulated second lasts K wall seconds: bandwidths divided by K, "
-                        "latencies multiplied by K; MPI_Wtime reads emulated seconds "
+                        "latencies multiplied by K; MPI_Wtime reads emulated seconds. The "
+                        "program's own computing is not slowed: it counts K times less "
                         "(default 1)")
     p.add_argument("--timeout-seconds", type=positive_float, default=3600.0,
                    help="a rank that waits this long for a message ends the job (default 3600)")
