@@ -175,11 +175,31 @@ def test_the_programs_exit_status_comes_back_and_bad_hosts_are_named(tmp_path):
     assert "--hosts names nodes the cluster does not have: nosuch" in proc.stderr
 
 
+@pytest.mark.mpi
+def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
+    from emulator.interpose.job import run_programs
+
+    cluster, nodes = crossbar(4), ["n1", "n2", "n3", "n4"]
+    timeline = full_capacity_timeline(cluster)
+    program = [paced, "alltoall", str(1 << 20), "3"]
+    alone, = run_programs(cluster, timeline, [(nodes, program)], timeout_seconds=60)
+    first, second = run_programs(cluster, timeline, [(nodes, program), (nodes, program)],
+                                 timeout_seconds=60)
+    assert alone.status == first.status == second.status == 0
+    # two equal jobs sharing every port, the second started lag later: each lasts 2W - lag
+    starts = [min(r["init_seconds"] for r in run.ranks) for run in (first, second)]
+    lag = abs(starts[1] - starts[0])
+    expected = 2 * alone.seconds - lag
+    assert alone.seconds > 0.7 and lag < 0.5 * alone.seconds, (alone.seconds, lag)
+    assert near(first.seconds, expected, 0.1) and near(second.seconds, expected, 0.1), \
+        (alone.seconds, lag, first.seconds, second.seconds)
+
+
 def test_the_relay_reports_a_flows_end_and_leaves_nothing():
     from emulator.interpose.relay import ServedProgram
 
     cluster = crossbar(2)
-    with ServedProgram(cluster, full_capacity_timeline(cluster), ["n1", "n2"]) as served:
+    with ServedProgram(cluster, full_capacity_timeline(cluster), [["n1", "n2"]]) as served:
         paths = list(served.paths)
         assert all(os.path.exists(p) for p in paths)
         start = time.time()

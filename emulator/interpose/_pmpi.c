@@ -131,7 +131,7 @@ static struct {
     char *mem;
     size_t mem_bytes;
     int bell_fd;
-    char job[7];
+    char job[7], relay[7]; /* ids of this program's job and of the relay */
     Rec *table[TABLE];
     Rec *orphans; /* buffered sends whose program request is gone */
     Held *held, *held_tail;
@@ -227,16 +227,16 @@ static void *map_file(const char *path, size_t bytes, int writable)
 
 /* -- doorbells --------------------------------------------------------------------------- */
 
-/* A rank's doorbell: an abstract Unix datagram address, "\0P" + job + rank (16 bytes); the
- * relay's is rank RELAY's. */
+#define RELAY (-1)
+
+/* A rank's doorbell: an abstract Unix datagram address, "\0P" + its job's id + its rank
+ * (16 bytes); the relay's is "\0P" + the relay's id + RELAY. */
 static void bell_of(int rank, char out[FL_BELL_BYTES])
 {
     char s[FL_BELL_BYTES + 1];
-    snprintf(s, sizeof s, "%cP%.6s%08x", 0, S.job, (unsigned)rank);
+    snprintf(s, sizeof s, "%cP%.6s%08x", 0, rank == RELAY ? S.relay : S.job, (unsigned)rank);
     memcpy(out, s, FL_BELL_BYTES);
 }
-
-#define RELAY (-1)
 
 static void ring(int rank)
 {
@@ -901,8 +901,9 @@ static void attach(void)
     int n_nodes = (int)env_double("NODESEL_PMPI_MODEL_NODES", 0);
     int slots = (int)env_double("NODESEL_PMPI_SLOTS", 0);
     const char *nodes = getenv("NODESEL_PMPI_NODES"), *lat = getenv("NODESEL_PMPI_LATENCIES");
-    const char *job = getenv("NODESEL_PMPI_JOB");
-    if (n_nodes < 1 || slots < 1 || !nodes || !lat || !job || strlen(job) != 6)
+    const char *job = getenv("NODESEL_PMPI_JOB"), *relay = getenv("NODESEL_PMPI_RELAY");
+    if (n_nodes < 1 || slots < 1 || !nodes || !lat || !job || strlen(job) != 6 || !relay ||
+        strlen(relay) != 6)
         die("the launcher's NODESEL_PMPI_* environment is incomplete");
     S.node = malloc(sizeof(int) * (size_t)S.size);
     S.floor = malloc(sizeof(double) * (size_t)S.size);
@@ -930,6 +931,7 @@ static void attach(void)
     S.timeout = env_double("NODESEL_PMPI_TIMEOUT_SECONDS", 3600.0);
     S.launcher = (int)env_double("NODESEL_PMPI_LAUNCHER", 0);
     memcpy(S.job, job, 6);
+    memcpy(S.relay, relay, 6);
     S.bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     S.m.rings.fd = S.bell_fd;
     struct sockaddr_un a = {.sun_family = AF_UNIX};

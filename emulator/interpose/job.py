@@ -1,14 +1,16 @@
-"""One unmodified MPI program run as one job on the emulated cluster (no root).
+"""Unmodified MPI programs run as jobs on the emulated cluster (no root).
 
 :func:`run_program` starts ``mpiexec -n N PROGRAM ARGS`` with the interposition library
 preloaded into every rank (``-genv``, so the launcher itself runs without it), rank r on
 node ``rank_nodes[r]``, every message paced by the model that :class:`~.relay.ServedProgram`
-serves. The program's output and exit status are its own.
+serves. The program's output and exit status are its own. :func:`run_programs` runs several
+at once, each its own ``mpiexec``, all sharing the one model (jobs that share nodes).
 """
 
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -79,20 +81,54 @@ def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Se
                 mpiexec: Optional[str] = None) -> ProgramRun:
     """Run ``argv`` (an MPI program and its arguments) as one job of ``len(rank_nodes)``
     ranks on the cluster."""
+    return run_programs(cluster, timeline, [(rank_nodes, argv)], dilation=dilation,
+                        time_scale=time_scale, timeout_seconds=timeout_seconds,
+                        mpiexec=mpiexec)[0]
+
+
+def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
+                 dilation: float = 1.0, time_scale: float = 1.0,
+                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+                 mpiexec: Optional[str] = None) -> list:
+    """Run programs at once on the cluster, sharing its one model: ``jobs`` is a list of
+    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order."""
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
         raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
-    if not argv:
+    if any(not argv for _, argv in jobs):
         raise UserError("no program to run")
     with tempfile.TemporaryDirectory(prefix="nodesel-program-") as tmp, \
-            ServedProgram(cluster, timeline, rank_nodes, dilation=dilation,
+            ServedProgram(cluster, timeline, [nodes for nodes, _ in jobs], dilation=dilation,
                           time_scale=time_scale) as served:
-        stats = os.path.join(tmp, "ranks.jsonl")
-        environment = dict(served.environment(), NODESEL_PMPI_STATS=stats,
-                           NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(timeout_seconds)))
-        command = mpiexec_command(mpiexec, len(rank_nodes), environment, argv)
-        status = run_mpiexec(command)
-        ranks = _read_ranks(stats)
-        seconds = (max(r["finalize_seconds"] for r in ranks) -
-                   min(r["init_seconds"] for r in ranks)) if ranks else None
-        return ProgramRun(status, seconds, time.time() - served.epoch, ranks)
+        stats = [os.path.join(tmp, f"ranks-{j}.jsonl") for j in range(len(jobs))]
+        commands = [mpiexec_command(mpiexec, len(nodes), dict(
+            served.environment(j), NODESEL_PMPI_STATS=stats[j],
+            NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(timeout_seconds))), argv)
+            for j, (nodes, argv) in enumerate(jobs)]
+        statuses = _run_all(commands)
+        runs = []
+        for status, path in zip(statuses, stats):
+            ranks = _read_ranks(path)
+            seconds = (max(r["finalize_seconds"] for r in ranks) -
+                       min(r["init_seconds"] for r in ranks)) if ranks else None
+            runs.append(ProgramRun(status, seconds, time.time() - served.epoch, ranks))
+        return runs
+
+
+def _run_all(commands: list) -> list:
+    """Each command's status, the first in this thread (which takes Ctrl-C), the rest in
+    threads of their own."""
+    statuses: list = [None] * len(commands)
+
+    def one(j: int) -> None:
+        statuses[j] = run_mpiexec(commands[j])
+
+    others = [threading.Thread(target=one, args=(j,)) for j in range(1, len(commands))]
+    for thread in others:
+        thread.start()
+    try:
+        one(0)
+    finally:
+        for thread in others:
+            thread.join()
+    return statuses

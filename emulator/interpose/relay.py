@@ -120,25 +120,35 @@ def remove_orphan_files(directory: str = SHM_DIR) -> list:
 
 
 class ServedProgram:
-    """The model served to one program of ``len(rank_nodes)`` ranks, rank r on node
-    ``rank_nodes[r]`` (a name of ``cluster``). A context manager: on entry the files and the
-    relay exist and :meth:`environment` is what each rank needs; on exit both are gone."""
+    """The model served to programs that run at once on one cluster: job j has
+    ``len(jobs[j])`` ranks, its rank r on node ``jobs[j][r]`` (a name of ``cluster``), and
+    every job's messages share the one model. A context manager: on entry the files and the
+    relay exist and :meth:`environment` is what each rank of a job needs; on exit both are
+    gone. Each job has its own id (its ranks' doorbells) and latency table."""
 
-    def __init__(self, cluster: Any, timeline: Any, rank_nodes: Sequence[str], *,
+    def __init__(self, cluster: Any, timeline: Any, jobs: Sequence[Sequence[str]], *,
                  dilation: float = 1.0, time_scale: float = 1.0,
-                 max_slots: int = MIRROR_SLOTS, job: Optional[str] = None) -> None:
+                 max_slots: int = MIRROR_SLOTS) -> None:
+        if not 1 <= len(jobs) < 255:
+            raise ValueError(f"1 to 254 programs at once, not {len(jobs)}")
         self.cluster, self.timeline = cluster, timeline
-        self.rank_nodes = list(rank_nodes)
+        self.jobs = [list(nodes) for nodes in jobs]
         self.dilation, self.time_scale = dilation, time_scale
         self.max_slots = max_slots
-        self.job = job or secrets.token_hex(3)
-        self.paths = [os.path.join(SHM_DIR, f"{PREFIX}{os.getpid()}-{self.job}-{what}")
-                      for what in ("mirror", "latency")]
+        base = secrets.token_hex(2)
+        self.ids = [f"{base}{j:02x}" for j in range(len(jobs))]
+        self.relay_id = f"{base}ff"
+        self.paths = [self._path(self.relay_id, "mirror")] + \
+            [self._path(job, "latency") for job in self.ids]
         self._maps: list = []
         self.mirror: Any = None
         self.model: Optional[ClusterModel] = None
         self.relay: Optional[LocalOwner] = None
         self.epoch = 0.0
+
+    @staticmethod
+    def _path(job: str, what: str) -> str:
+        return os.path.join(SHM_DIR, f"{PREFIX}{os.getpid()}-{job}-{what}")
 
     def __enter__(self) -> "ServedProgram":
         try:
@@ -157,33 +167,35 @@ class ServedProgram:
         self.epoch = time.time()
         self.model.set_clock(epoch=self.epoch, time_scale=self.time_scale,
                              dilation=self.dilation)
-        index = [self.model.index[name] for name in self.rank_nodes]
-        self.node_index = index
         n_nodes = len(self.model.nodes)
         memory = _shared_file(self.paths[0], _mirror.mirror_bytes(n_nodes, self.max_slots))
         self._maps.append(memory)
         self.mirror = _mirror.Mirror(0, 1, [0] * n_nodes, self.max_slots, BUFFER_BITS,
                                      window=memory, create=True)
-        latency = np.asarray(clusters.path_latency_seconds(self.cluster, self.rank_nodes),
-                             dtype=np.float64) * self.dilation
-        table = _shared_file(self.paths[1], max(latency.nbytes, 8))
-        table[:latency.nbytes] = latency.tobytes()
-        self._maps.append(table)
+        for nodes, path in zip(self.jobs, self.paths[1:]):
+            latency = np.asarray(clusters.path_latency_seconds(self.cluster, nodes),
+                                 dtype=np.float64) * self.dilation
+            table = _shared_file(path, max(latency.nbytes, 8))
+            table[:latency.nbytes] = latency.tobytes()
+            self._maps.append(table)
         self.relay = LocalOwner(self.model, self.mirror, [0] * n_nodes,
-                                b"\0P" + self.job.encode() + b"ffffffff")
+                                b"\0P" + self.relay_id.encode() + b"ffffffff")
         self.relay.start()
 
-    def environment(self) -> dict:
-        """What each rank's library reads (``NODESEL_PMPI_*``)."""
+    def environment(self, job: int = 0) -> dict:
+        """What each rank of ``job`` reads (``NODESEL_PMPI_*``)."""
+        assert self.model is not None, "entered first"
         return {
             "NODESEL_PMPI_MIRROR": self.paths[0],
-            "NODESEL_PMPI_LATENCIES": self.paths[1],
-            "NODESEL_PMPI_MODEL_NODES": str(len(self.model.nodes)) if self.model else "0",
+            "NODESEL_PMPI_LATENCIES": self.paths[1 + job],
+            "NODESEL_PMPI_MODEL_NODES": str(len(self.model.nodes)),
             "NODESEL_PMPI_SLOTS": str(self.max_slots),
-            "NODESEL_PMPI_NODES": ",".join(str(i) for i in self.node_index),
+            "NODESEL_PMPI_NODES": ",".join(str(self.model.index[name])
+                                           for name in self.jobs[job]),
             "NODESEL_PMPI_EPOCH": repr(self.epoch),
             "NODESEL_PMPI_DILATION": repr(float(self.dilation)),
-            "NODESEL_PMPI_JOB": self.job,
+            "NODESEL_PMPI_JOB": self.ids[job],
+            "NODESEL_PMPI_RELAY": self.relay_id,
             "NODESEL_PMPI_LAUNCHER": str(os.getpid()),  # its ranks end if it goes
         }
 

@@ -9,7 +9,7 @@
  *   paced wildcard BYTES              ranks >0 send r*BYTES to rank 0 at once; rank 0 probes
  *                                     and receives from MPI_ANY_SOURCE: each arrival (clock)
  *   paced persistent BYTES ITERATIONS rank 0 to 1 over persistent requests (Startall, Waitall)
- *   paced alltoall BYTES              one MPI_Alltoall of BYTES per pair; its time
+ *   paced alltoall BYTES [TIMES]      MPI_Alltoall of BYTES per pair, TIMES times; its time
  *   paced collectives                 Bcast, Reduce, Allreduce, Allgather, Gather, Scatter,
  *                                     Alltoallv: results checked, "ok" 1 or 0
  *   paced unpaced                     MPI_Scan (forwarded with a warning), then MPI_Mprobe
@@ -122,14 +122,15 @@ static void persistent(int bytes, int iterations)
     free(buf);
 }
 
-static void alltoall(int bytes)
+static void alltoall(int bytes, int times)
 {
     char *out = calloc((size_t)bytes * (size_t)size + 1, 1);
     char *in = calloc((size_t)bytes * (size_t)size + 1, 1);
     for (int r = 0; r < size; r++)
         memset(out + (size_t)r * bytes, rank * 16 + r, (size_t)bytes);
     double t0 = start();
-    MPI_Alltoall(out, bytes, MPI_BYTE, in, bytes, MPI_BYTE, MPI_COMM_WORLD);
+    for (int i = 0; i < times; i++)
+        MPI_Alltoall(out, bytes, MPI_BYTE, in, bytes, MPI_BYTE, MPI_COMM_WORLD);
     double t = MPI_Wtime() - t0;
     int ok = 1;
     for (int r = 0; r < size; r++)
@@ -308,7 +309,7 @@ int main(int argc, char **argv)
     else if (!strcmp(test, "persistent"))
         persistent(a, b);
     else if (!strcmp(test, "alltoall"))
-        alltoall(a);
+        alltoall(a, b);
     else if (!strcmp(test, "collectives"))
         collectives();
     else if (!strcmp(test, "unpaced"))
