@@ -7,6 +7,7 @@ wheel's mpicc; NPB IS is built from ``../shared/npb`` into a temporary folder.""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -245,3 +246,37 @@ def test_nas_is_class_s_verifies_under_the_library(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Verification    =               SUCCESSFUL" in proc.stdout
     assert all(r["messages"] > 80 and not r["unpaced"] for r in report["ranks"])
+
+
+@pytest.mark.mpi
+def test_a_stopped_program_ends_in_one_line_and_leaves_nothing(paced, tmp_path):
+    import psutil
+
+    def ranks():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if (p.info["cmdline"] or [""])[0] == paced]
+
+    before = set(os.listdir("/dev/shm"))
+    # a ping-pong of a billion rounds: busy until stopped
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "mpiexec", "-n", "2", "--",
+                             paced, "pingpong", "8", "1000000000"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(ranks()) == 2, "the program never started"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == ["nodesel: stopped by SIGTERM"]
+    deadline = time.monotonic() + 10
+    while ranks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ranks()
+    assert set(os.listdir("/dev/shm")) <= before
