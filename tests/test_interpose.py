@@ -196,6 +196,22 @@ def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
         (alone.seconds, lag, first.seconds, second.seconds)
 
 
+@pytest.mark.mpi
+def test_programs_after_a_colon_run_at_once(paced, tmp_path):
+    proc, rows, report = mpiexec(tmp_path, 2, [paced, "pingpong", "1000", "5", ":", "-n", "2",
+                                               "--hosts", "n3,n4", "--", paced, "pingpong",
+                                               "1000", "5"])
+    assert proc.returncode == 0, proc.stderr
+    assert len(figure(rows, "one_way")) == 2
+    assert [job["nodes"] for job in report["jobs"]] == [["n1", "n2"], ["n3", "n4"]]
+    assert report["status"] == 0 and all(job["status"] == 0 for job in report["jobs"])
+    proc, _, _ = mpiexec(tmp_path, 2, ["true", ":", "--hosts", "n1", "--", "true"])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "nodesel: error: after ':' give -n N [--hosts H] -- PROGRAM (the following arguments "
+        "are required: -n)"]
+
+
 def test_the_relay_reports_a_flows_end_and_leaves_nothing():
     from emulator.interpose.relay import ServedProgram
 

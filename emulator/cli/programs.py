@@ -12,6 +12,7 @@ EXAMPLES = [
     "nodesel mpiexec -n 4 --cluster hostfiles/racks12.toml --hosts r1n1,r1n2,r2n1,r2n2 "
     "--dilation 8 -- ./a.out 100",
     "nodesel mpiexec -n 2 --hosts 'n[1-2]' --report run.json -- ./pingpong",
+    "nodesel mpiexec -n 4 -- ./is.A.4 : -n 4 -- ./is.A.4     two programs sharing 4 nodes",
 ]
 
 
@@ -41,7 +42,8 @@ def register(sub):
     p.add_argument("--report", help="write how the job ran (JSON): its status, wall and "
                                     "emulated seconds, each rank's paced messages")
     p.add_argument("program", nargs=argparse.REMAINDER,
-                   help="-- then the program and its arguments")
+                   help="-- then the program and its arguments; ' : -n N [--hosts H] -- "
+                        "PROGRAM ...' runs one more program at once, sharing the network")
 
 
 def _hosts(text):
@@ -53,24 +55,60 @@ def _hosts(text):
         raise UserError(f"--hosts {text!r} is not a hostlist: {e}") from None
 
 
+class _Quiet(argparse.ArgumentParser):
+    """The options of a program after ':', whose mistakes are the command's one line."""
+
+    def error(self, message):
+        raise UserError(f"after ':' give -n N [--hosts H] -- PROGRAM ({message})")
+
+
+def _jobs(args, names):
+    """``[(rank_nodes, argv)]`` of the command line: its program, then one per ``:``."""
+    from ..interpose.job import rank_nodes_for
+
+    parts, current = [], []
+    for word in args.program:
+        if word == ":":
+            parts.append(current)
+            current = []
+        else:
+            current.append(word)
+    parts.append(current)
+    jobs = []
+    for i, part in enumerate(parts):
+        n, hosts = args.n, args.hosts
+        if i:  # -n N [--hosts H] -- PROGRAM ARGS
+            extra = _Quiet(prog="nodesel mpiexec ... :", add_help=False)
+            extra.add_argument("-n", dest="n", type=positive_int, required=True)
+            extra.add_argument("--hosts")
+            cut = part.index("--") if "--" in part else len(part)
+            found = extra.parse_args(part[:cut])
+            n, hosts, part = found.n, found.hosts, part[cut:]
+        program = part[1:] if part[:1] == ["--"] else part
+        if not program:
+            raise UserError("no program: give it after --, as in nodesel mpiexec -n 4 -- ./a.out")
+        jobs.append((rank_nodes_for(names, n, _hosts(hosts) if hosts else None), program))
+    return jobs
+
+
 def cmd_mpiexec(args):
     from ..files import write_json_atomic
-    from ..interpose.job import rank_nodes_for, run_program
+    from ..interpose.job import run_programs
     from ..network import cluster as clusters
     from ..network.scenario import full_capacity_timeline, load_scenario
 
-    program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    if not program:
-        raise UserError("no program: give it after --, as in nodesel mpiexec -n 4 -- ./a.out")
     cluster = load_cluster(args.cluster)
-    hosts = _hosts(args.hosts) if args.hosts else None
-    rank_nodes = rank_nodes_for(clusters.node_names(cluster), args.n, hosts)
+    jobs = _jobs(args, clusters.node_names(cluster))
     timeline = load_scenario(args.scenario, cluster) if args.scenario \
         else full_capacity_timeline(cluster)
-    run = run_program(cluster, timeline, rank_nodes, program, dilation=args.dilation,
-                      time_scale=args.time_scale, timeout_seconds=args.timeout_seconds)
+    runs = run_programs(cluster, timeline, jobs, dilation=args.dilation,
+                        time_scale=args.time_scale, timeout_seconds=args.timeout_seconds)
+    status = next((run.status for run in runs if run.status), 0)
     if args.report:
-        write_json_atomic(args.report, dict(run.to_json(), nodes=rank_nodes,
-                                            dilation=args.dilation, program=program))
+        reports = [dict(run.to_json(), nodes=nodes, program=program)
+                   for run, (nodes, program) in zip(runs, jobs)]
+        report = dict(reports[0], dilation=args.dilation) if len(runs) == 1 else \
+            {"status": status, "dilation": args.dilation, "jobs": reports}
+        write_json_atomic(args.report, report)
         echo(f"nodesel: wrote {args.report}", file=sys.stderr)
-    return run.status
+    return status
