@@ -69,7 +69,9 @@ class SimRequest:
             m = self.message
             if m is None:
                 return math.inf
-            return max(self.posted, sim.view(m.slot, m.gen)["end"] + sim.latency)
+            comm = self.comm
+            return max(self.posted, sim.view(m.slot, m.gen)["end"] +
+                       sim.latency(comm.nodes[m.src], comm.nodes[comm.rank]))
         view = sim.view(self.slot, self.gen)
         return view["end"] if self.kind == "compute" else view["release"]
 
@@ -207,7 +209,8 @@ class Simulator:
     time_scale : float
         Scenario seconds per simulated second.
     latency_seconds : float, optional
-        One-way latency of every message (default: the cluster's ``latency_ms``).
+        One-way latency of every message (default: each path's, as the emulator's:
+        :func:`~emulator.network.cluster.latencies_from`).
     local_cpu : dict, optional
         ``{node: fraction}``: a local user taking that share of the node's CPU.
     """
@@ -218,8 +221,9 @@ class Simulator:
         self.model.set_clock(epoch=0.0, time_scale=time_scale, wall=0.0)
         self.index = self.model.index
         self.cpu = {n: self.model.resources.cpu(n) for n in self.model.nodes}
-        self.latency = cluster.graph.get("latency_ms", 0.0) / 1000.0 \
-            if latency_seconds is None else latency_seconds
+        self.cluster = cluster
+        self.latency_seconds = latency_seconds
+        self._latency_rows: dict = {}
         for node, fraction in (local_cpu or {}).items():
             if fraction > 0:
                 self.model.fluid.add(0.0, self.index[node], self.index[node], 0.0,
@@ -231,6 +235,17 @@ class Simulator:
         self._back = threading.Event()
         self._error = None
         self._abandoned = False
+
+    def latency(self, a, b):
+        """The one-way latency of a message from node ``a`` to node ``b``."""
+        if self.latency_seconds is not None:
+            return self.latency_seconds
+        if a not in self._latency_rows:
+            from emulator.network.cluster import latencies_from, node_names
+
+            names = node_names(self.cluster)
+            self._latency_rows[a] = dict(zip(names, latencies_from(self.cluster, a, names)))
+        return self._latency_rows[a][b]
 
     def add_job(self, name, npb_class, nodes, *, start_seconds=0.0, iterations=None):
         """A skeleton run with rank i on ``nodes[i]`` from ``start_seconds``; its id."""

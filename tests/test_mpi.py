@@ -64,6 +64,13 @@ MIB_BITS = 8 * (1 << 20)
 RELAY_SECONDS = 0.04
 
 
+def test_each_message_waits_its_paths_latency(shaped):
+    # 8 bytes from n1: to n2 behind the same switch (0.2 ms), to n3 behind another (20.2 ms)
+    got = dict(v for v in shaped["path_latency"] if v[1] is not None)
+    assert got["n2"] < 0.005 + shaped["slack"], got
+    within(got["n3"], 0.0202, tolerance=0.15, slack=shaped["slack"])
+
+
 def test_one_flow_takes_size_over_bandwidth(shaped):
     (seconds,) = shaped["one_flow_10"]
     within(seconds, MIB_BITS / 10e6, slack=shaped["slack"])

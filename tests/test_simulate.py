@@ -90,3 +90,22 @@ def test_a_receive_nobody_sends_is_a_clear_error():
     finally:
         SKELETONS.pop("lonely", None)
         patterns.CLASS_PARAMS.pop("lonely", None)
+
+
+def test_a_message_waits_its_paths_latency_on_a_tree():
+    from emulator.network.cluster import cluster_from_dict
+
+    tree = cluster_from_dict({"topology": "tree", "latency_ms": 0.1, "switches": ["s", "t"],
+                              "nodes": [{"name": "a", "switch": "s"},
+                                        {"name": "b", "switch": "s"},
+                                        {"name": "c", "switch": "t"}],
+                              "links": [{"a": "s", "b": "t", "latency_ms": 1.0}]})
+    sim = Simulator(tree)
+    assert sim.latency("a", "b") == pytest.approx(0.0002)
+    assert sim.latency("a", "c") == pytest.approx(0.0012)
+    assert sim.latency("c", "c") == 0.0
+    assert Simulator(tree, latency_seconds=0.005).latency("a", "c") == 0.005
+    from emulator.network.sharing import simulate
+
+    near, far = simulate(tree, [(0, "a", "b", 0), (0, "a", "c", 0)], bucket=False)
+    assert (near, far) == (pytest.approx(0.0002), pytest.approx(0.0012))

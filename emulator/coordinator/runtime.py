@@ -193,8 +193,7 @@ def _machine():
 def _network(settings, model):
     """A node's view of the network: the cluster's one model (the coordinator sets its clock:
     the scenario, or every link at its capacity for a dedicated run)."""
-    latency = settings.cluster.graph.get("latency_ms", 0.0) / 1000.0
-    return Network(model, latency_seconds=latency, dilation=settings.dilation)
+    return Network(model, dilation=settings.dilation, cluster=settings.cluster)
 
 
 def _group_comm(data, settings, network, names, msg, *, own=False):

@@ -110,12 +110,18 @@ def path_latency_seconds(cluster, nodes):
     >>> [[round(x * 1000, 3) for x in row] for row in path_latency_seconds(g, ["a", "b", "c"])]
     [[0.0, 0.2, 1.2], [0.2, 0.0, 1.2], [1.2, 1.2, 0.0]]
     """
+    rows = {a: latencies_from(cluster, a, nodes) for a in set(nodes)}
+    return [rows[a] for a in nodes]
+
+
+def latencies_from(cluster, node, nodes):
+    """One-way latency from ``node`` to each of ``nodes`` (seconds), as
+    :func:`path_latency_seconds` has it; one shortest-path search."""
     if cluster.graph.get("topology") == "crossbar":
         one = cluster.graph.get("latency_ms", DEFAULT_LATENCY_MS) / 1000.0
-        return [[0.0 if a == b else one for b in nodes] for a in nodes]
-    lengths = {a: nx.single_source_dijkstra_path_length(cluster, a, weight="latency_ms")
-               for a in set(nodes)}
-    return [[lengths[a][b] / 1000.0 for b in nodes] for a in nodes]
+        return [0.0 if b == node else one for b in nodes]
+    lengths = nx.single_source_dijkstra_path_length(cluster, node, weight="latency_ms")
+    return [lengths[b] / 1000.0 for b in nodes]
 
 
 # -- files -------------------------------------------------------------------------------

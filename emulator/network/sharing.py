@@ -284,11 +284,12 @@ class Flow:
 
 def simulate(cluster, flows, *, timeline=None, latency_seconds=None, time_scale=1.0,
              bucket=True):
-    """When each flow is delivered (its last byte plus the latency), in seconds from time 0,
-    by the fluid model in this process. ``flows``: ``(start_seconds, src, dst, size_bytes)``
-    with node names; the scenario's time 0 is time 0 (``time_scale`` scenario seconds per
-    second). ``bucket``: each pair's token bucket lets its first bytes through at once, as
-    the message path's (and the kernel's HTB) do.
+    """When each flow is delivered (its last byte plus the latency: ``latency_seconds``, or
+    by default its path's), in seconds from time 0, by the fluid model in this process.
+    ``flows``: ``(start_seconds, src, dst, size_bytes)`` with node names; the scenario's
+    time 0 is time 0 (``time_scale`` scenario seconds per second). ``bucket``: each pair's
+    token bucket lets its first bytes through at once, as the message path's (and the
+    kernel's HTB) do.
 
     >>> from emulator.network.cluster import crossbar
     >>> simulate(crossbar(2), [(0, "n1", "n2", 12_500_000)], latency_seconds=0.001,
@@ -296,8 +297,6 @@ def simulate(cluster, flows, *, timeline=None, latency_seconds=None, time_scale=
     [1.001]
     """
     flows = [Flow(*f) if not isinstance(f, Flow) else f for f in flows]
-    if latency_seconds is None:
-        latency_seconds = cluster.graph.get("latency_ms", 0.0) / 1000.0
     model = ClusterModel(cluster, timeline, max_flows=max(1, len(flows)), base=0.0)
     index = model.index
     for f in flows:
@@ -315,11 +314,18 @@ def simulate(cluster, flows, *, timeline=None, latency_seconds=None, time_scale=
         slots[k] = model.fluid.add(base + f.start_seconds, index[f.src], index[f.dst],
                                    f.size_bytes * 8.0, bucket=bucket)
     model.fluid.advance(math.inf)
+    if latency_seconds is None:
+        from .cluster import latencies_from
+
+        rows = {a: dict(zip(index, latencies_from(cluster, a, list(index))))
+                for a in {f.src for f in flows}}
     ends = []
     for k in range(len(flows)):
         slot, gen, _ = slots[k]
         view = model.fluid.view(slot, gen, wall=math.inf)
-        ends.append(view["end"] - base + latency_seconds)
+        latency = latency_seconds if latency_seconds is not None else \
+            rows[flows[k].src][flows[k].dst]
+        ends.append(view["end"] - base + latency)
     return ends
 
 

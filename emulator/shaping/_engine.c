@@ -182,7 +182,8 @@ typedef struct {
     int *index_of;   /* world rank -> member index, -1 if not a member */
     int n_world;
     int *node;       /* the model's index of each member's node */
-    double latency, timeout, bell_max;
+    double latency, timeout, bell_max; /* latency: the least of lat's */
+    double *lat; /* per member: the wall latency of a message from it to this rank */
     PyObject *owner;    /* free for the Python side (the communicator's node names) */
     PyObject *model;    /* the fluid model (its Python object, kept alive) */
     void *fluid;
@@ -277,7 +278,8 @@ static void release_send(Req *r)
     r->header = NULL;
 }
 
-static double lead(Engine *e) { return fmin(lead_seconds, e->latency); }
+/* how early a delivery from member `src` may aim: never before its last byte */
+static double lead(Engine *e, int src) { return fmin(lead_seconds, e->lat[src]); }
 
 /* -- the model ------------------------------------------------------------------------ */
 
@@ -345,11 +347,11 @@ static int check_sends(Engine *e)
 static int deliver(Engine *e, double now)
 {
     int progressed = 0, k = 0;
-    double ahead = lead(e);
     for (int i = 0; i < e->n_posted; i++) {
         Req *r = e->posted[i];
         Flow *f = r->flow;
-        if (f == NULL || !f->done || f->moving || f->end + e->latency - ahead > now) {
+        if (f == NULL || !f->done || f->moving ||
+            f->end + e->lat[f->src] - lead(e, f->src) > now) {
             e->posted[k++] = r;
             continue;
         }
@@ -369,7 +371,7 @@ static int deliver(Engine *e, double now)
             goto failed;
         r->nbytes = (Py_ssize_t)f->nbytes;
         r->start_at = f->start;
-        r->due_at = f->end + e->latency;
+        r->due_at = f->end + e->lat[f->src];
         r->done = 1;
         if (r->has_view) {
             PyBuffer_Release(&r->view);
@@ -398,13 +400,13 @@ static int deliver(Engine *e, double now)
 /* When to look again: the next delivery, a flow's end, a release, a scenario change. */
 static double next_due(Engine *e)
 {
-    double due = INFINITY, ahead = lead(e);
+    double due = INFINITY;
     for (int i = 0; i < e->n_flows; i++) {
         Flow *f = e->flows[i];
         if (!f->done && f->wake != UNSET)
             due = fmin(due, f->wake);
         else if (f->done && f->bound) /* a message no receive has taken waits for one */
-            due = fmin(due, f->end + e->latency - ahead);
+            due = fmin(due, f->end + e->lat[f->src] - lead(e, f->src));
     }
     for (int i = 0; i < e->n_sends; i++)
         if (e->sends[i]->holds)
@@ -984,12 +986,44 @@ static PyObject *Engine_state(Engine *e, PyObject *noargs)
 
 #define ALLOC(p, n) ((p) = calloc((size_t)((n) ? (n) : 1), sizeof(*(p))))
 
+/* latency_seconds: one wall latency for every member, or a sequence of one per member */
+static int read_latencies(Engine *e, PyObject *latency)
+{
+    if (!ALLOC(e->lat, e->n)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *seq = PyNumber_Check(latency) ? NULL
+                                            : PySequence_Fast(latency, "latency_seconds: a "
+                                                                       "number or a sequence");
+    if (!seq && PyErr_Occurred())
+        return -1;
+    if (seq && PySequence_Fast_GET_SIZE(seq) != e->n) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "one latency per member");
+        return -1;
+    }
+    e->latency = INFINITY;
+    for (int i = 0; i < e->n; i++) {
+        e->lat[i] = PyFloat_AsDouble(seq ? PySequence_Fast_GET_ITEM(seq, i) : latency);
+        if (e->lat[i] < 0 && !PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a latency is negative");
+        if (PyErr_Occurred()) {
+            Py_XDECREF(seq);
+            return -1;
+        }
+        e->latency = fmin(e->latency, e->lat[i]);
+    }
+    Py_XDECREF(seq);
+    return 0;
+}
+
 static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"comm", "members", "rank", "model", "nodes", "latency_seconds",
                             "tag_base", "bell_fd", "bells", "bell_max_seconds",
                             "timeout_seconds", NULL};
-    PyObject *members, *model, *nodes, *bells;
+    PyObject *members, *model, *nodes, *bells, *latency;
     if (!M.bound) {
         PyErr_SetString(PyExc_RuntimeError, "bind() the MPI library first");
         return -1;
@@ -998,9 +1032,9 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "an engine is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IO!iOO!diiOdd", names, &e->comm,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "IO!iOO!OiiOdd", names, &e->comm,
                                      &PyList_Type, &members, &e->rank, &model, &PyList_Type,
-                                     &nodes, &e->latency, &e->tag_base, &e->bell_fd, &bells,
+                                     &nodes, &latency, &e->tag_base, &e->bell_fd, &bells,
                                      &e->bell_max, &e->timeout))
         return -1;
     int n = e->n = (int)PyList_GET_SIZE(members);
@@ -1008,6 +1042,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "members, nodes and rank disagree");
         return -1;
     }
+    if (read_latencies(e, latency))
+        return -1;
     if (e->bell_fd >= 0 && (!PyList_Check(bells) || PyList_GET_SIZE(bells) != n)) {
         PyErr_SetString(PyExc_ValueError, "one bell address per member");
         return -1;
@@ -1106,6 +1142,7 @@ static void Engine_dealloc(Engine *e)
         e->api->unlock(e->fluid);
     }
     free(e->drops);
+    free(e->lat);
     for (int i = 0; i < e->n_posted; i++) {
         e->posted[i]->flow = NULL;
         Py_DECREF(e->posted[i]);

@@ -109,17 +109,29 @@ class Network:
         The cluster's fluid model (shared by the ranks of a machine, or private to this
         process for a communicator of one process).
     latency_seconds : float
-        Emulated one-way latency added to every message.
+        Emulated one-way latency added to every message (without ``cluster``).
     dilation : float
         Wall seconds per emulated second (the model's clock must say the same).
+    cluster : networkx.Graph, optional
+        The cluster: each message then waits its path's latency
+        (:func:`~emulator.network.cluster.latencies_from`), none within a node.
     """
 
-    def __init__(self, model, *, latency_seconds=0.0, dilation=1.0):
+    def __init__(self, model, *, latency_seconds=0.0, dilation=1.0, cluster=None):
         if not dilation > 0:
             raise ValueError(f"dilation must be positive, got {dilation}")
         self.model = model
         self.latency_seconds = latency_seconds
         self.dilation = dilation
+        self.cluster = cluster
+
+    def wall_latencies_to(self, node, nodes):
+        """The wall latency of a message from each of ``nodes`` to ``node``."""
+        if self.cluster is None:
+            return [self.wall_latency_seconds] * len(nodes)
+        from ..network.cluster import latencies_from
+
+        return [s * self.dilation for s in latencies_from(self.cluster, node, nodes)]
 
     @property
     def wall_latency_seconds(self):
@@ -133,8 +145,8 @@ class Network:
 
         model = ClusterModel(cluster, timeline, max_flows=4096)
         model.set_clock(epoch=time.time(), dilation=dilation)
-        if latency_seconds is None:
-            latency_seconds = cluster.graph.get("latency_ms", 0.0) / 1000.0
+        if latency_seconds is None:  # each path's
+            return cls(model, dilation=dilation, cluster=cluster)
         return cls(model, latency_seconds=latency_seconds, dilation=dilation)
 
 
@@ -267,7 +279,8 @@ class ShapedComm(Collectives):
             raise ValueError(f"nodes {missing} are not in the network's model")
         self._model_nodes = [index[n] for n in self.nodes]
         self._fluid = network.model.fluid
-        self._latency = network.wall_latency_seconds
+        # the wall latency of a message from each member to this rank
+        self._latency = network.wall_latencies_to(self.node, self.nodes)
 
     @property
     def dilation(self):
@@ -440,7 +453,7 @@ class ShapedComm(Collectives):
             flow = req.flow
             if flow is None or not flow.done or flow.request is not None:
                 continue  # not arrived, not finished in the model, or payload still moving
-            if flow.end + self._latency - lead > now:
+            if flow.end + self._latency[flow.src] - min(lead, self._latency[flow.src]) > now:
                 continue
             self._flows.remove(flow)
             self._posted.remove(req)
@@ -453,7 +466,7 @@ class ShapedComm(Collectives):
                                      f"does not fit a {target.nbytes}-byte buffer")
                 target[:flow.nbytes] = flow.buffer
             req.nbytes = flow.nbytes
-            req.start_at, req.due_at = flow.start, flow.end + self._latency
+            req.start_at, req.due_at = flow.start, flow.end + self._latency[flow.src]
             req.done = True
             self._drops.append((flow.slot, flow.gen, _fluid.RECEIVER))
             progressed = True
@@ -464,16 +477,17 @@ class ShapedComm(Collectives):
         return progressed
 
     def _lead(self):
-        """How early a delivery may be aimed: the measured lateness, never before the last
-        byte."""
-        return min(_lead_seconds, self._latency)
+        """How early a delivery may be aimed: the measured lateness (never before the last
+        byte: each use caps it at its message's latency)."""
+        return _lead_seconds
 
     def _next_due(self):
         """Wall time to look again: the next delivery, a flow's end or release, or the
         scenario's next change."""
         lead = self._lead()
         # a message no receive has taken waits for one
-        due = [f.end + self._latency - lead if f.done else f.wake for f in self._flows
+        due = [f.end + self._latency[f.src] - min(lead, self._latency[f.src]) if f.done
+               else f.wake for f in self._flows
                if f.wake is not None and (f.bound is not None or not f.done)]
         due += [r._wake for r in self._sends if r._slot is not None]
         return min(due, default=math.inf)

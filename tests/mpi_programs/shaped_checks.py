@@ -15,7 +15,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from emulator.network.cluster import crossbar
+from emulator.network.cluster import cluster_from_dict, crossbar
 from emulator.network.cluster import links as cluster_links
 from emulator.network.scenario import Timeline
 from emulator.shaping import doorbell
@@ -232,6 +232,18 @@ if c:
         report("ended_before_heard", r.due_at - r.start_at)
 else:
     report("ended_before_heard", None)
+
+# each message waits its path's latency: the crossbar's model, with the latencies of a tree
+# (n1 and n2 behind switch s, n3 behind t, 0.1 ms per node link, 20 ms between the switches)
+TREE = cluster_from_dict({"topology": "tree", "latency_ms": 0.1, "switches": ["s", "t"],
+                          "nodes": [{"name": "n1", "switch": "s"}, {"name": "n2", "switch": "s"},
+                                    {"name": "n3", "switch": "t"}],
+                          "links": [{"a": "s", "b": "t", "latency_ms": 20.0}]})
+c = None
+if rank in (1, 2, 3):
+    c = ShapedComm(data, [1, 2, 3], NODES[:3], Network(model, cluster=TREE), context=16,
+                   timeout_seconds=60, doorbells=[BELLS[m] for m in (1, 2, 3)])
+report("path_latency", (NODES[rank - 1], timed_transfer(c, 8, dests=(1, 2))) if c else None)
 
 del c
 model.close()
