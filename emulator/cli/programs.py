@@ -103,6 +103,9 @@ def cmd_mpiexec(args):
         else full_capacity_timeline(cluster)
     runs = run_programs(cluster, timeline, jobs, dilation=args.dilation,
                         time_scale=args.time_scale, timeout_seconds=args.timeout_seconds)
+    for run in runs:
+        for error in run.errors:  # why the library ended a job
+            echo(f"nodesel: {error}", file=sys.stderr)
     status = next((run.status for run in runs if run.status), 0)
     if args.report:
         reports = [dict(run.to_json(), nodes=nodes, program=program)

@@ -154,15 +154,28 @@ static struct {
 
 /* -- small things ------------------------------------------------------------------------ */
 
+/* End the job with one line naming the problem. The line goes to the launcher's file
+ * (NODESEL_PMPI_STATS), which says it once the job is over: on stderr, MPI_Abort could
+ * take the rank's output down with it before its proxy passes it on. */
 static void die(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "nodesel: rank %d: ", S.rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    const char *path = getenv("NODESEL_PMPI_STATS");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "{\"rank\": %d, \"error\": \"", S.rank);
+        for (const char *c = msg; *c; c++)
+            fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : "%c", *c >= ' ' ? *c : ' ');
+        fputs("\"}\n", f);
+        fclose(f);
+    } else {
+        fprintf(stderr, "nodesel: rank %d: %s\n", S.rank, msg);
+        fflush(stderr);
+    }
     PMPI_Abort(MPI_COMM_WORLD, 2);
     _exit(2);
 }

@@ -26,18 +26,21 @@ DEFAULT_TIMEOUT_SECONDS = 3600.0
 class ProgramRun:
     """How a program ran: its exit status; ``seconds``, emulated, from its first rank's
     MPI_Init to its last rank's MPI_Finalize (None if no rank got there); the launch's wall
-    seconds, start-up and clean-up included; and each rank's counters (its MPI_Init and
+    seconds, start-up and clean-up included; each rank's counters (its MPI_Init and
     MPI_Finalize on the emulated clock, the messages and bytes it sent paced, collectives,
-    what it called that is not paced)."""
+    what it called that is not paced); and why the library ended it, if it did
+    (``"rank R: ..."`` lines)."""
 
     status: int
     seconds: Optional[float]
     wall_seconds: float
     ranks: tuple
+    errors: tuple = ()
 
     def to_json(self) -> dict:
         return {"status": self.status, "seconds": self.seconds,
-                "wall_seconds": self.wall_seconds, "ranks": list(self.ranks)}
+                "wall_seconds": self.wall_seconds, "ranks": list(self.ranks),
+                "errors": list(self.errors)}
 
 
 def rank_nodes_for(names: Sequence[str], n: int, hosts: Optional[Sequence[str]] = None) -> list:
@@ -66,13 +69,16 @@ def mpiexec_command(mpiexec: str, n: int, environment: dict, argv: Sequence[str]
 
 
 def _read_ranks(path: str) -> tuple:
+    """(each rank's counters, the library's reasons for ending the job) from its file."""
     if not os.path.exists(path):
-        return ()
+        return (), ()
     with open(path) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    for row in rows:
+    errors = tuple(f"rank {row['rank']}: {row['error']}" for row in rows if "error" in row)
+    ranks = [row for row in rows if "error" not in row]
+    for row in ranks:
         row["unpaced"] = row["unpaced"].split()
-    return tuple(sorted(rows, key=lambda row: row["rank"]))
+    return tuple(sorted(ranks, key=lambda row: row["rank"])), errors
 
 
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str], *,
@@ -108,10 +114,10 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
         statuses = _run_all(commands)
         runs = []
         for status, path in zip(statuses, stats):
-            ranks = _read_ranks(path)
+            ranks, errors = _read_ranks(path)
             seconds = (max(r["finalize_seconds"] for r in ranks) -
                        min(r["init_seconds"] for r in ranks)) if ranks else None
-            runs.append(ProgramRun(status, seconds, time.time() - served.epoch, ranks))
+            runs.append(ProgramRun(status, seconds, time.time() - served.epoch, ranks, errors))
         return runs
 
 
