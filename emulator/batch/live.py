@@ -18,7 +18,6 @@ failed), the node is marked down and takes no more tasks, and the run goes on.
 import functools
 import gc
 import math
-import os
 import random
 import time
 from dataclasses import dataclass, field
