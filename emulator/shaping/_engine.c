@@ -182,7 +182,7 @@ typedef struct {
     int *index_of;   /* world rank -> member index, -1 if not a member */
     int n_world;
     int *node;       /* the model's index of each member's node */
-    double latency, timeout, bell_max; /* latency: the least of lat's */
+    double timeout, bell_max;
     double *lat; /* per member: the wall latency of a message from it to this rank */
     PyObject *owner;    /* free for the Python side (the communicator's node names) */
     PyObject *model;    /* the fluid model (its Python object, kept alive) */
@@ -1003,7 +1003,6 @@ static int read_latencies(Engine *e, PyObject *latency)
         PyErr_SetString(PyExc_ValueError, "one latency per member");
         return -1;
     }
-    e->latency = INFINITY;
     for (int i = 0; i < e->n; i++) {
         e->lat[i] = PyFloat_AsDouble(seq ? PySequence_Fast_GET_ITEM(seq, i) : latency);
         if (e->lat[i] < 0 && !PyErr_Occurred())
@@ -1012,7 +1011,6 @@ static int read_latencies(Engine *e, PyObject *latency)
             Py_XDECREF(seq);
             return -1;
         }
-        e->latency = fmin(e->latency, e->lat[i]);
     }
     Py_XDECREF(seq);
     return 0;
@@ -1176,7 +1174,6 @@ static PyMemberDef Engine_members[] = {
     {"bytes_sent", T_LONGLONG, offsetof(Engine, bytes_sent), READONLY, NULL},
     {"messages_sent", T_LONGLONG, offsetof(Engine, messages_sent), READONLY, NULL},
     {"bell_max_seconds", T_DOUBLE, offsetof(Engine, bell_max), 0, NULL},
-    {"latency_seconds", T_DOUBLE, offsetof(Engine, latency), 0, NULL},
     {"timeout_seconds", T_DOUBLE, offsetof(Engine, timeout), 0, NULL},
     {"owner", T_OBJECT, offsetof(Engine, owner), 0, NULL},
     {NULL}};

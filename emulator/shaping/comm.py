@@ -448,12 +448,11 @@ class ShapedComm(Collectives):
         """Complete posted receives whose message has been delivered by ``now``, and sends
         that are released and moved."""
         progressed = False
-        lead = self._lead()
         for req in list(self._posted):
             flow = req.flow
             if flow is None or not flow.done or flow.request is not None:
                 continue  # not arrived, not finished in the model, or payload still moving
-            if flow.end + self._latency[flow.src] - min(lead, self._latency[flow.src]) > now:
+            if flow.end + self._latency[flow.src] - self._lead(flow.src) > now:
                 continue
             self._flows.remove(flow)
             self._posted.remove(req)
@@ -476,18 +475,17 @@ class ShapedComm(Collectives):
         self._sends = [r for r in self._sends if not r.done]
         return progressed
 
-    def _lead(self):
-        """How early a delivery may be aimed: the measured lateness (never before the last
-        byte: each use caps it at its message's latency)."""
-        return _lead_seconds
+    def _lead(self, src):
+        """How early a delivery from member ``src`` may be aimed: the measured lateness,
+        never before the last byte."""
+        return min(_lead_seconds, self._latency[src])
 
     def _next_due(self):
         """Wall time to look again: the next delivery, a flow's end or release, or the
         scenario's next change."""
-        lead = self._lead()
         # a message no receive has taken waits for one
-        due = [f.end + self._latency[f.src] - min(lead, self._latency[f.src]) if f.done
-               else f.wake for f in self._flows
+        due = [f.end + self._latency[f.src] - self._lead(f.src) if f.done else f.wake
+               for f in self._flows
                if f.wake is not None and (f.bound is not None or not f.done)]
         due += [r._wake for r in self._sends if r._slot is not None]
         return min(due, default=math.inf)
