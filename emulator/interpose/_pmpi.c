@@ -200,14 +200,20 @@ static void refuse(const char *name)
         name);
 }
 
-/* A rank whose launcher is gone (killed) would wait for ever for the model: it ends. */
-static void check_launcher(double now)
+/* A wait that has lasted too long, or whose launcher is gone (killed: the model would never
+ * answer), ends the job. Returns the time now. */
+static double check_waiting(double begin, const char *what)
 {
-    if (now < S.next_check || S.launcher <= 0)
-        return;
-    S.next_check = now + 1.0;
-    if (kill(S.launcher, 0) && errno == ESRCH)
-        die("nodesel mpiexec (pid %d), which serves the network's model, is gone", S.launcher);
+    double now = shm_wall_now();
+    if (now - begin > S.timeout)
+        die("%s waited %.0f s for a message (a peer is stuck or gone)", what, now - begin);
+    if (now >= S.next_check && S.launcher > 0) {
+        S.next_check = now + 1.0;
+        if (kill(S.launcher, 0) && errno == ESRCH)
+            die("nodesel mpiexec (pid %d), which serves the network's model, is gone",
+                S.launcher);
+    }
+    return now;
 }
 
 static double env_double(const char *name, double fallback)
@@ -338,12 +344,8 @@ static void forget_comm(MPI_Comm comm)
 static MPI_Comm shadow_of(MPI_Comm comm)
 {
     CommInfo *c = comm_info(comm);
-    if (c->shadow == MPI_COMM_NULL) {
+    if (c->shadow == MPI_COMM_NULL)
         PMPI_Comm_dup(comm, &c->shadow);
-        CommInfo *s = comm_info(c->shadow); /* may move the table */
-        (void)s;
-        c = comm_info(comm);
-    }
     return c->shadow;
 }
 
@@ -865,10 +867,7 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
         if ((mode == ALL ? got == live : *count > 0) || !blocking)
             return error;
         sweep_orphans();
-        double now = shm_wall_now();
-        if (now - begin > S.timeout)
-            die("%s waited %.0f s for a message (a peer is stuck or gone)", what, now - begin);
-        check_launcher(now);
+        double now = check_waiting(begin, what);
         if (S.events != events)
             continue; /* something moved: it may have let more move */
         if (now < S.fast_until)
@@ -886,14 +885,6 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
     }
 }
 
-/* Wait for one request of the library's own making (a blocking call's). */
-static int wait_one(Rec *r, MPI_Status *status, const char *what)
-{
-    enter(r);
-    MPI_Request h = r->handle;
-    int index, count;
-    return wait_for(1, &h, status, ANY, &index, 1, what, &count);
-}
 
 /* -- set-up and the clock ---------------------------------------------------------------- */
 
@@ -1199,10 +1190,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
         double next = INFINITY, moving = 0.0;
         if (probe_once(source, tag, comm, status, &next, &moving))
             return MPI_SUCCESS;
-        double now = shm_wall_now();
-        if (now - begin > S.timeout)
-            die("MPI_Probe waited %.0f s for a message (a peer is stuck or gone)", now - begin);
-        check_launcher(now);
+        double now = check_waiting(begin, "MPI_Probe");
         nap(fmin(next - now, moving > 0 ? POLL_MIN_SECONDS : NET_SECONDS));
     }
 }
