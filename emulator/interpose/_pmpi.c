@@ -326,15 +326,19 @@ static int world_of(MPI_Comm comm, int rank)
     return c->world[rank];
 }
 
+/* Forget a communicator the program frees, and free its shadow (MPI reuses handles). */
 static void forget_comm(MPI_Comm comm)
 {
     for (int i = 0; i < S.n_comms; i++) {
         if (S.comms[i].comm != comm)
             continue;
+        MPI_Comm shadow = S.comms[i].shadow;
         free(S.comms[i].world);
-        if (S.comms[i].shadow != MPI_COMM_NULL)
-            PMPI_Comm_free(&S.comms[i].shadow);
         S.comms[i] = S.comms[--S.n_comms];
+        if (shadow != MPI_COMM_NULL) {
+            forget_comm(shadow);
+            PMPI_Comm_free(&shadow);
+        }
         return;
     }
 }
