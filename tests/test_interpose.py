@@ -219,6 +219,17 @@ def test_programs_after_a_colon_run_at_once(paced, tmp_path):
         "are required: -n)"]
 
 
+@pytest.mark.mpi
+def test_a_rank_that_waits_too_long_ends_the_job_in_one_line(paced, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "emulator", "mpiexec", "-n", "2",
+                           "--timeout-seconds", "1", "--", paced, "stuck"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("nodesel")]
+    assert said == ["nodesel: rank 0: MPI_Recv waited 1 s for a message (a peer is stuck "
+                    "or gone)"], proc.stderr
+
+
 def test_the_relay_reports_a_flows_end_and_leaves_nothing():
     from emulator.interpose.relay import ServedProgram
 

@@ -19,6 +19,7 @@
  *                                     then waits for an acknowledgement; N times: MB/s
  *   paced self BYTES COUNT            every rank sends to itself COUNT times: wall seconds
  *   paced compute MILLIONS            no messages, MILLIONS million additions: wall seconds
+ *   paced stuck                       rank 0 waits for a message rank 1 never sends
  * Build: mpicc -O2 -o paced paced.c */
 #include <mpi.h>
 #include <stdio.h>
@@ -322,6 +323,8 @@ int main(int argc, char **argv)
         self(a, b);
     else if (!strcmp(test, "compute"))
         compute(a);
+    else if (!strcmp(test, "stuck") && rank == 0) /* from rank 1, which never sends */
+        MPI_Recv(&a, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else if (rank == 0)
         fprintf(stderr, "paced: unknown test %s\n", test);
     MPI_Finalize();
