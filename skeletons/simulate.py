@@ -70,7 +70,7 @@ class SimRequest:
             if m is None:
                 return math.inf
             comm = self.comm
-            return max(self.posted, sim.view(m.slot, m.gen)["end"] +
+            return max(self.posted, sim.view(m.slot, m.gen)["end"] + sim.message_seconds +
                        sim.latency(comm.nodes[m.src], comm.nodes[comm.rank]))
         view = sim.view(self.slot, self.gen)
         return view["end"] if self.kind == "compute" else view["release"]
@@ -213,16 +213,23 @@ class Simulator:
         :func:`~emulator.network.cluster.latencies_from`).
     local_cpu : dict, optional
         ``{node: fraction}``: a local user taking that share of the node's CPU.
+    message_seconds : float
+        What the message path adds to every message beyond its latency and its bytes
+        (default none; ``scripts/calibrate_messages`` measures it, in wall seconds: divide
+        by the dilation).
     """
 
     def __init__(self, cluster, timeline=None, *, time_scale=1.0, latency_seconds=None,
-                 local_cpu=None):
+                 local_cpu=None, message_seconds=0.0):
         self.model = ClusterModel(cluster, timeline, max_flows=MAX_FLOWS, base=0.0)
         self.model.set_clock(epoch=0.0, time_scale=time_scale, wall=0.0)
         self.index = self.model.index
         self.cpu = {n: self.model.resources.cpu(n) for n in self.model.nodes}
         self.cluster = cluster
         self.latency_seconds = latency_seconds
+        if not message_seconds >= 0:
+            raise ValueError(f"message_seconds must be at least 0, got {message_seconds}")
+        self.message_seconds = float(message_seconds)
         self._latency_rows: dict = {}
         for node, fraction in (local_cpu or {}).items():
             if fraction > 0:

@@ -70,6 +70,21 @@ def test_a_message_takes_size_over_bandwidth_plus_latency():
     assert send.Test() and recv.Test() and (into == payload).all()
 
 
+def test_every_message_pays_the_paths_cost_beyond_its_latency():
+    """A zero-byte ping-pong through SimComm: each one-way trip is the latency plus the
+    path's per-message cost (scripts/calibrate_messages), which may not be negative."""
+    import numpy as np
+
+    sim = Simulator(crossbar(2), latency_seconds=0.0001, message_seconds=0.00003)
+    sim.jobs.append({"comms": None, "mailbox": {}, "posted": {}})
+    a, b = SimComm(sim, 0, 0, ["n1", "n2"]), SimComm(sim, 0, 1, ["n1", "n2"])
+    empty = np.zeros(0, dtype=np.uint8)
+    recv = b.Irecv(empty, 0)
+    assert a.Isend(empty, 1).done and recv.due() == pytest.approx(0.00013)
+    with pytest.raises(ValueError, match="message_seconds"):
+        Simulator(crossbar(2), message_seconds=-1e-6)
+
+
 def test_a_receive_nobody_sends_is_a_clear_error():
     from skeletons import SKELETONS, register
 
