@@ -254,8 +254,10 @@ class Simulator:
             self._latency_rows[a] = dict(zip(names, latencies_from(self.cluster, a, names)))
         return self._latency_rows[a][b]
 
-    def add_job(self, name, npb_class, nodes, *, start_seconds=0.0, iterations=None):
-        """A skeleton run with rank i on ``nodes[i]`` from ``start_seconds``; its id."""
+    def add_job(self, name, npb_class, nodes, *, start_seconds=0.0, iterations=None,
+                node_mflops=None):
+        """A skeleton run with rank i on ``nodes[i]`` from ``start_seconds``, computing at
+        ``node_mflops`` (default :data:`skeletons.NODE_MFLOPS`); its id."""
         from . import check
 
         check(name, npb_class, len(nodes))
@@ -264,6 +266,7 @@ class Simulator:
             raise ValueError(f"nodes {missing} are not in the cluster")
         self.jobs.append({"name": name, "class": npb_class, "nodes": list(nodes),
                           "start": float(start_seconds), "iterations": iterations,
+                          "node_mflops": node_mflops,
                           "comms": None, "results": {}, "mailbox": {}, "posted": {}})
         return len(self.jobs) - 1
 
@@ -307,8 +310,9 @@ class Simulator:
         comm.go.clear()
         try:
             j = self.jobs[job]
+            speed = {} if j["node_mflops"] is None else {"node_mflops": j["node_mflops"]}
             j["results"][comm.rank] = run(j["name"], comm, j["class"],
-                                          iterations=j["iterations"])
+                                          iterations=j["iterations"], **speed)
             j["ends"][comm.rank] = self.now
         except _Abandoned:
             return

@@ -261,7 +261,11 @@ def test_a_killed_launchers_files_go_at_the_next_start(tmp_path):
 
 @pytest.mark.mpi
 @pytest.mark.skipif(not os.path.isdir(NPB), reason="needs ../shared/npb (NPB 3.3 sources)")
-def test_nas_is_class_s_verifies_under_the_library(tmp_path):
+def test_nas_is_class_s_verifies_and_takes_the_models_time(tmp_path):
+    """IS class S on 4 nodes of the default crossbar verifies, and its run (MPI_Init to
+    MPI_Finalize) takes the model's time for the IS skeleton's messages within 10%. At
+    dilation 16 the program's own computing and the library's cost per message count 16
+    times less, so the model's skeleton computes at no cost either."""
     if not HAVE_MPICC:
         pytest.skip("needs the mpich wheel's mpicc")
     tree = tmp_path / "NPB3.3-MPI"
@@ -276,10 +280,17 @@ def test_nas_is_class_s_verifies_under_the_library(tmp_path):
     build = subprocess.run(["make", "is", "NPROCS=4", "CLASS=S"], cwd=tree,
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    proc, _, report = mpiexec(tmp_path, 4, [str(tree / "bin" / "is.S.4")])
+    proc, _, report = mpiexec(tmp_path, 4, [str(tree / "bin" / "is.S.4")], "--dilation", "16")
     assert proc.returncode == 0, proc.stderr
     assert "Verification    =               SUCCESSFUL" in proc.stdout
     assert all(r["messages"] > 80 and not r["unpaced"] for r in report["ranks"])
+    from emulator.network.cluster import crossbar
+    from skeletons.simulate import Simulator
+
+    sim = Simulator(crossbar(4))
+    job = sim.add_job("is", "S", ["n1", "n2", "n3", "n4"], node_mflops=1e9)
+    model = sim.run()[job]["seconds"]
+    assert near(report["seconds"], model, 0.10), (report["seconds"], model)
 
 
 @pytest.mark.mpi
