@@ -203,6 +203,26 @@ def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
         (alone.seconds, lag, first.seconds, second.seconds)
 
 
+def test_a_program_goes_on_from_the_scenario_time_it_is_given(paced, tmp_path):
+    """With ``epoch`` ten seconds back, a program meets the scenario at its tenth second:
+    a 1 MB message between n1 and n2, whose pair falls from 100 to 20 Mbit/s at 5 s, takes
+    0.4 s rather than 0.08 s."""
+    from emulator.interpose.job import run_program
+    from emulator.network.scenario import load_scenario
+
+    cluster = crossbar(2)
+    trace = tmp_path / "drop.csv"
+    trace.write_text("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,100\n5,n1,n2,20\n")
+    timeline = load_scenario(str(trace), cluster)
+    program = [paced, "fanout", "1000000"]
+    now = run_program(cluster, timeline, ["n1", "n2"], program, timeout_seconds=60)
+    later = run_program(cluster, timeline, ["n1", "n2"], program, timeout_seconds=60,
+                        epoch=time.time() - 10.0)
+    assert now.status == later.status == 0
+    assert now.seconds < 0.2 and 0.38 < later.seconds < 0.5, (now.seconds, later.seconds)
+    assert later.wall_seconds < 5.0  # its own launch, not the ten seconds before it
+
+
 @pytest.mark.mpi
 def test_programs_after_a_colon_run_at_once(paced, tmp_path):
     proc, rows, report = mpiexec(tmp_path, 2, [paced, "pingpong", "1000", "5", ":", "-n", "2",

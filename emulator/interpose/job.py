@@ -84,28 +84,30 @@ def _read_ranks(path: str) -> tuple:
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str], *,
                 dilation: float = 1.0, time_scale: float = 1.0,
                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                mpiexec: Optional[str] = None) -> ProgramRun:
+                mpiexec: Optional[str] = None, epoch: Optional[float] = None) -> ProgramRun:
     """Run ``argv`` (an MPI program and its arguments) as one job of ``len(rank_nodes)``
     ranks on the cluster."""
     return run_programs(cluster, timeline, [(rank_nodes, argv)], dilation=dilation,
                         time_scale=time_scale, timeout_seconds=timeout_seconds,
-                        mpiexec=mpiexec)[0]
+                        mpiexec=mpiexec, epoch=epoch)[0]
 
 
 def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
                  dilation: float = 1.0, time_scale: float = 1.0,
                  timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 mpiexec: Optional[str] = None) -> list:
+                 mpiexec: Optional[str] = None, epoch: Optional[float] = None) -> list:
     """Run programs at once on the cluster, sharing its one model: ``jobs`` is a list of
-    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order."""
+    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order.
+    The scenario's time 0 is at wall time ``epoch`` (default: now)."""
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
         raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
     if any(not argv for _, argv in jobs):
         raise UserError("no program to run")
+    began = time.time()
     with tempfile.TemporaryDirectory(prefix="nodesel-program-") as tmp, \
             ServedProgram(cluster, timeline, [nodes for nodes, _ in jobs], dilation=dilation,
-                          time_scale=time_scale) as served:
+                          time_scale=time_scale, epoch=epoch) as served:
         stats = [os.path.join(tmp, f"ranks-{j}.jsonl") for j in range(len(jobs))]
         commands = [mpiexec_command(mpiexec, len(nodes), dict(
             served.environment(j), NODESEL_PMPI_STATS=stats[j],
@@ -117,7 +119,7 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
             ranks, errors = _read_ranks(path)
             seconds = (max(r["finalize_seconds"] for r in ranks) -
                        min(r["init_seconds"] for r in ranks)) if ranks else None
-            runs.append(ProgramRun(status, seconds, time.time() - served.epoch, ranks, errors))
+            runs.append(ProgramRun(status, seconds, time.time() - began, ranks, errors))
         return runs
 
 

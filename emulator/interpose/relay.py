@@ -124,11 +124,13 @@ class ServedProgram:
     ``len(jobs[j])`` ranks, its rank r on node ``jobs[j][r]`` (a name of ``cluster``), and
     every job's messages share the one model. A context manager: on entry the files and the
     relay exist and :meth:`environment` is what each rank of a job needs; on exit both are
-    gone. Each job has its own id (its ranks' doorbells) and latency table."""
+    gone. Each job has its own id (its ranks' doorbells) and latency table. The scenario's
+    time 0 is at wall time ``epoch`` (default: on entry), so a run can go on from where an
+    earlier one on the same scenario left it."""
 
     def __init__(self, cluster: Any, timeline: Any, jobs: Sequence[Sequence[str]], *,
                  dilation: float = 1.0, time_scale: float = 1.0,
-                 max_slots: int = MIRROR_SLOTS) -> None:
+                 max_slots: int = MIRROR_SLOTS, epoch: Optional[float] = None) -> None:
         if not 1 <= len(jobs) < 255:
             raise ValueError(f"1 to 254 programs at once, not {len(jobs)}")
         self.cluster, self.timeline = cluster, timeline
@@ -144,7 +146,7 @@ class ServedProgram:
         self.mirror: Any = None
         self.model: Optional[ClusterModel] = None
         self.relay: Optional[LocalOwner] = None
-        self.epoch = 0.0
+        self.epoch = epoch
 
     @staticmethod
     def _path(job: str, what: str) -> str:
@@ -164,7 +166,8 @@ class ServedProgram:
     def _start(self) -> None:
         remove_orphan_files()
         self.model = ClusterModel(self.cluster, self.timeline)
-        self.epoch = time.time()
+        if self.epoch is None:
+            self.epoch = time.time()
         self.model.set_clock(epoch=self.epoch, time_scale=self.time_scale,
                              dilation=self.dilation)
         n_nodes = len(self.model.nodes)
