@@ -9,7 +9,8 @@ MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.co
            "emulator.experiments.report", "emulator.network.scenario", "emulator.selection.maxmin", "emulator.shaping.timing",
            "emulator.scheduling.job", "emulator", "emulator.network.generate",
            "emulator.scheduling.trace_run", "emulator.workload.batsim",
-           "emulator.scheduling.batsim_out", "emulator.workload.sacct", "emulator.network.cluster"]
+           "emulator.scheduling.batsim_out", "emulator.workload.sacct", "emulator.network.cluster",
+           "emulator.experiments.userjob"]
 
 
 @pytest.mark.parametrize("name", MODULES)

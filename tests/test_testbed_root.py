@@ -218,7 +218,8 @@ def test_run_tries_the_skeleton_command_and_runs_the_app_on_the_best_group(slow_
     out = tmp_path / "run"
     run = nodesel("run", "--pattern", "cg", "--nprocs", "4", "--skeleton-cmd",
                   mpi, "--app-cmd", mpi + " --iterations 2",
-                  "--testbed-name", NAME, "--state-dir", str(tmp_path), "--out", str(out),
+                  "--shaping", "tc", "--testbed-name", NAME, "--state-dir", str(tmp_path),
+                  "--out", str(out),
                   timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads((out / "run.json").read_text())
@@ -255,7 +256,7 @@ def test_run_with_a_c_program_built_by_the_wheels_mpicc(slow_n5):
     out = tmp_path / "run"
     run = nodesel("run", "--pattern", "ring", "--nprocs", "4", "--skeleton-cmd",
                   f"{launch} {ring} 3", "--app-cmd", f"{launch} {ring} 10",
-                  "--testbed-name", NAME, "--state-dir", str(tmp_path), "--out",
+                  "--shaping", "tc", "--testbed-name", NAME, "--state-dir", str(tmp_path), "--out",
                   str(out), "--timeout-seconds", "120", timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ring: 4 ranks, 10 iterations" in run.stdout
@@ -293,7 +294,8 @@ def test_run_stopped_in_its_trials_ends_the_step_and_says_so_once(testbed):
         return [p for p in psutil.process_iter(["cmdline"])
                 if p.info["cmdline"] == ["sleep", marker]]
     status, err = stop_when(["run", "--pattern", "cg", "--nprocs", "4", "--skeleton-cmd",
-                             f"sleep {marker}", "--app-cmd", "true", "--testbed-name", NAME,
+                             f"sleep {marker}", "--app-cmd", "true", "--shaping", "tc",
+                             "--testbed-name", NAME,
                              "--state-dir", str(testbed), "--out", str(out)],
                             signal.SIGTERM, steps)
     assert status == 128 + signal.SIGTERM, err[-3000:]

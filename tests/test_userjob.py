@@ -126,3 +126,49 @@ def test_a_hanging_application_is_named_and_recorded(tmp_path):
     result = json.loads((tmp_path / "run.json").read_text())
     assert result["app_exit_status"] < 0  # killed
     assert 1.0 <= result["app_seconds"] < 10
+
+
+MPICC = os.path.join(os.path.dirname(PY), "mpicc")
+STATIC = {"directed": False, "multigraph": False, "graph": {},
+          "nodes": [{"id": f"n{i}"} for i in range(1, 5)],
+          "links": [{"source": a, "target": b, "bandwidth_mbps": mbps} for a, b, mbps in (
+              ("n1", "n2", 100), ("n3", "n4", 50), ("n1", "n3", 10), ("n1", "n4", 10),
+              ("n2", "n3", 10), ("n2", "n4", 10))]}
+
+
+@pytest.mark.mpi
+def test_run_on_the_emulated_cluster_tries_the_program_on_each_group(tmp_path):
+    """``nodesel run`` without root: the measurement on the emulated cluster, then the
+    unmodified program on each candidate pair under the library, the application on the
+    faster pair; a 1 MB message takes what each pair's bandwidth gives it."""
+    from emulator.coordinator.launch import mpiexec_path
+
+    if mpiexec_path() is None or not os.path.exists(MPICC):
+        pytest.skip("needs the mpich wheel's mpiexec and mpicc")
+    paced = tmp_path / "paced"
+    build = subprocess.run([MPICC, "-O2", "-o", str(paced), os.path.join(
+        os.path.dirname(__file__), "mpi_programs", "paced.c")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    scenario = tmp_path / "static.json"
+    scenario.write_text(json.dumps(STATIC))
+    out = tmp_path / "run"
+    common = [PY, "-m", "emulator", "run", "--nodes", "4", "--scenario", str(scenario),
+              "--pattern", "ring", "--nprocs", "2", "--candidates", "2", "--out", str(out)]
+    proc = subprocess.run(common + ["--skeleton-cmd", f"{paced} fanout 1000000",
+                                    "--app-cmd", f"{paced} pingpong 8 3"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '"what": "one_way"' in proc.stdout  # the application's own output
+    result = json.loads((out / "run.json").read_text())
+    groups = [c["nodes"] for c in result["selection"]["candidates"]]
+    assert groups == [["n1", "n2"], ["n3", "n4"]] and result["chosen"] == 0
+    for seconds, mbps in zip(result["trial_seconds"], (100, 50)):
+        model = 8e6 / (mbps * 1e6)  # 1 MB, from MPI_Init to MPI_Finalize
+        assert abs(seconds / model - 1) < 0.15, result["trial_seconds"]
+    assert result["emulated"] and result["app_exit_status"] == 0
+    assert (out / "nodelist").read_text().split() == ["n[1-2]"]  # a Slurm hostlist
+    bad = subprocess.run(common + ["--skeleton-cmd", f"mpiexec -n 2 {paced}", "--app-cmd",
+                                   str(paced)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith(
+        "nodesel: error: on the emulated cluster give the program and its arguments")

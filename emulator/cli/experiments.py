@@ -78,7 +78,12 @@ def register(sub):
     launcher = "hostfiles/nsel-launcher"
     run = command(sub, "run",
                   help="select nodes for your own MPI programs: skeleton trials, then the app",
-                  examples=["nodesel run --pattern cg --nprocs 4 \\\n"
+                  examples=["nodesel run --pattern is --nprocs 4 --skeleton-cmd './is.S.4' "
+                            "--app-cmd './is.A.4'   # on the emulated cluster, no root",
+                            "nodesel run --cluster hostfiles/racks12.toml --scenario s.json "
+                            "--dilation 4 --pattern ring --nprocs 4 \\\n"
+                            "    --skeleton-cmd './ring 5' --app-cmd './ring 200'",
+                            "nodesel run --shaping tc --pattern cg --nprocs 4 \\\n"
                             f"    --skeleton-cmd 'mpiexec -launcher ssh -launcher-exec {launcher} "
                             "-f {machinefile} -n {nprocs} ./cg.S.4' \\\n"
                             f"    --app-cmd 'mpiexec -launcher ssh -launcher-exec {launcher} "
@@ -91,15 +96,33 @@ def register(sub):
     run.add_argument("--pattern", required=True, help="built-in pattern or pattern file")
     run.add_argument("--nprocs", type=positive_int, required=True, help="ranks of the job")
     run.add_argument("--skeleton-cmd", required=True,
-                     help="command run on each candidate; {machinefile} and {nprocs} are filled in")
+                     help="command run on each candidate; {machinefile} and {nprocs} are "
+                          "filled in. On the emulated cluster the program and its arguments "
+                          "alone (built with the mpich wheel's mpicc): nodesel starts its "
+                          "ranks on the group's nodes, every message paced")
     run.add_argument("--app-cmd", required=True, help="command run on the chosen group")
+    run.add_argument("--shaping", choices=("inproc", "tc", "external"),
+                     help="inproc: the emulated cluster, no root (default); tc: the namespace "
+                          "testbed that is up (root); external: a real cluster, --hostfile or "
+                          "the Slurm or PBS allocation this runs in (the default inside one)")
+    run.add_argument("--cluster", help="with inproc: cluster file (TOML/JSON, SimGrid XML) or "
+                                       "hostfile; default the 10-node crossbar")
+    run.add_argument("--nodes", type=positive_int, help="with inproc: the first N nodes")
+    run.add_argument("--scenario", help="with inproc: scenario file; default the stream model "
+                                        "of --seed")
+    run.add_argument("--seed", type=int, default=1,
+                     help="seed of the default stream-model scenario (default 1)")
+    run.add_argument("--time-scale", type=positive_float, default=10.0,
+                     help="with inproc: scenario seconds per emulated second (default 10)")
+    run.add_argument("--dilation", type=positive_float, default=1.0,
+                     help="with inproc: one emulated second lasts K wall seconds (default 1)")
     run.add_argument("--candidates", type=positive_int, default=3,
                      help="candidate groups tried with the skeleton command (default 3)")
-    run.add_argument("--hostfile", help="a real cluster's hostfile (default: the nodes of the "
-                                        "Slurm or PBS allocation this runs in, else the "
-                                        "namespace testbed)")
+    run.add_argument("--hostfile", help="a real cluster's hostfile, for --shaping external "
+                                        "(default there: the nodes of the Slurm or PBS "
+                                        "allocation this runs in)")
     run.add_argument("--testbed-name", default="nsel",
-                     help="the testbed that is up, without --hostfile (default nsel)")
+                     help="with --shaping tc: the testbed that is up (default nsel)")
     run.add_argument("--state-dir", default="/run/nodesel",
                      help="where that testbed's state is (default /run/nodesel)")
     run.add_argument("--threshold", type=float, default=0.1,
@@ -169,10 +192,8 @@ def cmd_experiment(args):
 
 
 def cmd_run(args):
-    from ..coordinator.launch import cleanup_flags
-    from ..experiments.userjob import command_argv, measure, run_job
-    from ..files import write_json_atomic, write_text_atomic
-    from ..network import cluster as clusters
+    from ..experiments.userjob import command_argv, measure, program_argv, run_job
+    from ..files import write_json_atomic
     from ..network.allocation import allocation_hosts
     from ..network.netgraph import to_node_link
     from ..selection.patterns import resolve_pattern
@@ -186,45 +207,101 @@ def cmd_run(args):
     if not os.path.isdir(os.path.dirname(out)):
         raise UserError(f"the parent of the output folder, {os.path.dirname(out)}, does not exist")
     os.makedirs(out, exist_ok=True)
-    mpiexec = require_mpiexec()
-    found = None if args.hostfile else allocation_hosts()
-    if args.hostfile or found:
-        hosts = list(clusters.parse_hostfile(args.hostfile) if args.hostfile else found[1])
-        if found:
-            print(f"the allocation's {len(hosts)} nodes ({found[0]})", flush=True)
-        machinefile = os.path.join(out, "measure.machinefile")
-        # rank 0 (the coordinator) shares the first host with node 1
-        write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
-        launch = [mpiexec, *cleanup_flags(one_host=len(set(hosts)) == 1), "-f", machinefile,
-                  "-n", str(len(hosts) + 1)]
-        if args.hostfile:
-            extra = ["--cluster", os.path.abspath(args.hostfile)]
-        else:
-            allocated = os.path.join(out, "allocation.hosts")
-            write_text_atomic(allocated, "".join(f"{h}:{n}\n" for h, n in found[1].items()))
-            extra = ["--cluster", allocated]
-
-        def host_of(node):
-            return node
+    found = None if args.hostfile or args.shaping in ("inproc", "tc") else allocation_hosts()
+    shaping = args.shaping or ("external" if args.hostfile or found else "inproc")
+    if shaping == "external" and not (args.hostfile or found):
+        raise UserError("--shaping external needs --hostfile (or to run inside a Slurm or PBS "
+                        "allocation)")
+    if args.hostfile and shaping != "external":
+        raise UserError("--hostfile names a real cluster's hosts (--shaping external); give "
+                        "the emulated cluster as --cluster")
+    emulated = None
+    if shaping == "inproc":
+        for template in (args.skeleton_cmd, args.app_cmd):
+            program_argv(template, nprocs=args.nprocs)  # a program, not a launch
+        launch, extra, host_of, emulated = _emulated_run(args, out)
+    elif shaping == "external":
+        launch, extra, host_of = _real_cluster_run(args, out, found)
     else:
-        testbed, state = testbed_that_is_up(args.testbed_name, args.state_dir)
-        files = {os.path.basename(f): f for f in state.get("files", [])}
-        launcher = files.get(f"{args.testbed_name}-launcher")
-        hostfile = files.get(f"{args.testbed_name}.hosts")
-        if not launcher or not hostfile:
-            raise UserError(f"testbed {args.testbed_name!r} has no launcher and hostfile; bring "
-                            "it up with 'nodesel testbed up --out DIR'")
-        launch = [mpiexec, *cleanup_flags(one_host=False), "-launcher", "ssh", "-launcher-exec",
-                  launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
-        extra = ["--nodes", str(state["nodes"])]
-        host_of = testbed.layout.ip  # addresses: mpiexec resolves no name
+        launch, extra, host_of = _testbed_run(args)
     print("measuring every pair of nodes ...", flush=True)
-    graph = measure(launch, extra, timeout_seconds=args.timeout_seconds)
+    graph = measure(launch, extra, timeout_seconds=args.timeout_seconds,
+                    shaping="inproc" if emulated else "external")
     write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))
     result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
                      host_of=host_of, out_dir=out, candidates=args.candidates,
-                     timeout_seconds=args.timeout_seconds)
-    print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} s; "
-          f"results in {out}/run.json; the placement as {result['machinefile']} (MPICH), "
+                     timeout_seconds=args.timeout_seconds, emulated=emulated)
+    unit = "s emulated" if emulated else "s"
+    print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} "
+          f"{unit}; results in {out}/run.json; the placement as {result['machinefile']} (MPICH), "
           f"{result['rankfile']} (Open MPI) and {result['nodelist']} (srun --nodelist)")
     return 0
+
+
+def _emulated_run(args, out):
+    """The measurement's launch on the emulated cluster, and where the programs run: the
+    same cluster and scenario (written to ``out/scenario.json``), going on from the
+    measurement's launch."""
+    import time
+
+    from ..coordinator.launch import cleanup_flags
+    from ..experiments.userjob import EmulatedCluster
+    from ..network import cluster as clusters
+    from ..network.scenario import default_timeline, load_scenario
+    from .common import DEFAULT_SCENARIO_SECONDS
+
+    cluster = load_cluster(args.cluster, args.nodes)
+    timeline = load_scenario(args.scenario, cluster) if args.scenario else \
+        default_timeline(cluster, seed=args.seed, duration_seconds=DEFAULT_SCENARIO_SECONDS)
+    scenario = os.path.join(out, "scenario.json")
+    timeline.write(scenario)
+    n = len(clusters.node_names(cluster))
+    launch = [require_mpiexec(), *cleanup_flags(one_host=True), "-n", str(n + 1)]
+    extra = (["--cluster", os.path.abspath(args.cluster)] if args.cluster else []) + \
+        (["--nodes", str(args.nodes)] if args.nodes else []) + \
+        ["--scenario", scenario, "--time-scale", repr(args.time_scale),
+         "--dilation", repr(args.dilation)]
+    emulated = EmulatedCluster(cluster, timeline, time.time(), time_scale=args.time_scale,
+                               dilation=args.dilation)
+    return launch, extra, (lambda node: node), emulated
+
+
+def _real_cluster_run(args, out, found):
+    """The measurement's launch over a real cluster's hosts (``--hostfile``, or the batch
+    allocation ``found``)."""
+    from ..coordinator.launch import cleanup_flags
+    from ..files import write_text_atomic
+    from ..network import cluster as clusters
+
+    hosts = list(clusters.parse_hostfile(args.hostfile) if args.hostfile else found[1])
+    if found:
+        print(f"the allocation's {len(hosts)} nodes ({found[0]})", flush=True)
+    machinefile = os.path.join(out, "measure.machinefile")
+    # rank 0 (the coordinator) shares the first host with node 1
+    write_text_atomic(machinefile, f"{hosts[0]}:2\n" + "".join(f"{h}:1\n" for h in hosts[1:]))
+    launch = [require_mpiexec(), *cleanup_flags(one_host=len(set(hosts)) == 1), "-f",
+              machinefile, "-n", str(len(hosts) + 1)]
+    if args.hostfile:
+        extra = ["--cluster", os.path.abspath(args.hostfile)]
+    else:
+        allocated = os.path.join(out, "allocation.hosts")
+        write_text_atomic(allocated, "".join(f"{h}:{n}\n" for h, n in found[1].items()))
+        extra = ["--cluster", allocated]
+    return launch, extra, (lambda node: node)
+
+
+def _testbed_run(args):
+    """The measurement's launch on the namespace testbed that is up."""
+    from ..coordinator.launch import cleanup_flags
+
+    testbed, state = testbed_that_is_up(args.testbed_name, args.state_dir)
+    files = {os.path.basename(f): f for f in state.get("files", [])}
+    launcher = files.get(f"{args.testbed_name}-launcher")
+    hostfile = files.get(f"{args.testbed_name}.hosts")
+    if not launcher or not hostfile:
+        raise UserError(f"testbed {args.testbed_name!r} has no launcher and hostfile; bring "
+                        "it up with 'nodesel testbed up --out DIR'")
+    launch = [require_mpiexec(), *cleanup_flags(one_host=False), "-launcher", "ssh",
+              "-launcher-exec", launcher, "-f", hostfile, "-n", str(state["nodes"] + 1)]
+    # addresses: mpiexec resolves no name
+    return launch, ["--nodes", str(state["nodes"])], testbed.layout.ip

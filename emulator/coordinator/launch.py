@@ -58,8 +58,9 @@ def report_started():
             pass
 
 
-def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
-    """Run an mpiexec command line and return its status. On Ctrl-C, mpiexec gets SIGINT
+def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=None):
+    """Run an mpiexec command line (its standard output to ``stdout``, a file or
+    ``subprocess.DEVNULL``; default ours) and return its status. On Ctrl-C, mpiexec gets SIGINT
     (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
     ranks of the job are not left behind either way.
 
@@ -75,7 +76,7 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None):
     with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
         started = os.path.join(tmp, "started")
         env = dict(os.environ, **{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
-        proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE)
         stopping = threading.Event()
         relay = threading.Thread(target=_relay, args=(proc.stderr, stopping), daemon=True)
         relay.start()

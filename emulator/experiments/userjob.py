@@ -1,11 +1,15 @@
 """Node selection for a user's own MPI programs (``nodesel run``).
 
-1. Measure every pair of nodes with the emulator's probes, as real MPI traffic on the nodes
-   (the namespace testbed, or a real cluster given its hostfile).
+1. Measure every pair of nodes with the emulator's probes: on the emulated cluster
+   (in-process shaping), or as real MPI traffic on the nodes (the namespace testbed, or a
+   real cluster given its hostfile).
 2. Select candidate groups for the job's pattern (max-min pruning).
 3. Run the user's skeleton command on every candidate, disjoint candidates at once,
-   intersecting ones in turn, each with a machinefile listing the group in rank order.
-4. Run the user's application command on the fastest candidate.
+   intersecting ones in turn: on the emulated cluster the program itself, unmodified, under
+   the interposition library with rank i on the group's i-th node (:class:`EmulatedCluster`,
+   the scenario going on from the measurement); elsewhere the command with a machinefile
+   listing the group in rank order.
+4. Run the user's application command on the fastest candidate, the same way.
 
 Commands are templates: ``{machinefile}`` and ``{nprocs}`` are substituted in each word after
 splitting with shlex; nothing runs through a shell.
@@ -18,6 +22,8 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from ..coordinator.pipeline import trial_rounds
 from ..coordinator.supervise import rank_command
@@ -28,6 +34,45 @@ from ..network.netgraph import graph_from_node_link
 from ..selection.maxmin import max_min_select
 
 PLACEHOLDERS = ("{machinefile}", "{nprocs}")
+LAUNCHERS = ("mpiexec", "mpirun", "mpiexec.hydra", "srun")
+
+
+@dataclass(frozen=True)
+class EmulatedCluster:
+    """Where in-process shaping runs the commands: unmodified MPI programs under the
+    interposition library on ``cluster``, every message paced by its model, the scenario's
+    time 0 at wall time ``epoch`` (the measurement's launch), so trials and application meet
+    the scenario where the run has got to."""
+
+    cluster: Any
+    timeline: Any
+    epoch: float
+    time_scale: float = 1.0
+    dilation: float = 1.0
+
+    def run(self, jobs, *, timeout_seconds, stdout=None):
+        """``jobs``: ``[(rank_nodes, argv)]``, run at once sharing the model; their
+        :class:`~emulator.interpose.job.ProgramRun`."""
+        from ..interpose.job import run_programs
+
+        return run_programs(self.cluster, self.timeline, jobs, dilation=self.dilation,
+                            time_scale=self.time_scale, timeout_seconds=timeout_seconds,
+                            epoch=self.epoch, stdout=stdout)
+
+
+def program_argv(template, *, nprocs):
+    """A command template for the emulated cluster: the program and its arguments, which
+    nodesel starts itself, rank i on the group's i-th node.
+
+    >>> program_argv("./cg.S.{nprocs} 3", nprocs=4)
+    ['./cg.S.4', '3']
+    """
+    argv = command_argv(template, machinefile="{machinefile}", nprocs=nprocs)
+    if "{machinefile}" in template or os.path.basename(argv[0]) in LAUNCHERS:
+        raise UserError(f"on the emulated cluster give the program and its arguments, as in "
+                        f"'./cg.S.4 3', not {template!r}: nodesel starts its ranks on each "
+                        "group's nodes itself")
+    return argv
 
 
 def command_argv(template, *, machinefile, nprocs):
@@ -106,10 +151,10 @@ class Step:
             pass
 
 
-def measure(launch_argv, extra_args, *, timeout_seconds):
-    """Run ``nodesel measure --json`` with ``extra_args`` under ``launch_argv`` (an mpiexec
-    prefix); returns the status graph."""
-    argv = launch_argv + rank_command(["measure", "--json", "--shaping", "external"]
+def measure(launch_argv, extra_args, *, timeout_seconds, shaping="external"):
+    """Run ``nodesel measure --json --shaping SHAPING`` with ``extra_args`` under
+    ``launch_argv`` (an mpiexec prefix); returns the status graph."""
+    argv = launch_argv + rank_command(["measure", "--json", "--shaping", shaping]
                                       + extra_args)
     step = Step("the measurement", argv, stdout=subprocess.PIPE)
     out = step.finish(time.monotonic() + timeout_seconds)
@@ -153,32 +198,86 @@ def run_candidates(candidates, template, host_of, workdir, *, timeout_seconds=60
     return seconds
 
 
+def _ranks(candidate):
+    return [candidate.mapping[r] for r in sorted(candidate.mapping)]
+
+
+def _failed(what, run):
+    reasons = "; ".join(run.errors) or "see its output above"
+    return UserError(f"{what} failed, {_status_text(run.status)}: {reasons}")
+
+
+def emulated_trials(candidates, template, emulated, *, timeout_seconds=600.0, progress=print):
+    """The skeleton program on every candidate of the emulated cluster, in conflict-free
+    rounds (a round's programs share the model); the emulated seconds of each."""
+    seconds = [None] * len(candidates)
+    for rnd in trial_rounds([c.nodes for c in candidates]):
+        jobs = [(_ranks(candidates[i]), program_argv(template, nprocs=len(candidates[i].mapping)))
+                for i in rnd]
+        runs = emulated.run(jobs, timeout_seconds=timeout_seconds, stdout=subprocess.DEVNULL)
+        for i, run in zip(rnd, runs):
+            what = f"the skeleton command on candidate {i + 1} ({' '.join(candidates[i].nodes)})"
+            if run.status != 0 or run.seconds is None:
+                raise _failed(what, run)
+            seconds[i] = run.seconds
+            progress(f"  candidate {i + 1} ({' '.join(candidates[i].nodes)}): "
+                     f"{seconds[i]:.3f} s emulated")
+    return seconds
+
+
+def _emulated_app(chosen, template, emulated, timeout_seconds, progress):
+    """The application on the chosen group of the emulated cluster: (argv, emulated seconds,
+    status); a failure raises :class:`UserError` naming it."""
+    argv = program_argv(template, nprocs=len(chosen.mapping))
+    progress(f"running the application on {' '.join(_ranks(chosen))}: {shlex.join(argv)}")
+    run, = emulated.run([(_ranks(chosen), argv)], timeout_seconds=timeout_seconds)
+    if run.status != 0 or run.seconds is None:
+        return argv, run.seconds, run.status or 1, _failed("the application command", run)
+    return argv, run.seconds, 0, None
+
+
 def run_job(graph, pattern, *, skeleton_cmd, app_cmd, host_of, out_dir, candidates=3,
-            timeout_seconds=600.0, progress=print):
+            timeout_seconds=600.0, progress=print, emulated=None):
     """Steps 2-4, each command within ``timeout_seconds``; writes ``run.json`` and the
-    chosen ``machinefile`` into ``out_dir``."""
+    chosen ``machinefile`` into ``out_dir``. With ``emulated`` (an :class:`EmulatedCluster`)
+    the commands are programs run on it, and their times emulated seconds."""
     selection = max_min_select(graph, pattern, candidates=candidates)
     progress(f"{len(selection.candidates)} candidate group(s); bottleneck "
              f"{selection.bottleneck_mbps} Mbit/s")
-    trials = run_candidates(selection.candidates, skeleton_cmd, host_of, out_dir,
-                            timeout_seconds=timeout_seconds, progress=progress)
+    if emulated is not None:
+        trials = emulated_trials(selection.candidates, skeleton_cmd, emulated,
+                                 timeout_seconds=timeout_seconds, progress=progress)
+    else:
+        trials = run_candidates(selection.candidates, skeleton_cmd, host_of, out_dir,
+                                timeout_seconds=timeout_seconds, progress=progress)
     best = min(range(len(trials)), key=trials.__getitem__)
     chosen = selection.candidates[best]
     placement = write_placement(out_dir, [host_of(chosen.mapping[r])
                                           for r in sorted(chosen.mapping)])
-    machinefile = placement["machinefile"]
-    argv = command_argv(app_cmd, machinefile=machinefile, nprocs=len(chosen.mapping))
+    if emulated is not None:
+        argv, seconds, status, error = _emulated_app(chosen, app_cmd, emulated, timeout_seconds,
+                                                     progress)
+    else:
+        argv, seconds, status, error = _command_app(chosen, best, app_cmd, placement,
+                                                    timeout_seconds, progress)
+    result = {"selection": selection.to_json(), "trial_seconds": trials, "chosen": best,
+              **placement, "app_command": argv, "app_seconds": seconds,
+              "app_exit_status": status, "emulated": emulated is not None}
+    write_json_atomic(os.path.join(out_dir, "run.json"), result)
+    if error is not None:
+        raise error
+    return result
+
+
+def _command_app(chosen, best, template, placement, timeout_seconds, progress):
+    """The application command on the chosen group's machinefile: (argv, wall seconds,
+    status, the :class:`UserError` of a failure or None)."""
+    argv = command_argv(template, machinefile=placement["machinefile"],
+                        nprocs=len(chosen.mapping))
     progress(f"running the application on candidate {best + 1}: {shlex.join(argv)}")
     app = Step("the application command", argv, echo_stderr=True)
-    status = 0
     try:
         app.finish(time.monotonic() + timeout_seconds)
-    except UserError:
-        status = app.proc.returncode
-        raise
-    finally:
-        result = {"selection": selection.to_json(), "trial_seconds": trials, "chosen": best,
-                  **placement, "app_command": argv,
-                  "app_seconds": time.monotonic() - app.started, "app_exit_status": status}
-        write_json_atomic(os.path.join(out_dir, "run.json"), result)
-    return result
+    except UserError as e:
+        return argv, time.monotonic() - app.started, app.proc.returncode, e
+    return argv, time.monotonic() - app.started, 0, None

@@ -95,10 +95,12 @@ def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Se
 def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
                  dilation: float = 1.0, time_scale: float = 1.0,
                  timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 mpiexec: Optional[str] = None, epoch: Optional[float] = None) -> list:
+                 mpiexec: Optional[str] = None, epoch: Optional[float] = None,
+                 stdout: Any = None) -> list:
     """Run programs at once on the cluster, sharing its one model: ``jobs`` is a list of
     ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order.
-    The scenario's time 0 is at wall time ``epoch`` (default: now)."""
+    The scenario's time 0 is at wall time ``epoch`` (default: now); the programs' output
+    goes to ``stdout`` (``subprocess.DEVNULL``, a file; default ours)."""
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
         raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
@@ -113,7 +115,7 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
             served.environment(j), NODESEL_PMPI_STATS=stats[j],
             NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(timeout_seconds))), argv)
             for j, (nodes, argv) in enumerate(jobs)]
-        statuses = _run_all(commands)
+        statuses = _run_all(commands, stdout)
         runs = []
         for status, path in zip(statuses, stats):
             ranks, errors = _read_ranks(path)
@@ -123,13 +125,13 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
         return runs
 
 
-def _run_all(commands: list) -> list:
+def _run_all(commands: list, stdout: Any) -> list:
     """Each command's status, the first in this thread (which takes Ctrl-C), the rest in
     threads of their own."""
     statuses: list = [None] * len(commands)
 
     def one(j: int) -> None:
-        statuses[j] = run_mpiexec(commands[j])
+        statuses[j] = run_mpiexec(commands[j], stdout=stdout)
 
     others = [threading.Thread(target=one, args=(j,)) for j in range(1, len(commands))]
     for thread in others:
