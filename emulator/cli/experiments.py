@@ -43,6 +43,11 @@ def experiment_options(p, *, benchmarks, repeats, out):
                    help="scenario seconds between job slots (default 600)")
     p.add_argument("--measure-interval-seconds", type=positive_float, default=600.0,
                    help="scenario seconds between measurements of every pair (default 600)")
+    p.add_argument("--program", action="append", default=[], metavar="BENCH=COMMAND",
+                   help="run a real MPI program (built with the mpich wheel's mpicc) as "
+                        "BENCH's application, unmodified, every message paced, as in "
+                        "is=./is.A.4 ({nprocs} is filled in); its trials stay BENCH's "
+                        "class-S skeleton. Repeat for more benchmarks")
     p.add_argument("--no-oracle", action="store_true", help="skip the oracle reference runs")
     p.add_argument("--out", help=f"output folder; its parent must exist (default {out}, "
                                  "created as needed)")
@@ -148,10 +153,24 @@ def experiment_config(args):
         app_iterations=None if args.full_app else args.app_iterations,
         trial_iterations=args.trial_iterations, spacing_seconds=args.spacing_seconds,
         measure_interval_seconds=args.measure_interval_seconds, probe_bytes=args.probe_bytes,
-        oracle=not args.no_oracle, time_scale=args.time_scale)
+        oracle=not args.no_oracle, time_scale=args.time_scale,
+        programs=_programs(args.program, args.nprocs))
     cluster = load_cluster(args.cluster, args.nodes)
     config.validate(len(clusters.node_names(cluster)))
     return config, output_folder(args.out, args.default_out)
+
+
+def _programs(given, nprocs):
+    """``{benchmark: argv}`` of the ``--program BENCH=COMMAND`` options."""
+    from ..experiments.userjob import program_argv
+
+    programs = {}
+    for text in given:
+        name, sep, template = text.partition("=")
+        if not sep or not name.strip() or not template.strip():
+            raise UserError(f"--program {text!r}: give BENCH=COMMAND, as in is=./is.A.4")
+        programs[name.strip().lower()] = tuple(program_argv(template, nprocs=nprocs))
+    return programs
 
 
 def cmd_experiment(args):

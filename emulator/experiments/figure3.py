@@ -13,6 +13,11 @@ stream-model timeline; the slots cycle through the benchmarks, ``repeats`` times
    the same network, and a method's own decision time (selection, skeleton trials) delays
    its application within that same timeline, as it would on a real cluster.
 
+With ``programs`` (benchmark -> an MPI program and its arguments, built with the mpich
+wheel's mpicc) that benchmark's application is the real program, unmodified, under the
+interposition library on the same cluster and scenario clock (every message paced by the
+model; its output kept in ``programs/``); the trials stay the benchmark's class-S skeleton.
+
 A node that dies is marked down; the job is retried on the remaining nodes and the report
 lists what happened. Results are rewritten atomically after every job (``jobs.csv``,
 ``summary.json``, ``table.md``) and measurement (``measurements.json``); the plot comes at
@@ -61,6 +66,7 @@ class ExperimentConfig:
     oracle: bool = True
     max_attempts: int = 3
     time_scale: float = 10.0
+    programs: dict = field(default_factory=dict)  # benchmark -> argv of a real application
     extra: dict = field(default_factory=dict)
 
     def validate(self, node_count):
@@ -94,6 +100,12 @@ class ExperimentConfig:
         for name in ("spacing_seconds", "measure_interval_seconds"):
             if not getattr(self, name) > 0:
                 raise UserError(f"--{name.replace('_', '-')} must be > 0")
+        for b, argv in self.programs.items():
+            if b not in self.benchmarks:
+                raise UserError(f"--program {b}=...: {b} is not among the benchmarks")
+            if not argv or not os.access(argv[0], os.X_OK):
+                raise UserError(f"--program {b}=...: {' '.join(argv) or 'nothing'} is not a "
+                                "program that can run (give its path)")
 
     def slots(self):
         """(repeat, benchmark) of every slot, in run order: repeats of all benchmarks."""
@@ -106,6 +118,7 @@ class ExperimentConfig:
     def to_json(self):
         data = asdict(self)
         data["benchmarks"], data["methods"] = list(self.benchmarks), list(self.methods)
+        data["programs"] = {b: list(argv) for b, argv in self.programs.items()}
         return data
 
 
@@ -217,9 +230,8 @@ class Experiment:
         # the baseline: the best placement on the dedicated network
         def dedicated_attempt():
             mapping, _ = oracle(pattern, coord.up, full, self.ports.get, iterations)
-            app = run_skeleton(coord, mapping, benchmark, spec.app_class,
-                               iterations=spec.app_iterations, dedicated=True,
-                               timeout=10 * coord.timeout_seconds)
+            app = self._application(j, "dedicated", mapping, spec, epoch=None,
+                                    timeout=10 * coord.timeout_seconds)
             return {"mapping": mapping}, app
         ded = self._attempts(dedicated_attempt, base, "dedicated")
         if ded is None:
@@ -248,8 +260,8 @@ class Experiment:
                     graph = self.graph.subgraph(coord.up).copy()
                     info = decide(coord, method, graph, spec, epoch=epoch,
                                   seed=config.seed * 1_000_003 + j, timeout=timeout)
-                app = run_skeleton(coord, info["mapping"], benchmark, spec.app_class,
-                                   iterations=spec.app_iterations, epoch=epoch, timeout=timeout)
+                app = self._application(j, method, info["mapping"], spec, epoch=epoch,
+                                        timeout=timeout)
                 return info, app
 
             row = self._attempts(attempt, base, method,
@@ -263,6 +275,32 @@ class Experiment:
                                                          self.ports.get, iterations)
             row["oracle_predicted_seconds"] = best_predicted
             self._write(complete=False)  # a stop keeps every job that finished
+
+    def _application(self, j, method, mapping, spec, *, epoch, timeout):
+        """The slot's application on ``mapping``: the benchmark's class-A skeleton, or its
+        real program under the interposition library; ``{"seconds", "iterations"}``. With
+        ``epoch`` None, on the dedicated network."""
+        coord = self.coordinator
+        argv = self.config.programs.get(spec.benchmark)
+        if argv is None:
+            return run_skeleton(coord, mapping, spec.benchmark, spec.app_class,
+                                iterations=spec.app_iterations, dedicated=epoch is None,
+                                epoch=epoch, timeout=timeout)
+        from ..interpose.job import run_program
+
+        settings = coord.settings
+        timeline = full_capacity_timeline(settings.cluster) if epoch is None \
+            else settings.timeline
+        folder = os.path.join(self.out_dir, "programs")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"slot{j}-{method}.out"), "w") as output:
+            run = run_program(settings.cluster, timeline, [mapping[r] for r in sorted(mapping)],
+                              argv, dilation=settings.dilation, time_scale=settings.time_scale,
+                              timeout_seconds=timeout, epoch=epoch, stdout=output)
+        if run.status != 0 or run.seconds is None:
+            raise UserError(f"slot {j}, {method}: {' '.join(argv)} failed with status "
+                            f"{run.status}: {'; '.join(run.errors) or 'see ' + output.name}")
+        return {"seconds": run.seconds, "iterations": spec.full_iterations()}
 
     def _attempts(self, attempt, base, method, *, measurement_seconds=0.0):
         """Run ``attempt()`` until it succeeds, retrying on the nodes still up after a node

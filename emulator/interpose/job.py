@@ -84,12 +84,13 @@ def _read_ranks(path: str) -> tuple:
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str], *,
                 dilation: float = 1.0, time_scale: float = 1.0,
                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                mpiexec: Optional[str] = None, epoch: Optional[float] = None) -> ProgramRun:
+                mpiexec: Optional[str] = None, epoch: Optional[float] = None,
+                stdout: Any = None) -> ProgramRun:
     """Run ``argv`` (an MPI program and its arguments) as one job of ``len(rank_nodes)``
     ranks on the cluster."""
     return run_programs(cluster, timeline, [(rank_nodes, argv)], dilation=dilation,
                         time_scale=time_scale, timeout_seconds=timeout_seconds,
-                        mpiexec=mpiexec, epoch=epoch)[0]
+                        mpiexec=mpiexec, epoch=epoch, stdout=stdout)[0]
 
 
 def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
