@@ -418,6 +418,25 @@ static int64_t data_bytes(int count, MPI_Datatype dt)
 }
 
 /* Start a send: its flow in the model, its message in MPI. */
+/* A buffered send's copy let go: freed if MPI has moved it, else handed to the orphans
+ * until it has. */
+static void orphan_copy(Rec *r)
+{
+    if (r->real == MPI_REQUEST_NULL) {
+        free(r->copy);
+    } else {
+        Rec *o = calloc(1, sizeof *o);
+        if (!o)
+            die("out of memory");
+        o->copy = r->copy;
+        o->real = r->real;
+        o->next = S.orphans;
+        S.orphans = o;
+        r->real = MPI_REQUEST_NULL;
+    }
+    r->copy = NULL;
+}
+
 static void start_send(Rec *r)
 {
     int dest = world_of(r->comm, r->peer);
@@ -448,6 +467,8 @@ static void start_send(Rec *r)
     r->active = 1;
     int err;
     if (r->mode == BUFFERED) { /* a copy the program's buffer does not outlive */
+        if (r->copy) /* a persistent send started again: the last start's copy goes */
+            orphan_copy(r);
         int packed = 0, at = (int)sizeof(Wire);
         PMPI_Pack_size(r->count, r->dt, r->comm, &packed);
         r->copy = malloc(sizeof(Wire) + (size_t)packed);

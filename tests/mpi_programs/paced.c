@@ -9,6 +9,8 @@
  *   paced wildcard BYTES              ranks >0 send r*BYTES to rank 0 at once; rank 0 probes
  *                                     and receives from MPI_ANY_SOURCE: each arrival (clock)
  *   paced persistent BYTES ITERATIONS rank 0 to 1 over persistent requests (Startall, Waitall)
+ *   paced bpersistent BYTES ITERATIONS the same with a persistent buffered send (Bsend_init):
+ *                                     how far rank 0's resident memory grew, "grown_mb"
  *   paced alltoall BYTES [TIMES]      MPI_Alltoall of BYTES per pair, TIMES times; its time
  *   paced collectives                 Bcast, Reduce, Allreduce, Allgather, Gather, Scatter,
  *                                     Alltoallv: results checked, "ok" 1 or 0
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static int rank, size;
@@ -120,6 +123,43 @@ static void persistent(int bytes, int iterations)
         say("persistent", (MPI_Wtime() - t0) / iterations);
     if (rank < 2)
         MPI_Request_free(&req);
+    free(buf);
+}
+
+static double max_rss_mb(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024.0;
+}
+
+static void bpersistent(int bytes, int iterations)
+{
+    char *buf = calloc((size_t)bytes + 1, 1);
+    int room = bytes + MPI_BSEND_OVERHEAD;
+    char *attached = malloc((size_t)room);
+    MPI_Buffer_attach(attached, room);
+    MPI_Request req;
+    if (rank == 0)
+        MPI_Bsend_init(buf, bytes, MPI_BYTE, 1, 5, MPI_COMM_WORLD, &req);
+    else if (rank == 1)
+        MPI_Recv_init(buf, bytes, MPI_BYTE, 0, 5, MPI_COMM_WORLD, &req);
+    start();
+    double before = max_rss_mb();
+    for (int i = 0; i < iterations; i++) {
+        if (rank < 2) {
+            MPI_Start(&req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* the copy is received before the next start */
+    }
+    if (rank == 0)
+        printf("{\"rank\": 0, \"what\": \"bpersistent\", \"grown_mb\": %.1f}\n",
+               max_rss_mb() - before);
+    if (rank < 2)
+        MPI_Request_free(&req);
+    MPI_Buffer_detach(&attached, &room);
+    free(attached);
     free(buf);
 }
 
@@ -309,6 +349,8 @@ int main(int argc, char **argv)
         wildcard(a);
     else if (!strcmp(test, "persistent"))
         persistent(a, b);
+    else if (!strcmp(test, "bpersistent"))
+        bpersistent(a, b);
     else if (!strcmp(test, "alltoall"))
         alltoall(a, b);
     else if (!strcmp(test, "collectives"))
