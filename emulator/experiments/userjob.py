@@ -203,7 +203,7 @@ def _ranks(candidate):
 
 
 def _failed(what, run):
-    reasons = "; ".join(run.errors) or "see its output above"
+    reasons = "; ".join(run.errors) or "see its standard error above"
     return UserError(f"{what} failed, {_status_text(run.status)}: {reasons}")
 
 
@@ -227,7 +227,7 @@ def emulated_trials(candidates, template, emulated, *, timeout_seconds=600.0, pr
 
 def _emulated_app(chosen, template, emulated, timeout_seconds, progress):
     """The application on the chosen group of the emulated cluster: (argv, emulated seconds,
-    status); a failure raises :class:`UserError` naming it."""
+    status, the :class:`UserError` of a failure or None)."""
     argv = program_argv(template, nprocs=len(chosen.mapping))
     progress(f"running the application on {' '.join(_ranks(chosen))}: {shlex.join(argv)}")
     run, = emulated.run([(_ranks(chosen), argv)], timeout_seconds=timeout_seconds)
