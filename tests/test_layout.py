@@ -30,7 +30,7 @@ ALLOWED = {
     "coordinator": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
                     "scheduling", "prediction"},
     "experiments": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
-                    "scheduling", "prediction", "coordinator"},
+                    "scheduling", "prediction", "coordinator", "interpose"},
     "batch": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
               "scheduling", "prediction", "coordinator"},
     "interpose": {"network", "coordinator"},
