@@ -172,3 +172,9 @@ def test_run_on_the_emulated_cluster_tries_the_program_on_each_group(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith(
         "nodesel: error: on the emulated cluster give the program and its arguments")
+    elsewhere = subprocess.run(common + ["--shaping", "tc", "--skeleton-cmd", str(paced),
+                                         "--app-cmd", str(paced)],
+                               capture_output=True, text=True, timeout=300)
+    assert elsewhere.returncode == 2 and elsewhere.stderr.strip().splitlines()[-1] == (
+        "nodesel: error: --nodes describes the emulated cluster (--shaping inproc); with "
+        "--shaping tc the network is the testbed's")

@@ -234,6 +234,12 @@ def cmd_run(args):
     if args.hostfile and shaping != "external":
         raise UserError("--hostfile names a real cluster's hosts (--shaping external); give "
                         "the emulated cluster as --cluster")
+    given = [o for o, v in (("--cluster", args.cluster), ("--nodes", args.nodes),
+                            ("--scenario", args.scenario)) if v is not None]
+    if given and shaping != "inproc":
+        network = "the testbed's" if shaping == "tc" else "the real one"
+        raise UserError(f"{given[0]} describes the emulated cluster (--shaping inproc); with "
+                        f"--shaping {shaping} the network is {network}")
     emulated = None
     if shaping == "inproc":
         for template in (args.skeleton_cmd, args.app_cmd):
