@@ -26,6 +26,8 @@ import numpy as np
 
 from emulator.network.sharing import BUFFER_BITS, ClusterModel
 
+from . import NODE_MFLOPS
+
 SEND_BUFFER_BYTES = BUFFER_BITS // 8  # as the message path's
 MAX_FLOWS = 1 << 16
 EPSILON_SECONDS = 1e-9  # events this close are one instant (the model's rounding)
@@ -255,9 +257,9 @@ class Simulator:
         return self._latency_rows[a][b]
 
     def add_job(self, name, npb_class, nodes, *, start_seconds=0.0, iterations=None,
-                node_mflops=None):
+                node_mflops=NODE_MFLOPS):
         """A skeleton run with rank i on ``nodes[i]`` from ``start_seconds``, computing at
-        ``node_mflops`` (default :data:`skeletons.NODE_MFLOPS`); its id."""
+        ``node_mflops``; its id."""
         from . import check
 
         check(name, npb_class, len(nodes))
@@ -310,9 +312,9 @@ class Simulator:
         comm.go.clear()
         try:
             j = self.jobs[job]
-            speed = {} if j["node_mflops"] is None else {"node_mflops": j["node_mflops"]}
             j["results"][comm.rank] = run(j["name"], comm, j["class"],
-                                          iterations=j["iterations"], **speed)
+                                          iterations=j["iterations"],
+                                          node_mflops=j["node_mflops"])
             j["ends"][comm.rank] = self.now
         except _Abandoned:
             return
