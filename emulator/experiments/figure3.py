@@ -41,6 +41,7 @@ from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
 from ..selection.patterns import NAS_BENCHMARKS, allowed_nprocs
 from .report import markdown_table, plot_figure3, summarize
 from .resume import earlier_run
+from .userjob import EmulatedCluster
 
 DEFAULT_BENCHMARKS = ("bt", "cg", "is", "lu", "mg")
 COLUMNS = ("slot", "repeat", "benchmark", "method", "scenario_start_seconds", "nodes",
@@ -286,17 +287,17 @@ class Experiment:
             return run_skeleton(coord, mapping, spec.benchmark, spec.app_class,
                                 iterations=spec.app_iterations, dedicated=epoch is None,
                                 epoch=epoch, timeout=timeout)
-        from ..interpose.job import run_program
-
         settings = coord.settings
         timeline = full_capacity_timeline(settings.cluster) if epoch is None \
             else settings.timeline
+        emulated = EmulatedCluster(settings.cluster, timeline,
+                                   time.time() if epoch is None else epoch,
+                                   time_scale=settings.time_scale, dilation=settings.dilation)
         folder = os.path.join(self.out_dir, "programs")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"slot{j}-{method}.out"), "w") as output:
-            run = run_program(settings.cluster, timeline, [mapping[r] for r in sorted(mapping)],
-                              argv, dilation=settings.dilation, time_scale=settings.time_scale,
-                              timeout_seconds=timeout, epoch=epoch, stdout=output)
+            run, = emulated.run([([mapping[r] for r in sorted(mapping)], argv)],
+                                timeout_seconds=timeout, stdout=output)
         if run.status != 0 or run.seconds is None:
             raise UserError(f"slot {j}, {method}: {' '.join(argv)} failed with status "
                             f"{run.status}: {'; '.join(run.errors) or 'see ' + output.name}")
