@@ -214,6 +214,51 @@ def test_usage_decays_by_its_half_life_on_each_calc_period(tmp_path):
         assert mf.usage.usage(node) == pytest.approx(300 * (d ** 3 + d * d + d))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_usage_kept_as_a_rate_equals_each_jobs_periods_decayed(seed):
+    """Jobs of 20 users in 3 accounts start and end at random seconds; at random times every
+    association's usage equals the sum, over the periods before the last tick, of the
+    processor-seconds its jobs ran in each, decayed by the ticks since."""
+    from emulator.scheduling.slurmshare import DecayedUsage, ShareTree
+
+    rng = np.random.default_rng(seed)
+    period, half_life = 300.0, 700.0
+    d = 2 ** (-period / half_life)
+    tree = ShareTree()
+    usage = DecayedUsage(tree, period_seconds=period, half_life_seconds=half_life)
+    jobs = []
+    for k in range(60):
+        start = float(rng.integers(0, 4000))
+        jobs.append((Job(k, start, int(rng.integers(1, 9)), 1,
+                         user=int(rng.integers(20)), group=int(rng.integers(3))),
+                     start, start + float(rng.integers(1, 1500))))
+    nodes = {job: tree.user_of(job.user, job.group) for job, _, _ in jobs}
+    events = sorted([(s, 1, j) for j, s, _ in jobs] + [(e, 0, j) for j, _, e in jobs]
+                    + [(float(t), 2, None) for t in rng.integers(0, 6000, 40)],
+                    key=lambda e: (e[0], e[1], -1 if e[2] is None else e[2].id))
+
+    def expected(node, tick):
+        total = 0.0
+        for job, s, e in jobs:
+            if node in tree.ancestors(nodes[job]):
+                for k in range(1, tick + 1):
+                    ran = min(e, k * period) - max(s, (k - 1) * period)
+                    total += job.procs * max(ran, 0.0) * d ** (tick - k)
+        return total
+
+    for t, kind, job in events:
+        if kind == 1:
+            usage.started(job, nodes[job], t)
+        elif kind == 0:
+            usage.finished(job, t)
+        else:
+            usage.advance(t)
+            for node in tree.index:
+                assert usage.usage(node) == pytest.approx(expected(node, usage.tick),
+                                                          rel=1e-9, abs=1e-6)
+    assert len(tree.index) > 16  # the arrays grew past their first size
+
+
 def test_priorities_are_recomputed_on_the_calc_period(tmp_path):
     """User 3 runs the whole machine from 0; its queued job and user 1's start equal (no
     usage yet, submit order). Usage and priorities change at the tick of 300, not before."""

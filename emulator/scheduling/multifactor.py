@@ -21,11 +21,11 @@ it for every job at its start.
 """
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 from .orders import Order
 from .slurmconf import SlurmConfig
-from .slurmshare import DecayedUsage, ShareTree, classic_factor, fair_tree_factors
+from .slurmshare import ROOT, DecayedUsage, ShareTree, classic_factor, fair_tree_table
 
 FACTORS = ("age", "fairshare", "job_size", "partition", "qos")
 
@@ -49,10 +49,10 @@ class Multifactor(Order):
         default = next((p.name for p in config.partitions if p.default),
                        config.partitions[0].name if config.partitions else None)
         self._default_partition = self._partition.get(default, 1.0)
-        self._fair: tuple = (None, {})  # (tick, {user node: factor})
+        self._fair: tuple = (None, {}, None)  # (tick, {user node: factor}, Fair Tree table)
         self._owner: dict = {}  # (user, group) -> user node
-        self.at_start: dict = {}  # job id -> sprio row at its start
-        self._statics: dict = {}  # job -> (submit, weighted size and partition, owner)
+        self._started: list = []  # (job, its start, its fair-share factor then)
+        self._statics: dict = {}  # job -> (submit, weighted size and partition, user node)
 
     # -- the factors ------------------------------------------------------------------------
 
@@ -61,20 +61,32 @@ class Multifactor(Order):
         node = self._owner.get(who)
         if node is None:
             node = self._owner[who] = self.tree.user_of(job.user, job.group)
-            self._fair = (None, {})  # a new user changes every Fair Tree rank
+            self._fair = (None, {}, None)  # a new user changes every Fair Tree rank
         return node
 
     def fairshare(self, node: tuple, now: float) -> float:
-        self.usage.advance(now)
-        tick, memo = self._fair
-        if tick != self.usage.tick:
-            memo = fair_tree_factors(self.tree, self.usage) if self.config.fair_tree else {}
-            self._fair = (self.usage.tick, memo)
+        memo = self._tick_memo(now)
         factor = memo.get(node)
-        if factor is None:
+        return self._factor(node, memo) if factor is None else factor
+
+    def _tick_memo(self, now: float) -> dict:
+        """{user node: factor} of the tick ``now`` falls in, filled as users are asked for
+        (Fair Tree ranks every user once a tick, when the first is asked for)."""
+        self.usage.advance(now)
+        if self._fair[0] != self.usage.tick:
+            self._fair = (self.usage.tick, {}, None)
+        return self._fair[1]
+
+    def _factor(self, node: tuple, memo: dict) -> float:
+        tick, _, table = self._fair
+        if self.config.fair_tree:
+            if table is None:
+                table = fair_tree_table(self.tree, self.usage)
+                self._fair = (tick, memo, table)
+            factor = memo[node] = float(table[1][table[0][node]])
+        else:
             factor = memo[node] = classic_factor(self.tree, self.usage, node,
-                                                 self.usage.scaled.get(("account", "root"),
-                                                                       0.0))
+                                                 self.usage.scaled_of(ROOT))
         return factor
 
     def job_size(self, job: Any) -> float:
@@ -98,65 +110,92 @@ class Multifactor(Order):
         default one) over the largest PriorityJobFactor."""
         return self._partition.get(str(job.queue), self._default_partition)
 
-    def factors(self, job: Any, now: float) -> dict:
-        """Each factor of ``job`` at ``now``, between 0 and 1."""
+    def factors(self, job: Any, now: float, fairshare: Optional[float] = None) -> dict:
+        """Each factor of ``job`` at ``now``, between 0 and 1 (``fairshare``: the fair-share
+        factor, if known)."""
         max_age = self.config.max_age_seconds
         age = 1.0 if max_age <= 0 else min(1.0, max(0.0, now - job.submit) / max_age)
-        return {"age": age, "fairshare": self.fairshare(self.owner(job), now),
+        if fairshare is None:
+            fairshare = self.fairshare(self.owner(job), now)
+        return {"age": age, "fairshare": fairshare,
                 "job_size": self.job_size(job),
                 "partition": self.partition(job),
                 "qos": 0.0}
 
-    def _entry(self, job: Any) -> tuple:
+    def _entry(self, job: Any, keep: bool = True) -> tuple:
         """(submit time, the weighted factors that do not change while ``job`` waits, its
-        (user, group)), kept while it waits."""
+        user association), kept while it waits."""
         weights = self.config.weights
-        entry = self._statics[job] = (
-            job.submit,
-            weights["job_size"] * self.job_size(job)
-            + weights["partition"] * self.partition(job),
-            (job.user, job.group))
+        entry = (job.submit,
+                 weights["job_size"] * self.job_size(job)
+                 + weights["partition"] * self.partition(job),
+                 self.owner(job))
+        if keep:
+            self._statics[job] = entry
         return entry
 
     def priority(self, job: Any, now: float) -> int:
         """The whole-number priority: the weighted factors summed, at least 1."""
         return self.keys([job], now)[0] * -1
 
+    def _whole(self, job: Any, now: float, fairshare: float) -> int:
+        """The priority from a known fair-share factor, summed as :meth:`keys` sums it."""
+        weights, max_age = self.config.weights, self.config.max_age_seconds
+        per_second = 1.0 / max_age if max_age > 0 else math.inf
+        submit, static, _ = self._statics.get(job) or self._entry(job, keep=False)
+        age = (now - submit) * per_second if now > submit else 0.0
+        fs = fairshare if weights["fairshare"] else 0.0
+        priority = int(weights["age"] * (age if age < 1.0 else 1.0) + weights["fairshare"] * fs
+                       + static)
+        return priority if priority > 1 else 1
+
     def key(self, job: Any, now: float) -> int:
         return self.keys([job], now)[0]
 
     def keys(self, jobs: Any, now: float) -> list:
+        # the sum of _whole, inlined: this runs for the whole queue every period
         weights, max_age = self.config.weights, self.config.max_age_seconds
         w_age, w_fs = weights["age"], weights["fairshare"]
         per_second = 1.0 / max_age if max_age > 0 else math.inf
-        statics, out = self._statics, []
-        fair: dict = {}
+        statics, out, memo = self._statics, [], None
         for job in jobs:
-            entry = statics.get(job) or self._entry(job)
-            submit, static, who = entry
-            fs = fair.get(who)
-            if fs is None:
-                fs = fair[who] = self.fairshare(self.owner(job), now) if w_fs else 0.0
+            entry = statics.get(job)
+            if entry is None:
+                entry, memo = self._entry(job), None  # a new user resets the tick's factors
+            submit, static, node = entry
+            fs: Any = 0.0
+            if w_fs:
+                if memo is None:
+                    memo = self._tick_memo(now)
+                fs = memo.get(node)
+                if fs is None:
+                    fs = self._factor(node, memo)
             age = (now - submit) * per_second if now > submit else 0.0
             priority = int(w_age * (age if age < 1.0 else 1.0) + w_fs * fs + static)
             out.append(-priority if priority > 1 else -1)
         return out
 
-    def sprio(self, job: Any, now: float) -> dict:
+    def sprio(self, job: Any, now: float, fairshare: Optional[float] = None) -> dict:
         """``sprio -l``'s columns for ``job`` at ``now``: the priority and each weighted
-        factor."""
-        factors, weights = self.factors(job, now), self.config.weights
+        factor (``fairshare``: the fair-share factor then, if known)."""
+        factors, weights = self.factors(job, now, fairshare), self.config.weights
         node = self.owner(job)
+        weighted = {k: weights[k] * factors[k] for k in FACTORS}
         row = {"job": job.id, "user": node[2], "account": node[1],
-               "priority": self.priority(job, now)}
-        row.update({k: round(weights[k] * factors[k], 6) for k in FACTORS})
+               "priority": self._whole(job, now, factors["fairshare"])}
+        row.update({k: round(weighted[k], 6) for k in FACTORS})
         row.update({f"{k}_norm": round(factors[k], 6) for k in FACTORS})
         return row
+
+    @property
+    def at_start(self) -> dict:
+        """Job id -> its ``sprio`` row at its start, in start order."""
+        return {job.id: self.sprio(job, now, fs) for job, now, fs in self._started}
 
     # -- usage ------------------------------------------------------------------------------
 
     def started(self, job: Any, now: float) -> None:
-        self.at_start[job.id] = self.sprio(job, now)
+        self._started.append((job, now, self.fairshare(self.owner(job), now)))
         self.usage.started(job, self.owner(job), now)
 
     def finished(self, job: Any, now: float) -> None:

@@ -10,7 +10,8 @@ account the file does not know joins root, each with 1 share (Slurm's default).
 Usage: every ``period`` seconds (PriorityCalcPeriod), each association's usage is decayed
 by ``2 ** (-period / half_life)`` and the processor-seconds its jobs ran in the period are
 added (Slurm's decay thread). Kept lazily: ``scaled[u] = usage[u] / d ** tick`` changes only
-when usage is added, so a tick costs nothing per association.
+when usage is added, and running jobs are added as each association's processors times the
+period, one array operation a tick for the whole tree.
 
 Classic (``PriorityFlags=NO_FAIR_TREE``): ``F = 2 ** (-effective / shares_norm)`` with
 ``shares_norm`` the product of the shares fractions down the tree and ``effective = norm +
@@ -41,6 +42,8 @@ class ShareTree:
         self.level: dict = {ROOT: 0}  # node -> its children's shares, summed
         self.accounts_of: dict = {}  # user name -> [account, ...] from the file
         self._chains: dict = {}  # node -> ancestors(node)
+        self.index: dict = {ROOT: 0}  # node -> its place in usage arrays
+        self._rows: dict = {}  # node -> the indices of ancestors(node)
         self._flat: Optional[tuple] = None  # (nodes then, the two-level arrays or None)
         if associations is not None:
             pending = dict(associations.accounts)
@@ -61,6 +64,7 @@ class ShareTree:
         self.children.setdefault(node, [])
         self.level[parent] = self.level.get(parent, 0) + shares
         self.level.setdefault(node, 0)
+        self.index[node] = len(self.index)
         self._chains = {}
 
     def _account(self, name: str) -> tuple:
@@ -93,7 +97,12 @@ class ShareTree:
 
 
 class DecayedUsage:
-    """Usage per association, decayed every ``period_seconds`` by its half-life."""
+    """Usage per association, decayed every ``period_seconds`` by its half-life.
+
+    Kept as a rate: ``rate[n]`` is the processors association ``n``'s running jobs hold, and
+    each tick adds ``rate * period`` to every association at once; a job's start and end
+    put the part of its period it did not run (or ran) in ``pending``, counted at the next
+    tick. Arrays are indexed by :attr:`ShareTree.index`."""
 
     def __init__(self, tree: ShareTree, *, period_seconds: float = 300.0,
                  half_life_seconds: float = 7 * 86400.0) -> None:
@@ -102,18 +111,34 @@ class DecayedUsage:
         self.decay = 2.0 ** (-self.period / half_life_seconds) if half_life_seconds > 0 \
             else 1.0
         self.tick = 0  # usage is counted up to tick * period
-        self.scaled: dict = {}  # node (user, account, root) -> usage / decay ** tick
-        self.running: dict = {}  # job -> [node, procs, counted until]
-        self.pending: dict = {}  # node -> processor-seconds ended since the last tick
+        self.scaled = np.zeros(16)  # usage / decay ** tick, by tree index
+        self.rate = np.zeros(16)  # processors running, by tree index
+        self.running: dict = {}  # job -> (node, procs)
+        self.pending: dict = {}  # node -> processor-seconds to add at the next tick
 
     def growth(self, tick: int) -> float:
         return self.decay ** -tick
 
+    def _rows(self, node: tuple) -> np.ndarray:
+        """The array indices of ``node`` and its parents, the arrays grown to hold them."""
+        tree = self.tree
+        rows = tree._rows.get(node)
+        if rows is None:
+            rows = tree._rows[node] = np.array([tree.index[n] for n in tree.ancestors(node)])
+        self.grow()
+        return rows
+
+    def grow(self) -> None:
+        """Room in the arrays for every node of the tree."""
+        if len(self.scaled) < len(self.tree.index):
+            more = np.zeros(2 * len(self.tree.index) - len(self.scaled))
+            self.scaled = np.concatenate([self.scaled, more])
+            self.rate = np.concatenate([self.rate, more])
+
     def _credit(self, node: tuple, amount: float, tick: int) -> None:
         """Add ``amount`` processor-seconds, counted at ``tick``, to a user and its parents."""
-        value = amount * self.growth(tick)
-        for n in self.tree.ancestors(node):
-            self.scaled[n] = self.scaled.get(n, 0.0) + value
+        rows = self._rows(node)  # may grow the arrays
+        self.scaled[rows] += amount * self.growth(tick)
 
     def advance(self, now: float) -> None:
         """Count every tick up to ``now``: pending usage at the first, running jobs' time in
@@ -125,13 +150,8 @@ class DecayedUsage:
         for node, amount in self.pending.items():
             self._credit(node, amount, first)
         self.pending = {}
-        end_first = first * self.period
-        for job, state in self.running.items():
-            node, procs, counted = state
-            self._credit(node, procs * (end_first - counted), first)
-            if tick > first:  # whole periods first+1 .. tick
-                self._credit(node, procs * self.period * self._series(first + 1, tick), 0)
-            state[2] = tick * self.period
+        if self.running:
+            self.scaled += self.rate * (self.period * self._series(first, tick))
         self.tick = tick
 
     def _series(self, a: int, b: int) -> float:
@@ -140,20 +160,34 @@ class DecayedUsage:
             return float(b - a + 1)
         return sum_growth(self.decay, a, b)
 
+    def _hold(self, node: tuple, procs: float, seconds: float) -> None:
+        """``procs`` more processors from now (fewer if negative); ``seconds`` of this
+        period counted at the next tick."""
+        rows = self._rows(node)  # may grow the arrays
+        self.rate[rows] += procs
+        self.pending[node] = self.pending.get(node, 0.0) + seconds
+
     def started(self, job: Any, node: tuple, now: float) -> None:
         self.advance(now)
-        self.running[job] = [node, job.procs, now]
+        self.running[job] = (node, job.procs)
+        # the rate counts the whole period at the next tick; take off what had passed
+        self._hold(node, job.procs, -job.procs * (now - self.tick * self.period))
 
     def finished(self, job: Any, now: float) -> None:
         self.advance(now)
         state = self.running.pop(job, None)
         if state is not None:
-            node, procs, counted = state
-            self.pending[node] = self.pending.get(node, 0.0) + procs * (now - counted)
+            node, procs = state
+            self._hold(node, -procs, procs * (now - self.tick * self.period))
+
+    def scaled_of(self, node: tuple) -> float:
+        """The node's usage over ``decay ** -tick`` (0 for a node never charged)."""
+        i = self.tree.index.get(node)
+        return float(self.scaled[i]) if i is not None and i < len(self.scaled) else 0.0
 
     def usage(self, node: tuple) -> float:
         """The node's usage as of the last tick (processor-seconds, decayed)."""
-        return self.scaled.get(node, 0.0) / self.growth(self.tick)
+        return self.scaled_of(node) / self.growth(self.tick)
 
 
 def sum_growth(d: float, a: int, b: int) -> float:
@@ -170,7 +204,7 @@ def classic_factor(tree: ShareTree, usage: DecayedUsage, node: tuple, root: floa
         level = tree.level[tree.parent[n]]
         fraction = tree.shares[n] / level if level else 0.0
         shares_norm *= fraction
-        norm = usage.scaled.get(n, 0.0) / root if root > 0 else 0.0
+        norm = usage.scaled_of(n) / root if root > 0 else 0.0
         effective = norm if depth == 0 else norm + (effective - norm) * fraction
     if not shares_norm:
         return 0.0
@@ -182,6 +216,16 @@ def fair_tree_factors(tree: ShareTree, usage: DecayedUsage) -> dict:
     accounts hold only users (:func:`fair_tree_two_levels`), else by the walk."""
     fast = fair_tree_two_levels(tree, usage)
     return fast if fast is not None else fair_tree_walk(tree, usage)
+
+
+def fair_tree_table(tree: ShareTree, usage: DecayedUsage) -> tuple:
+    """The same factors as ``({user node: slot}, [factor by slot])``: the slots are kept with
+    the tree, so a tick builds one list, not a dict."""
+    flat = _two_levels(tree)
+    if flat is None:
+        walked = fair_tree_walk(tree, usage)
+        return {node: i for i, node in enumerate(walked)}, list(walked.values())
+    return flat[-1], _two_level_factors(flat, usage)
 
 
 def _two_levels(tree: ShareTree) -> Optional[tuple]:
@@ -196,24 +240,29 @@ def _two_levels(tree: ShareTree) -> Optional[tuple]:
         return None
     at = {k: i for i, k in enumerate(top)}
     users = [u for k in top for u in ([k] if k[0] == "user" else tree.children.get(k, []))]
-    parent = np.array([at[u] if u in at else at[tree.parent[u]] for u in users])
-    own = np.array([u in at for u in users])  # a user right under root
+    parent = np.array([at[u] if u in at else at[tree.parent[u]] for u in users], dtype=np.intp)
+    own = np.array([u in at for u in users], dtype=bool)  # a user right under root
     place = {k: i for kids in tree.children.values() for i, k in enumerate(kids)}
     position = np.array([place[u] for u in users])
     top_share = np.array([tree.shares[k] / tree.level[ROOT] if tree.level[ROOT] else 0.0
                           for k in top])
     user_share = np.array([tree.shares[u] / tree.level[tree.parent[u]]
                            if tree.level[tree.parent[u]] else 0.0 for u in users])
-    flat = (top, users, parent, own, position, top_share, user_share)
+    top_rows = np.array([tree.index[k] for k in top], dtype=np.intp)
+    user_rows = np.array([tree.index[u] for u in users], dtype=np.intp)
+    # one account and no user under root: users in place order, a stable sort is enough
+    single = len(top) == 1 and not own.any()
+    flat = (users, parent, own, position, top_share, user_share, top_rows, user_rows, single,
+            {u: i for i, u in enumerate(users)})
     tree._flat = (len(tree.shares), flat)
     return flat
 
 
-def _level_fairshare(share: np.ndarray, used: np.ndarray, total: np.ndarray) -> np.ndarray:
+def _level_fairshare(share: np.ndarray, used: np.ndarray, total: Any) -> np.ndarray:
     """Shares over usage, both as fractions of their level; no usage: first (inf)."""
-    fraction = np.divide(used, total, out=np.zeros_like(used), where=total > 0)
-    with np.errstate(divide="ignore"):
-        return np.where(fraction == 0, np.inf, share / np.where(fraction == 0, 1.0, fraction))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = used / total  # used > 0 only where total >= used > 0
+        return np.where(used > 0, share / fraction, np.inf)
 
 
 def fair_tree_two_levels(tree: ShareTree, usage: DecayedUsage) -> Optional[dict]:
@@ -222,23 +271,43 @@ def fair_tree_two_levels(tree: ShareTree, usage: DecayedUsage) -> Optional[dict]
     flat = _two_levels(tree)
     if flat is None or not tree.users:
         return None if flat is None else {}
-    top, users, parent, own, position, top_share, user_share = flat
-    scaled = usage.scaled
-    top_used = np.array([scaled.get(k, 0.0) for k in top])
-    user_used = np.array([scaled.get(u, 0.0) for u in users])
-    top_lf = _level_fairshare(top_share, top_used, np.full(len(top), top_used.sum()))
-    sibling_used = np.bincount(parent, weights=user_used, minlength=len(top))[parent]
-    user_lf = np.where(own, top_lf[parent],
-                       _level_fairshare(user_share, user_used, sibling_used))
-    order = np.lexsort((position, -np.where(own, 0.0, user_lf), parent, -top_lf[parent]))
-    value, group = user_lf[order], np.where(own, -1, parent)[order]
+    return dict(zip(flat[0], _two_level_factors(flat, usage).tolist()))
+
+
+def _total(values: np.ndarray) -> float:
+    """The sum taken left to right, as the walk takes it (numpy's sum is pairwise)."""
+    return float(np.cumsum(values)[-1]) if len(values) else 0.0
+
+
+def _two_level_factors(flat: tuple, usage: DecayedUsage) -> np.ndarray:
+    """The factor of each user of a two-level tree, in the order of ``flat``'s users."""
+    users, parent, own, position, top_share, user_share, top_rows, user_rows, single, _ = flat
     n = len(users)
-    change = np.ones(n, dtype=bool)
-    change[1:] = (value[1:] != value[:-1]) | (group[1:] != group[:-1])
+    if not n:
+        return np.empty(0)
+    usage.grow()
+    top_used, user_used = usage.scaled[top_rows], usage.scaled[user_rows]
+    if single:
+        value = _level_fairshare(user_share, user_used, _total(user_used))
+        order = np.argsort(-value, kind="stable")
+        value = value[order]
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        np.not_equal(value[1:], value[:-1], out=change[1:])
+    else:
+        top_lf = _level_fairshare(top_share, top_used, _total(top_used))
+        sibling_used = np.bincount(parent, weights=user_used, minlength=len(top_rows))[parent]
+        user_lf = np.where(own, top_lf[parent],
+                           _level_fairshare(user_share, user_used, sibling_used))
+        order = np.lexsort((position, -np.where(own, 0.0, user_lf), parent,
+                            -top_lf[parent]))
+        value, group = user_lf[order], np.where(own, -1, parent)[order]
+        change = np.ones(n, dtype=bool)
+        change[1:] = (value[1:] != value[:-1]) | (group[1:] != group[:-1])
     last = np.maximum.accumulate(np.where(change, np.arange(n), 0))
     factor = np.empty(n)
     factor[order] = (n - last) / n
-    return dict(zip(users, factor.tolist()))
+    return factor
 
 
 def fair_tree_walk(tree: ShareTree, usage: DecayedUsage) -> dict:
@@ -253,11 +322,11 @@ def fair_tree_walk(tree: ShareTree, usage: DecayedUsage) -> dict:
         if not kids:
             return
         shares = tree.level[parent]
-        used = sum(usage.scaled.get(k, 0.0) for k in kids)
+        used = sum(usage.scaled_of(k) for k in kids)
         levels = []
         for k in kids:
             s = tree.shares[k] / shares if shares else 0.0
-            u = usage.scaled.get(k, 0.0) / used if used > 0 else 0.0
+            u = usage.scaled_of(k) / used if used > 0 else 0.0
             levels.append((math.inf if u == 0 else s / u, k))
         levels.sort(key=lambda e: -e[0])
         for value, k in levels:
