@@ -366,6 +366,28 @@ def test_schedule_reads_a_sites_slurm_conf_and_writes_sprio(tmp_path, capsys):
     assert "needs --slurm-conf" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("resolution", [0.0, 1.0, 60.0])
+def test_a_profile_from_running_jobs_in_c_is_the_numpy_reference(resolution):
+    """Ends rounded up to the resolution from now (some overdue, some equal after rounding),
+    as Slurm's pass builds its plan; a list out of end order is refused."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    rng = np.random.default_rng(int(resolution))
+    ends = sorted(float(e) for e in rng.integers(0, 900, 40)) + [1000.5]
+    running = [(end, i, Job(i, 0, int(rng.integers(1, 9)), 1)) for i, end in enumerate(ends)]
+    now = 100.25
+    c, py = (kind.from_running(now, 3, running, resolution) for kind in (Profile, PyProfile))
+    assert list(c.times) == list(py.times) and list(c.free) == list(py.free)
+    assert c.times[0] == now and c.free[-1] == 3 + sum(job.procs for _, _, job in running)
+    if resolution:
+        assert all((t - now) % resolution == 0 for t in c.times)
+        assert len(c.times) < len(ends)  # ends met on the grid
+    with pytest.raises(ValueError, match="end order"):
+        Profile.from_running(now, 3, running[::-1], resolution)
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_the_plan_in_c_is_the_numpy_reference(seed):
     from emulator.scheduling.profile import Profile, PyProfile

@@ -22,6 +22,7 @@ typedef struct {
 } Profile;
 
 static PyTypeObject ProfileType;
+static PyObject *s_start, *s_procs, *s_estimate;  /* interned attribute names */
 
 static int reserve_room(Profile *p, Py_ssize_t need)
 {
@@ -155,17 +156,7 @@ static double earliest(const Profile *p, long long procs, double duration, doubl
     Py_ssize_t m = n - i;
     if (p->f[i] >= procs && (m == 1 || p->t[i + 1] >= start0 + duration))
         return start0;
-    int any_bad = 0, all_bad = 1;
-    for (Py_ssize_t k = i; k < n; k++) {
-        if (p->f[k] < procs)
-            any_bad = 1;
-        else
-            all_bad = 0;
-    }
-    if (!any_bad)
-        return start0;
-    if (all_bad)
-        return NAN;
+    /* first_fit also covers no small segment (k = 0) and no segment large enough (-1) */
     Py_ssize_t k = first_fit(p, i, m, procs, duration, start0);
     if (k < 0)
         return NAN;
@@ -275,6 +266,70 @@ static int Profile_init(Profile *p, PyObject *args, PyObject *kwargs)
     }
     p->t[p->n] = INFINITY;
     return 0;
+}
+
+/* from_running(now, free_now, running, resolution): running holds (end, _, job) in end
+ * order; each end is rounded up to the resolution from now, as profile.round_up does. */
+static PyObject *Profile_from_running(PyObject *type, PyObject *args)
+{
+    double now, res;
+    long long free_now;
+    PyObject *running;
+    if (!PyArg_ParseTuple(args, "dLOd", &now, &free_now, &running, &res))
+        return NULL;
+    PyObject *seq = PySequence_Fast(running, "running must be a sequence");
+    if (!seq)
+        return NULL;
+    Profile *p = (Profile *)PyObject_CallFunction(type, "dL", now, free_now);
+    if (!p) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    double previous = -INFINITY;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        PyObject *procs_obj = NULL;
+        long long procs;
+        double end;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "running: (end, _, job) tuples");
+            goto fail;
+        }
+        end = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 0));
+        if (end == -1.0 && PyErr_Occurred())
+            goto fail;
+        if (end < previous) {
+            PyErr_SetString(PyExc_ValueError, "running: not in end order");
+            goto fail;
+        }
+        previous = end;
+        procs_obj = PyObject_GetAttr(PyTuple_GET_ITEM(item, 2), s_procs);
+        if (!procs_obj || as_long_long(procs_obj, &procs)) {
+            Py_XDECREF(procs_obj);
+            goto fail;
+        }
+        Py_DECREF(procs_obj);
+        double t = res > 0 ? now + ceil((end - now) / res - 1e-9) * res : end;
+        if (t < now)
+            t = now;
+        if (t == p->t[p->n - 1]) {
+            p->f[p->n - 1] += procs;
+        } else {
+            if (reserve_room(p, p->n + 1))
+                goto fail;
+            p->t[p->n] = t;
+            p->f[p->n] = p->f[p->n - 1] + procs;
+            p->n++;
+        }
+    }
+    p->t[p->n] = INFINITY;
+    Py_DECREF(seq);
+    return (PyObject *)p;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(p);
+    return NULL;
 }
 
 static void Profile_dealloc(Profile *p)
@@ -563,7 +618,7 @@ static PyObject *Profile_plan(Profile *p, PyObject *args)
             goto fail;
         }
         PyObject *job = PyTuple_GET_ITEM(entry, 1);
-        PyObject *start = PyObject_GetAttrString(job, "start");
+        PyObject *start = PyObject_GetAttr(job, s_start);
         if (!start)
             goto fail;
         int waiting = start == Py_None;
@@ -571,12 +626,12 @@ static PyObject *Profile_plan(Profile *p, PyObject *args)
         if (!waiting)
             continue;
         tested++;
-        PyObject *po = PyObject_GetAttrString(job, "procs"), *eo;
+        PyObject *po = PyObject_GetAttr(job, s_procs), *eo;
         if (!po)
             goto fail;
         long long procs = PyLong_AsLongLong(po);
         Py_DECREF(po);
-        eo = PyObject_GetAttrString(job, "estimate");
+        eo = PyObject_GetAttr(job, s_estimate);
         if (!eo)
             goto fail;
         double est = PyFloat_AsDouble(eo);
@@ -594,7 +649,8 @@ static PyObject *Profile_plan(Profile *p, PyObject *args)
         }
         if (reserve(p, t, duration, procs))
             goto fail;
-        PyObject *pair = Py_BuildValue("(Od)", job, t);
+        PyObject *when = PyFloat_FromDouble(t), *pair = when ? PyTuple_Pack(2, job, when) : NULL;
+        Py_XDECREF(when);
         if (!pair || PyList_Append(out, pair)) {
             Py_XDECREF(pair);
             goto fail;
@@ -638,6 +694,8 @@ static PyMethodDef Profile_methods[] = {
     {"copy", (PyCFunction)Profile_copy, METH_NOARGS, "an independent copy"},
     {"compress", (PyCFunction)Profile_compress, METH_VARARGS,
      "compress(jobs, now) -> new slots (False: unmoved), or None to rebuild"},
+    {"from_running", (PyCFunction)Profile_from_running, METH_VARARGS | METH_CLASS,
+     "from_running(now, free_now, running, resolution) -> Profile"},
     {"plan", (PyCFunction)Profile_plan, METH_VARARGS,
      "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [(job, time)]"},
     {NULL}};
@@ -669,6 +727,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_profile",
 PyMODINIT_FUNC PyInit__profile(void)
 {
     if (PyType_Ready(&ProfileType) < 0)
+        return NULL;
+    s_start = PyUnicode_InternFromString("start");
+    s_procs = PyUnicode_InternFromString("procs");
+    s_estimate = PyUnicode_InternFromString("estimate");
+    if (!s_start || !s_procs || !s_estimate)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

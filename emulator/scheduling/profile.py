@@ -86,6 +86,14 @@ class PyProfile:
     def free(self):
         return self._f[:self.n]
 
+    @classmethod
+    def from_running(cls, now, free_now, running, resolution=0.0):
+        """The profile of ``free_now`` processors and the running jobs of ``running``,
+        ``(estimated end, anything, job)`` in end order (a scheduler's releases), each end
+        rounded up to ``resolution`` from ``now``."""
+        return cls(now, free_now, [(now + round_up(end - now, resolution), job.procs)
+                                   for end, _, job in running])
+
     def copy(self):
         p = PyProfile.__new__(PyProfile)
         p._t, p._f, p.n = self._t.copy(), self._f.copy(), self.n

@@ -247,7 +247,10 @@ class Scheduler:
 
     def _start(self, job, now):
         if job.index >= 0:  # from the queue (not an advance reservation's application)
-            self._sizes[job.procs] -= 1
+            sizes = self._sizes
+            sizes[job.procs] -= 1
+            if not sizes[job.procs]:  # only sizes queued: the smallest is min(sizes)
+                del sizes[job.procs]
             self._count_group(job, -1)
         job.start = now
         job.est_end = now + job.estimate
@@ -376,7 +379,7 @@ class Scheduler:
         reserve = getattr(self.nodes, "reserve", None)
         avoid = reserve(head, [r[2] for r in self.releases if r[0] <= shadow]) \
             if reserve is not None and shadow < math.inf else None
-        smallest = min(size for size, count in self._sizes.items() if count)
+        smallest = min(self._sizes)
         while i < n and self.free >= smallest:
             job = queue[i][1]
             i += 1
@@ -601,7 +604,7 @@ class Scheduler:
             self.order.finished(job, now)
             job.start = job.est_end = job.end = None
             job.restarts += 1
-            self._sizes[job.procs] += 1
+            self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
             self._count_group(job, 1)
             bisect.insort(self.queue, (self._key(job, now), job), key=lambda e: e[0])
         return chosen

@@ -35,13 +35,11 @@ class BackfillParams:
 
 def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:
     """Start what Slurm's backfill starts at ``now``; returns the jobs started."""
-    sizes = sched._sizes
-    smallest = min((size for size, count in sizes.items() if count), default=math.inf)
+    smallest = min(sched._sizes, default=math.inf)
     if sched.free < smallest:
         return []  # nothing can start; the plan is made again at the next pass
     res = params.resolution_seconds
-    profile = Profile(now, sched.free, [(now + round_up(end - now, res), job.procs)
-                                        for end, _, job in sched.releases])
+    profile = Profile.from_running(now, sched.free, sched.releases, res)
     for req in sched.granted:
         start = max(req.granted_seconds, now)
         profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
@@ -76,8 +74,8 @@ def _pass_in_python(sched: Any, now: float, params: BackfillParams, profile: Any
             profile.reserve(now, duration, job.procs)
             sched._start(job, now)
             started.append(job)
-            if sizes[job.procs] == 0 and job.procs == smallest:
-                smallest = min((s for s, c in sizes.items() if c), default=math.inf)
+            if job.procs == smallest and job.procs not in sizes:
+                smallest = min(sizes, default=math.inf)
             continue
         t = profile.earliest(job.procs, duration, now)
         if t is not None and t - now < params.window_seconds:
