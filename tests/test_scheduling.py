@@ -529,3 +529,41 @@ def test_the_c_compression_moves_reservations_as_its_reference(rows, ends):
     assert c.compress(jobs, 1.0) == py.compress(jobs, 1.0)
     assert list(c.times) == [float(x) for x in py.times]
     assert list(c.free) == [int(x) for x in py.free]
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 30), st.sampled_from(
+    ["reserved", "new", "started"]), st.booleans()), min_size=1, max_size=12),
+       ends=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4)), max_size=4),
+       now=st.sampled_from([0.0, 1.0]))
+def test_compressing_a_queue_in_c_sets_slots_as_its_reference(rows, ends, now):
+    """compress_queue reads the scheduler's (key, job) entries, skips started jobs, sets
+    slot and a first reservation on the jobs that move, and returns their heap entries."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    profiles, queues = (Profile(0.0, 8, ends), PyProfile(0.0, 8, ends)), ([], [])
+    for k, (procs, estimate, kind, first) in enumerate(rows):
+        slot = None
+        if kind == "reserved":
+            slot = profiles[1].earliest(procs, float(estimate), 0.0)
+            for p in profiles:
+                p.reserve(slot, float(estimate), procs)
+        for queue in queues:
+            job = Job(k, 0, procs, estimate, estimate=float(estimate), index=k)
+            job.slot, job.reserved = slot, (slot if first else None)
+            job.start = 0.0 if kind == "started" else None
+            queue.append(((k,), job))
+    for p in profiles:  # a job ends early: its processors come back
+        p.reserve(0.0, 5.0, -2)
+    before = [(j.slot, j.reserved) for _, j in queues[0]]
+    got = [p.compress_queue(queue, now) for p, queue in zip(profiles, queues)]
+    if got[1] is None:  # a reservation already past: nothing set, rebuild
+        assert got[0] is None and [(j.slot, j.reserved) for _, j in queues[0]] == before
+        return
+    assert [(t, i, j.id) for t, i, j in got[0]] == [(t, i, j.id) for t, i, j in got[1]]
+    assert all(j.slot == t and j.index == i for t, i, j in got[0])
+    for (_, a), (_, b) in zip(*queues):
+        assert (a.slot, a.reserved, a.start) == (b.slot, b.reserved, b.start)
+    assert list(profiles[0].times) == [float(x) for x in profiles[1].times]

@@ -22,7 +22,8 @@ typedef struct {
 } Profile;
 
 static PyTypeObject ProfileType;
-static PyObject *s_start, *s_procs, *s_estimate;  /* interned attribute names */
+/* interned attribute names */
+static PyObject *s_start, *s_procs, *s_estimate, *s_slot, *s_reserved, *s_index;
 
 static int reserve_room(Profile *p, Py_ssize_t need)
 {
@@ -488,44 +489,16 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
     return (PyObject *)q;
 }
 
-/* compress(jobs, now) -> None if a reservation lies in the past (rebuild instead), else a
- * list with each job's new slot (None where nothing fits) or False where it did not move.
- * jobs: a sequence of (procs, estimate, slot or None) of the waiting jobs in queue order;
- * a job with no slot (queued since the last pass) is reserved behind the others. Conservative
- * backfilling's compression (Mu'alem and Feitelson): each reservation in queue order taken
- * out and made again as early as it fits, again up to the last one moved, until nothing
- * moves; then neighbouring segments with one count are merged. */
-static PyObject *Profile_compress(Profile *p, PyObject *args)
+/* Conservative backfilling's compression (Mu'alem and Feitelson) of q waiting jobs in queue
+ * order: each reservation taken out and made again as early as it fits, again up to the
+ * last one moved, until nothing moves; then neighbouring segments with one count are
+ * merged. A job with no slot (NAN: queued since the last pass) is reserved behind the
+ * others. slot[] is updated in place, moved[] marks the jobs given a new slot (NAN where
+ * nothing fits). Returns 0, 1 if a reservation lies in the past (rebuild instead), -1 on
+ * error. */
+static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
+                         double *slot, char *moved, double now)
 {
-    PyObject *jobs;
-    double now;
-    if (!PyArg_ParseTuple(args, "Od", &jobs, &now))
-        return NULL;
-    PyObject *fast = PySequence_Fast(jobs, "jobs must be a sequence");
-    if (!fast)
-        return NULL;
-    Py_ssize_t q = PySequence_Fast_GET_SIZE(fast);
-    long long *procs = malloc(sizeof(long long) * (size_t)(q ? q : 1));
-    double *est = malloc(sizeof(double) * (size_t)(q ? q : 1));
-    double *slot = malloc(sizeof(double) * (size_t)(q ? q : 1));
-    char *moved = calloc((size_t)(q ? q : 1), 1);
-    PyObject *out = NULL;
-    if (!procs || !est || !slot || !moved) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < q; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(fast, k), *s;
-        if (!PyArg_ParseTuple(item, "LdO", &procs[k], &est[k], &s))
-            goto done;
-        if (s == Py_None) {
-            slot[k] = NAN;
-        } else {
-            slot[k] = PyFloat_AsDouble(s);
-            if (PyErr_Occurred())
-                goto done;
-        }
-    }
     advance(p, now);
     Py_ssize_t limit = q;
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
@@ -541,19 +514,16 @@ static PyObject *Profile_compress(Profile *p, PyObject *args)
                 moved[k] = 1;
                 slot[k] = t;
                 if (!isnan(t) && reserve(p, t, est[k], procs[k]))
-                    goto done;
+                    return -1;
                 continue;
             }
-            if (old < now) {
-                out = Py_None;
-                Py_INCREF(out);
-                goto done;
-            }
+            if (old < now)
+                return 1;
             double t = earlier_start(p, procs[k], est[k], old);
             if (t == old)
                 continue;
             if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
-                goto done;
+                return -1;
             slot[k] = t;
             moved[k] = 1;
             last = k;
@@ -561,23 +531,181 @@ static PyObject *Profile_compress(Profile *p, PyObject *args)
         limit = last > 0 ? last : 0;
         compact(p);
     }
+    return 0;
+}
+
+typedef struct {
+    long long *procs;
+    double *est, *slot;
+    char *moved;
+} Columns;
+
+static int columns_alloc(Columns *c, Py_ssize_t q)
+{
+    size_t n = (size_t)(q ? q : 1);
+    c->procs = malloc(sizeof(long long) * n);
+    c->est = malloc(sizeof(double) * n);
+    c->slot = malloc(sizeof(double) * n);
+    c->moved = calloc(n, 1);
+    if (c->procs && c->est && c->slot && c->moved)
+        return 0;
+    PyErr_NoMemory();
+    return -1;
+}
+
+static void columns_free(Columns *c)
+{
+    free(c->procs);
+    free(c->est);
+    free(c->slot);
+    free(c->moved);
+}
+
+static int slot_of(PyObject *s, double *out)
+{
+    if (s == Py_None) {
+        *out = NAN;
+        return 0;
+    }
+    *out = PyFloat_AsDouble(s);
+    return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* compress_core over c; nonzero when the caller is done: *out is None if a reservation
+ * lies in the past, NULL on an error */
+static int compressed(Profile *p, Py_ssize_t q, Columns *c, double now, PyObject **out)
+{
+    int past = compress_core(p, q, c->procs, c->est, c->slot, c->moved, now);
+    if (past > 0) {
+        Py_INCREF(Py_None);
+        *out = Py_None;
+    }
+    return past;
+}
+
+/* (sequence, now) arguments: the sequence as a fast sequence (a new reference), or NULL */
+static PyObject *sequence_and_now(PyObject *args, double *now)
+{
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "Od", &seq, now))
+        return NULL;
+    return PySequence_Fast(seq, "expected a sequence of jobs or queue entries");
+}
+
+/* compress(jobs, now) -> None if a reservation lies in the past (rebuild instead), else a
+ * list with each job's new slot (None where nothing fits) or False where it did not move.
+ * jobs: a sequence of (procs, estimate, slot or None) of the waiting jobs in queue order. */
+static PyObject *Profile_compress(Profile *p, PyObject *args)
+{
+    PyObject *out = NULL;
+    double now;
+    PyObject *fast = sequence_and_now(args, &now);
+    if (!fast)
+        return NULL;
+    Py_ssize_t q = PySequence_Fast_GET_SIZE(fast);
+    Columns c = {0};
+    if (columns_alloc(&c, q))
+        goto done;
+    for (Py_ssize_t k = 0; k < q; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, k), *s;
+        if (!PyArg_ParseTuple(item, "LdO", &c.procs[k], &c.est[k], &s) || slot_of(s, &c.slot[k]))
+            goto done;
+    }
+    if (compressed(p, q, &c, now, &out))
+        goto done; /* None, or an error */
     out = PyList_New(q);
     for (Py_ssize_t k = 0; out && k < q; k++) {
         PyObject *v;
-        if (!moved[k]) {
+        if (!c.moved[k]) {
             v = Py_False;
             Py_INCREF(v);
         } else {
-            v = maybe(slot[k]);
+            v = maybe(c.slot[k]);
         }
         PyList_SET_ITEM(out, k, v);
     }
 done:
     Py_DECREF(fast);
-    free(procs);
-    free(est);
-    free(slot);
-    free(moved);
+    columns_free(&c);
+    return out;
+}
+
+/* compress_queue(queue, now): compress() over a scheduler's queue of (key, job) entries
+ * (started jobs skipped), reading each job's procs, estimate and slot, and setting slot
+ * (and reserved, where it had none) on the jobs that moved. Returns None if a reservation
+ * lies in the past (nothing set: rebuild instead), else [(slot, index, job)] for the jobs
+ * given a slot, in queue order. */
+static PyObject *Profile_compress_queue(Profile *p, PyObject *args)
+{
+    double now;
+    PyObject *fast = sequence_and_now(args, &now), *out = NULL;
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), q = 0;
+    PyObject **waiting = malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
+    Columns c = {0};
+    if (!waiting) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (columns_alloc(&c, n))
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(fast, k);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) {
+            PyErr_SetString(PyExc_TypeError, "queue entries are (key, job)");
+            goto done;
+        }
+        PyObject *job = PyTuple_GET_ITEM(entry, 1), *v;
+        if (!(v = PyObject_GetAttr(job, s_start)))
+            goto done;
+        int started = v != Py_None;
+        Py_DECREF(v);
+        if (started)
+            continue;
+        int bad = !(v = PyObject_GetAttr(job, s_procs)) || as_long_long(v, &c.procs[q]);
+        Py_XDECREF(v);
+        if (bad || !(v = PyObject_GetAttr(job, s_estimate)))
+            goto done;
+        c.est[q] = PyFloat_AsDouble(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred() || !(v = PyObject_GetAttr(job, s_slot)))
+            goto done;
+        bad = slot_of(v, &c.slot[q]);
+        Py_DECREF(v);
+        if (bad)
+            goto done;
+        waiting[q++] = job;
+    }
+    if (compressed(p, q, &c, now, &out))
+        goto done; /* None, or an error */
+    if (!(out = PyList_New(0)))
+        goto done;
+    for (Py_ssize_t k = 0; k < q; k++) {
+        if (!c.moved[k])
+            continue;
+        PyObject *job = waiting[k], *t = maybe(c.slot[k]), *reserved = NULL, *index = NULL;
+        int bad = !t || PyObject_SetAttr(job, s_slot, t);
+        if (!bad && t != Py_None) {
+            bad = !(reserved = PyObject_GetAttr(job, s_reserved))
+                  || (reserved == Py_None && PyObject_SetAttr(job, s_reserved, t))
+                  || !(index = PyObject_GetAttr(job, s_index));
+            PyObject *e = bad ? NULL : PyTuple_Pack(3, t, index, job);
+            bad = bad || !e || PyList_Append(out, e);
+            Py_XDECREF(e);
+        }
+        Py_XDECREF(t);
+        Py_XDECREF(reserved);
+        Py_XDECREF(index);
+        if (bad) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    Py_DECREF(fast);
+    free(waiting);
+    columns_free(&c);
     return out;
 }
 
@@ -696,6 +824,8 @@ static PyMethodDef Profile_methods[] = {
      "compress(jobs, now) -> new slots (False: unmoved), or None to rebuild"},
     {"from_running", (PyCFunction)Profile_from_running, METH_VARARGS | METH_CLASS,
      "from_running(now, free_now, running, resolution) -> Profile"},
+    {"compress_queue", (PyCFunction)Profile_compress_queue, METH_VARARGS,
+     "compress_queue(queue, now) -> [(slot, index, job)] moved, or None to rebuild"},
     {"plan", (PyCFunction)Profile_plan, METH_VARARGS,
      "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [(job, time)]"},
     {NULL}};
@@ -731,7 +861,10 @@ PyMODINIT_FUNC PyInit__profile(void)
     s_start = PyUnicode_InternFromString("start");
     s_procs = PyUnicode_InternFromString("procs");
     s_estimate = PyUnicode_InternFromString("estimate");
-    if (!s_start || !s_procs || !s_estimate)
+    s_slot = PyUnicode_InternFromString("slot");
+    s_reserved = PyUnicode_InternFromString("reserved");
+    s_index = PyUnicode_InternFromString("index");
+    if (!s_start || !s_procs || !s_estimate || !s_slot || !s_reserved || !s_index)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

@@ -269,6 +269,26 @@ class PyProfile:
             self.compact()
         return [s if m else False for s, m in zip(slots, moved)]
 
+    def compress_queue(self, queue, now):
+        """:meth:`compress` over a scheduler's queue of ``(key, job)`` entries (started jobs
+        skipped), setting ``slot`` (and ``reserved``, where it is None) on the jobs that
+        moved. Returns None if a reservation lies in the past (nothing set), else ``(slot,
+        index, job)`` for the jobs given a slot, in queue order."""
+        waiting = [job for _, job in queue if job.start is None]
+        slots = self.compress([(j.procs, j.estimate, j.slot) for j in waiting], now)
+        if slots is None:
+            return None
+        moved = []
+        for job, t in zip(waiting, slots):
+            if t is False:
+                continue
+            job.slot = t
+            if t is not None:
+                if job.reserved is None:
+                    job.reserved = t
+                moved.append((t, job.index, job))
+        return moved
+
     def plan(self, queue, now, free_now, smallest, window, resolution, max_test):
         """One pass of Slurm's backfill (:mod:`.slurmbackfill`) over a scheduler's queue,
         ``(key, job)`` entries in priority order: started jobs are skipped, at most

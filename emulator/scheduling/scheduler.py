@@ -417,18 +417,17 @@ class Scheduler:
         (never later: its old place is free again); jobs queued since are reserved after
         the jobs ahead of them, until nothing moves (:meth:`.profile.PyProfile.compress`).
         False if a reservation is already past (then rebuild)."""
-        waiting = [job for _, job in self.queue if job.start is None]
-        slots = self._profile.compress([(j.procs, j.estimate, j.slot) for j in waiting], now)
-        if slots is None:
+        moved = self._profile.compress_queue(self.queue, now)  # sets slot and reserved
+        if moved is None:
             return False
-        for job, t in zip(waiting, slots):
-            if t is False:
-                continue
-            job.slot = t
-            if t is not None:
-                heapq.heappush(self._slots, (t, job.index, job))
-                if job.reserved is None:
-                    job.reserved = t
+        slots = self._slots
+        if len(slots) + len(moved) > 2 * len(self.queue) + 64:  # mostly stale: drop them
+            slots = self._slots = [e for e in slots
+                                   if e[2].slot == e[0] and e[2].start is None] + moved
+            heapq.heapify(slots)
+        else:
+            for entry in moved:
+                heapq.heappush(slots, entry)
         self._compress = False
         return True
 
