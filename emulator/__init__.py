@@ -22,7 +22,7 @@ The batch scheduler
     schedule_trace, TraceRunOptions, Simulation, schedule_summary, make_order, Order, SitePolicy, Credential,
     read_policy_file, ReservationRequest, Actual, Requested, EstimateFunction, estimator
 Predictions (Smith; Li et al.)
-    evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, Source,
+    evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, WaitStudy, Source,
     predict_start, probe_starts, published_starts, ForecastBound, QBETSBound
 Turnaround on time-shared nodes (Hanzich et al.)
     BatchJob, read_batch_jobs, generate_batch_jobs, estimate_ends, CISNE_ESTIMATORS
@@ -123,6 +123,7 @@ _API = {
     "fit_predictor": (".prediction.evaluate", "fit_predictor"),
     "predictor_names": (".prediction.evaluate", "predictor_names"),
     "evaluate_waits": (".prediction.waits", "evaluate_waits"),
+    "WaitStudy": (".prediction.waits", "WaitStudy"),
     "Source": (".prediction.waits", "Source"),
     "predict_start": (".prediction.forward", "predict_start"),
     "probe_starts": (".prediction.forward", "probe_starts"),

@@ -17,7 +17,7 @@ from emulator.prediction.online import blind, completion_times, events, run_onli
 from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
 from emulator.prediction.search import Training, search_templates
-from emulator.prediction.waits import Source, evaluate_waits, work_error
+from emulator.prediction.waits import Source, WaitStudy, evaluate_waits, work_error
 from emulator.scheduling.estimates import Actual
 from emulator.scheduling.job import Job
 from emulator.scheduling.policyfile import Credential, SitePolicy
@@ -420,10 +420,10 @@ def test_replayed_arrivals_make_forecasts_exact_on_a_periodic_workload():
             jobs.append(job(len(jobs), k * period + offset, procs, run))
     evaluate = [j.index for j in jobs if j.submit >= period]
     plain, _ = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
-                              Actual(), evaluate=evaluate, technique2=False)
+                              Actual(), WaitStudy(evaluate=evaluate, technique2=False))
     replay, rows = evaluate_waits([j.fresh() for j in jobs], 8, "easy", [Source("actual")],
-                                  Actual(), evaluate=evaluate, technique2=False,
-                                  future_seconds=period)
+                                  Actual(), WaitStudy(evaluate=evaluate, technique2=False,
+                                                      future_seconds=period))
     assert replay["future_arrivals_seconds"] == period
     assert plain["mean_wait_seconds"] > 0 and plain["runtimes"]["actual"]["mae_seconds"] > 0
     short = rows["wait"] < period  # starts before any job the replay does not hold arrives
@@ -479,8 +479,8 @@ def test_a_mean_of_forecasts_is_the_mean_of_each_jobs_two_forecasts():
     jobs = [job(i, float(i * 15), int(rng.integers(1, 9)), float(rng.integers(50, 400)),
                 requested=float(rng.integers(400, 1200))) for i in range(150)]
     sources = [Source("actual"), Source("requested")]
-    summary, rows = evaluate_waits(jobs, 8, "easy", sources, Actual(), technique2=False,
-                                   means=[["actual", "requested"]])
+    summary, rows = evaluate_waits(jobs, 8, "easy", sources, Actual(),
+                                   WaitStudy(technique2=False, means=[["actual", "requested"]]))
     label = "mean(actual;requested)"
     assert np.allclose(rows[label], (rows["actual"] + rows["requested"]) / 2)
     error = np.abs(rows[label] - rows["wait"]).mean()
@@ -488,7 +488,7 @@ def test_a_mean_of_forecasts_is_the_mean_of_each_jobs_two_forecasts():
     assert summary["runtimes"]["actual"]["mae_seconds"] > 0  # later arrivals backfill
     with pytest.raises(ValueError, match="two or more of the run-time sources"):
         evaluate_waits([j.fresh() for j in jobs], 8, "easy", sources, Actual(),
-                       means=[["actual", "last2"]])
+                       WaitStudy(means=[["actual", "last2"]]))
 
 
 def test_work_error_by_hand():
@@ -527,9 +527,9 @@ def test_the_work_rule_trusts_errors_that_cancel_over_a_burst():
     short = {j.index: 0.8 * j.run for j in jobs}
     sources = [Source("actual"), Source("alternating", _Known("alternating", alternating)),
                Source("short", _Known("short", short))]
-    summary, _ = evaluate_waits(jobs, 8, "easy", sources, Actual(), technique2=False,
-                                evaluate=range(100, 200), train=range(100),
-                                select=("work", "wait"))
+    summary, _ = evaluate_waits(jobs, 8, "easy", sources, Actual(),
+                                WaitStudy(technique2=False, evaluate=range(100, 200),
+                                          train=range(100), select=("work", "wait")))
     work = summary["selected"]["work"]
     ran = simulate(jobs, Scheduler(8, "easy"), estimator=Actual()).jobs  # the same schedule
     known = [j for j in ran[:100] if j.end <= jobs[100].submit]
@@ -544,7 +544,7 @@ def test_the_work_rule_trusts_errors_that_cancel_over_a_burst():
     assert summary["selected"]["wait"]["name"] in ("alternating", "short")
     with pytest.raises(ValueError, match="unknown selection rule 'best'"):
         evaluate_waits([j.fresh() for j in jobs], 8, "easy", sources, Actual(),
-                       train=range(100), select=("best",))
+                       WaitStudy(train=range(100), select=("best",)))
 
 
 # -- evaluation and commands -------------------------------------------------------------

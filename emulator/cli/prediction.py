@@ -264,7 +264,7 @@ def _site(args):
 def cmd_wait(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..prediction.evaluate import plot_error_cdf
-    from ..prediction.waits import evaluate_waits, wait_csv, wait_table
+    from ..prediction.waits import WaitStudy, evaluate_waits, wait_csv, wait_table
 
     site = _site(args)
     trace = read_trace(args)
@@ -293,13 +293,14 @@ def cmd_wait(args):
     evaluate = [j.index for j in jobs[split:]]
     bar, update = _bar(args, len(jobs), f"{args.policy}, predicting waits")
     try:
-        summary, rows = evaluate_waits(
-            [j.fresh() for j in jobs], trace.max_procs, args.policy, sources, est, site=site,
-            evaluate=evaluate, kill_at_requested=args.kill_at_requested,
-            technique2=not args.no_technique2, means=means, progress=update,
+        study = WaitStudy(
+            site=site, evaluate=evaluate, kill_at_requested=args.kill_at_requested,
+            technique2=not args.no_technique2, means=means,
             future_seconds=3600 * args.future_arrivals if args.future_arrivals else 0.0,
             train=[j.index for j in jobs[:split]] if select else (), select=select,
             quantile=args.quantile, bound_source=args.bound_runtimes)
+        summary, rows = evaluate_waits([j.fresh() for j in jobs], trace.max_procs,
+                                       args.policy, sources, est, study, progress=update)
     finally:
         if bar is not None:
             bar.close()
