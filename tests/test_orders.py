@@ -5,6 +5,8 @@ import gzip
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
@@ -347,3 +349,31 @@ def test_with_a_period_the_queue_is_sorted_again_only_on_its_grid():
     assert [j.id for j in sched.waiting()] == [2, 1]
     sched.schedule(650.0)  # the first pass past the tick at 600
     assert [j.id for j in sched.waiting()] == [1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.dictionaries(
+    st.integers(0, 7), st.integers(0, 4), min_size=1, max_size=6)), min_size=1, max_size=10))
+def test_group_ranks_order_groups_as_their_keys(steps):
+    """However groups arrive (rank_of) and keys change (rerank), every ranked group's rank
+    orders it as its key does (equal keys, equal ranks), and rerank says True exactly when
+    the ranks held did not already order the new keys."""
+    from emulator.scheduling.ranks import GroupRanks
+
+    def ordered(rank, keys):
+        return all(group in rank for group in keys) and all(
+            (rank[a] < rank[b]) == (keys[a] < keys[b]) and
+            (rank[a] == rank[b]) == (keys[a] == keys[b]) for a in keys for b in keys)
+
+    ranks = GroupRanks()
+    for rerank, keys in steps:
+        if rerank:
+            already = ordered(ranks.rank, keys)
+            assert ranks.rerank(keys) is not already
+            assert set(ranks.rank) == set(keys)
+        else:
+            for group, key in keys.items():
+                held = ranks.rank.get(group)
+                got = ranks.rank_of(group, key)
+                assert got == held if held is not None else got == ranks.rank[group]
+        assert ordered(ranks.rank, ranks.key)
