@@ -120,6 +120,82 @@ def test_ours_grows_bolder_never_than_nominal_and_warier_after_misses():
     assert b.miss < 0.1
 
 
+@pytest.mark.parametrize("quantile, misses, limit", [
+    # no autocorrelation (too few, or negative: clamped to 0), p = 1 - q: at q = 0.9 one
+    # miss (0.1) is not rare enough at 95% confidence, two (0.01) are
+    (0.9, [], 2),
+    (0.9, [1, 1], 2),
+    # q = 0.95: 0.05 is not below 0.05 (the bound is strict), 0.05 x 0.05 is
+    (0.95, [1, 0, 1, 0, 1, 0], 2),
+    # all misses alike: no variance, no autocorrelation
+    (0.8, [1, 1, 1, 1], 2),
+    # runs of four: a = 1111000, b = 1110000 (lag 1), means 4/7 and 3/7, covariance 9/7,
+    # variances 12/7 each, rho = 3/4; p = 0.2 + 0.75 x 0.8 = 0.8; 0.2 x 0.8^6 = 0.052 is
+    # not below 0.05, 0.2 x 0.8^7 = 0.042 is: 8 misses in a row
+    (0.8, [1, 1, 1, 1, 0, 0, 0, 0], 8),
+    # runs of two: covariance 2/7, variances 12/7, rho = 1/6; p = 0.1 + 0.9 / 6 = 0.25:
+    # 0.1 x 0.25 = 0.025 < 0.05
+    (0.9, [1, 1, 0, 0, 1, 1, 0, 0], 2),
+    # one long run: ten misses then ten hits; covariance 1539/361, variances 1710/361, rho
+    # = 0.9; p = 0.5 + 0.5 x 0.9 = 0.95; 0.95^(m-1) < 0.1 first at m - 1 = 45
+    (0.5, [1] * 10 + [0] * 10, 46),
+])
+def test_qbets_run_limit_by_hand(quantile, misses, limit):
+    assert QBETSBound(quantile).run_limit(misses) == limit
+
+
+def test_bound_summary_edges():
+    """A wait equal to its bound is within it; half a second counts as having waited; no
+    jobs, no figures."""
+    s = bound_summary(0.9, [0.5, 10.0, 0.0], [0.5, 10.0, 0.0])
+    assert s["coverage"] == 1.0 and s["coverage_of_jobs_that_waited"] == 1.0
+    assert s["median_bound_over_wait"] == 1.0 and s["unbounded_jobs"] == 0
+    s = bound_summary(0.9, [0.5, 0.0], [0.25, 1.0])
+    assert s["coverage"] == 0.5 and s["coverage_of_jobs_that_waited"] == 0.0
+    assert s["median_bound_over_wait"] == 0.5
+    assert bound_summary(0.9, [], []) == {"coverage": None, "coverage_of_jobs_that_waited":
+                                          None, "median_bound_over_wait": None,
+                                          "unbounded_jobs": 0}
+    assert bound_summary(0.9, [0.0], [1.0])["median_bound_over_wait"] is None
+
+
+@pytest.mark.parametrize("confidence, need", [(0.95, 29), (0.99, 44)])
+def test_qbets_bounds_after_its_binomial_history(confidence, need):
+    """0.9^n <= 1 - confidence first at n = 29 (95%) and 44 (99%): no bound before, the
+    largest wait at exactly that many; its misses kept over 4 x that many jobs; a run of
+    misses counted, and reset by a hit."""
+    b = QBETSBound(0.9, confidence=confidence)
+    assert b.need == need == min_history(0.9, confidence)
+    job = Job(0, 0.0, 1, 1.0)
+    for i in range(need - 1):
+        b.started(job, float(i))
+    assert b.bound(job, 0.0) == math.inf
+    b.started(job, float(need - 1))
+    assert b.bound(job, 0.0) == float(need - 1)  # the largest of exactly `need`
+    q = b.queues[-1]
+    for i in range(8 * need):  # waits at the bound: never a miss, the window stays 4 x need
+        b.started(job, float(need - 1))
+    assert q["misses"] == [0] * (4 * need) and q["run"] == 0
+    b.started(job, 1e9)
+    assert q["run"] == 1 and q["misses"][-1] == 1
+    b.started(job, 0.0)
+    assert q["run"] == 0
+
+
+def test_ours_offsets_waits_and_forecasts_by_tau():
+    """tau = 300 s: every job of forecast 100 s waited 200 s, so every ratio is (200 +
+    300) / (100 + 300) = 1.25, and a forecast of 200 s is bounded by 500 x 1.25 - 300 =
+    325 s; a forecast of 0 by max(0, 300 x 1.25 - 300) = 75 s."""
+    b = ForecastBound(0.9, tau_seconds=300.0, step=0.0)
+    for i in range(b.need):
+        job = Job(i, 0.0, 1, 1.0)
+        b.bound(job, 0.0, 100.0)
+        b.started(job, 200.0)
+    assert b.count == b.need
+    assert b.bound(Job(999, 0.0, 1, 1.0), 0.0, 200.0) == pytest.approx(325.0)
+    assert b.bound(Job(998, 0.0, 1, 1.0), 0.0, 0.0) == pytest.approx(75.0)
+
+
 def test_bound_summary_by_hand():
     s = bound_summary(0.95, [0, 10, 20, 40], [5, 30, 10, math.inf])
     assert s["coverage"] == 0.75
