@@ -15,7 +15,8 @@ import json
 import math
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -182,130 +183,183 @@ def completed_runs(out_dir, settings_json, lists, *, cpu, dilation, columns):
     return rows, runs
 
 
-def run_experiment(coordinator, *, policies, loaded_fractions, repeats, out_dir, jobs=None,
-                   job_count=30, mean_gap_seconds=15.0, base=None, load_spec=None,
-                   cache_path=None, network_id="default", probe_bytes=256 * 1024,
-                   progress=True, echo=print, resume=False):
-    """Run every (policy, loaded fraction, repeat) batch run; write the outputs to
-    ``out_dir``; return the summary. ``jobs``: a fixed job list (else generated per repeat
-    with seed ``base.seed + repeat``). ``resume``: keep the runs already complete in
+DEFAULT_LOAD = {"cpu_fraction": 0.15, "memory_fraction": 0.35, "lan_bytes_per_second": 512.0}
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """What a batch experiment plays: every policy of ``policies`` (``NSP+JSP`` names) at
+    every fraction of ``loaded_fractions``, ``repeats`` times. ``jobs``: a fixed job list
+    (else ``job_count`` jobs generated per repeat with seed ``base.seed + repeat``, arrivals
+    ``mean_gap_seconds`` apart on average). ``base``: the batch settings every run starts
+    from; ``load_spec``: the local users' load; ``cache_path`` and ``network_id``: where
+    and for which network characterizations are cached; ``probe_bytes``: the measurement's
+    probe size.
+
+    >>> ExperimentPlan(["normal+fcfs"], [0.25], 1).job_count
+    30
+    """
+
+    policies: Sequence[str]
+    loaded_fractions: Sequence[float]
+    repeats: int
+    jobs: Optional[Sequence[Any]] = None
+    job_count: int = 30
+    mean_gap_seconds: float = 15.0
+    base: BatchSettings = field(default_factory=BatchSettings)
+    load_spec: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_LOAD))
+    cache_path: Optional[str] = None
+    network_id: str = "default"
+    probe_bytes: int = 256 * 1024
+
+    def job_lists(self, nodes: Sequence[str]) -> dict:
+        """{repeat: its jobs}."""
+        base = self.base
+        return {r: (self.jobs if self.jobs is not None else
+                    generate_jobs(self.job_count, seed=base.seed + r,
+                                  mean_gap_seconds=self.mean_gap_seconds,
+                                  npb_class=base.npb_class, max_tasks=len(nodes)))
+                for r in range(self.repeats)}
+
+    def settings_json(self, nodes: Sequence[str]) -> dict:
+        """The settings a summary records (and a resumed run must share)."""
+        base = self.base
+        return {"policies": self.policies, "loaded_fractions": self.loaded_fractions,
+                "repeats": self.repeats, "mpl": base.mpl, "class": base.npb_class,
+                "iterations": base.iterations, "load": self.load_spec,
+                "mean_gap_seconds": self.mean_gap_seconds, "nodes": nodes, "seed": base.seed,
+                "estimators": list(base.estimators)}
+
+
+class _Outputs:
+    """The experiment's rows and runs so far, written atomically after every job; outputs
+    in the order asked for (policies, then loads, then repeats), resumed or not."""
+
+    def __init__(self, coordinator: Any, out_dir: str, plan: ExperimentPlan,
+                 settings_json: dict, columns: Any) -> None:
+        self.coordinator, self.out_dir = coordinator, out_dir
+        self.settings_json, self.columns = settings_json, columns
+        self.rows: list = []
+        self.runs: list = []
+        self.chars: Any = None
+        self.estimation_ms: list = []
+        self.estimation_cpu_ms: list = []
+        self.rank = {policy_label(*parse_policy(p)): k for k, p in enumerate(plan.policies)}
+
+    def _in_order(self, key: tuple) -> tuple:
+        policy, frac, repeat = key
+        return self.rank.get(policy, len(self.rank)), float(frac), repeat
+
+    def write(self, current: Optional[list] = None, complete: bool = False) -> dict:
+        """Rewrite jobs.csv and summary.json; ``current``: the run being played, [label,
+        fraction, repeat, BatchRun]."""
+        live = [] if current is None else [(current[0], current[1], current[2], rec)
+                                           for rec in current[3].records.values()]
+        live_rows = sorted(self.rows + live, key=lambda row: self._in_order(row[:3]))
+        ordered_runs = sorted(self.runs, key=lambda r: self._in_order(run_key(r)))
+        summary = summarize(
+            live_rows, ordered_runs,
+            self.estimation_ms + (current[3].estimation_ms if current else []),
+            complete=complete, settings_json=self.settings_json,
+            characterization=self.chars,
+            estimation_cpu_ms=self.estimation_cpu_ms + (
+                current[3].estimation_cpu_ms if current else []), columns=self.columns)
+        write_text_atomic(os.path.join(self.out_dir, "jobs.csv"),
+                          report.jobs_csv(live_rows, self.columns))
+        summary["scenario"] = self.coordinator.scenario_report()
+        write_json_atomic(os.path.join(self.out_dir, "summary.json"), summary)
+        return summary
+
+
+def _play(coordinator: Any, plan: ExperimentPlan, jobs: list, graph: Any, key: tuple,
+          outputs: _Outputs, bar: Any) -> None:
+    """Play one run, ``key`` = (policy, loaded fraction, repeat), into ``outputs``."""
+    policy, frac, repeat = key
+    nsp, jsp = parse_policy(policy)
+    settings = replace(plan.base, nsp=nsp, jsp=jsp, loaded_fraction=frac,
+                       seed=plan.base.seed + repeat)
+    label = policy_label(nsp, jsp)
+    current = [label, frac, repeat, None]
+    run = BatchRun(coordinator, jobs, outputs.chars, settings, graph=graph,
+                   on_change=lambda r: outputs.write(current, False),
+                   progress=bar.update if bar else None)
+    current[3] = run
+    run.start_local_load(plan.load_spec)
+    started = time.time()
+    try:
+        records = run.run()
+    finally:
+        run.stop_local_load()
+    outputs.estimation_ms += run.estimation_ms
+    outputs.estimation_cpu_ms += run.estimation_cpu_ms
+    outputs.rows += [(label, frac, repeat, rec) for rec in records]
+    cs = coordinator.settings
+    outputs.runs.append({"policy": label, "loaded_fraction": frac, "repeat": repeat,
+                         "wall_seconds": time.time() - started,
+                         "loaded_nodes": run.loaded, "events": run.events,
+                         "cpu": cs.cpu, "dilation": cs.dilation,
+                         "down": sorted(coordinator.down),
+                         "measured_local_load": run.measured_local,
+                         "jobs_done": sum(r["status"] == "done" for r in records),
+                         "jobs_failed": sum(r["status"] == "failed" for r in records)})
+    outputs.write(None, False)
+    report.gantt_plot(records, coordinator.names, run.loaded,
+                      os.path.join(outputs.out_dir, f"gantt-{label}-{frac:g}-{repeat}.png"),
+                      title=f"{label}, {frac * 100:.0f}% of nodes loaded, repeat {repeat}")
+
+
+def run_experiment(coordinator: Any, plan: ExperimentPlan, out_dir: str, *,
+                   progress: bool = True, echo: Any = print, resume: bool = False) -> dict:
+    """Play ``plan``'s every (policy, loaded fraction, repeat) batch run; write the outputs
+    to ``out_dir``; return the summary. ``resume``: keep the runs already complete in
     ``out_dir`` (:func:`completed_runs`); the estimation timings then cover the new runs."""
     from ..coordinator.measure import Monitor
 
-    base = base or BatchSettings()
-    load_spec = load_spec or {"cpu_fraction": 0.15, "memory_fraction": 0.35,
-                              "lan_bytes_per_second": 512.0}
     nodes = coordinator.up
-    lists = {r: (jobs if jobs is not None else
-                 generate_jobs(job_count, seed=base.seed + r, mean_gap_seconds=mean_gap_seconds,
-                               npb_class=base.npb_class, max_tasks=len(nodes)))
-             for r in range(repeats)}
+    lists = plan.job_lists(nodes)
     wanted = {(j.benchmark, j.npb_class, j.tasks) for js in lists.values() for j in js}
     cluster = coordinator.settings.cluster
-
-    def capacity_of(n):
-        return cluster.nodes[n]["capacity_mbps"]
-
-    columns = report.columns(base.estimators)
-    settings_json = {"policies": policies, "loaded_fractions": loaded_fractions,
-                     "repeats": repeats, "mpl": base.mpl, "class": base.npb_class,
-                     "iterations": base.iterations, "load": load_spec,
-                     "mean_gap_seconds": mean_gap_seconds, "nodes": nodes, "seed": base.seed,
-                     "estimators": list(base.estimators)}
-    rows, runs = [], []
+    columns = report.columns(plan.base.estimators)
+    outputs = _Outputs(coordinator, out_dir, plan, plan.settings_json(nodes), columns)
     if resume:
-        rows, runs = completed_runs(out_dir, settings_json, lists,
-                                    cpu=coordinator.settings.cpu,
-                                    dilation=coordinator.settings.dilation, columns=columns)
-        echo(f"resuming: {len(runs)} of {len(policies) * len(loaded_fractions) * repeats} "
+        outputs.rows, outputs.runs = completed_runs(
+            out_dir, outputs.settings_json, lists, cpu=coordinator.settings.cpu,
+            dilation=coordinator.settings.dilation, columns=columns)
+        echo(f"resuming: {len(outputs.runs)} of "
+             f"{len(plan.policies) * len(plan.loaded_fractions) * plan.repeats} "
              f"run(s) complete in {out_dir}")
-    done = {run_key(r) for r in runs}
+    done = {run_key(r) for r in outputs.runs}
 
-    def todo(frac, repeat):
-        return [p for p in policies
+    def todo(frac: float, repeat: int) -> list:
+        return [p for p in plan.policies
                 if (policy_label(*parse_policy(p)), float(frac), repeat) not in done]
 
     echo("measuring every pair of nodes ...")
-    monitor = Monitor(coordinator, size_bytes=probe_bytes)
+    monitor = Monitor(coordinator, size_bytes=plan.probe_bytes)
     graph = monitor.measure()
     echo(f"characterizing {len(wanted)} application(s) in isolation ...")
-    chars = characterize(coordinator, nodes, wanted, iterations=base.iterations,
-                         network=network_id, cache_path=cache_path,
-                         comm_model=comm_model_function(graph, capacity_of))
-    total = sum(len(lists[r]) * len(todo(f, r)) for r in lists for f in loaded_fractions)
+    outputs.chars = characterize(
+        coordinator, nodes, wanted, iterations=plan.base.iterations, network=plan.network_id,
+        cache_path=plan.cache_path,
+        comm_model=comm_model_function(graph, lambda n: cluster.nodes[n]["capacity_mbps"]))
+    total = sum(len(lists[r]) * len(todo(f, r)) for r in lists for f in plan.loaded_fractions)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=total, unit="job", desc="batch runs", leave=True)
-    estimation_ms, estimation_cpu_ms = [], []
     os.makedirs(out_dir, exist_ok=True)
-
-    # outputs in the order asked for (policies, then loads, then repeats), resumed or not
-    rank = {policy_label(*parse_policy(p)): k for k, p in enumerate(policies)}
-
-    def in_order(key):
-        policy, frac, repeat = key
-        return rank.get(policy, len(rank)), float(frac), repeat
-
-    def write(current, complete):
-        live_rows = sorted(rows + ([] if current is None else
-                                   [(current[0], current[1], current[2], rec)
-                                    for rec in current[3].records.values()]),
-                           key=lambda row: in_order(row[:3]))
-        ordered_runs = sorted(runs, key=lambda r: in_order(run_key(r)))
-        summary = summarize(live_rows, ordered_runs, estimation_ms + (
-            current[3].estimation_ms if current else []), complete=complete,
-            settings_json=settings_json, characterization=chars,
-            estimation_cpu_ms=estimation_cpu_ms + (
-                current[3].estimation_cpu_ms if current else []), columns=columns)
-        write_text_atomic(os.path.join(out_dir, "jobs.csv"), report.jobs_csv(live_rows, columns))
-        summary["scenario"] = coordinator.scenario_report()
-        write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
-        return summary
-
-    for repeat in range(repeats):
-        for frac in loaded_fractions:
+    for repeat in range(plan.repeats):
+        for frac in plan.loaded_fractions:
             if not todo(frac, repeat):
                 continue
-            # the network these runs start on, for the pattern policy and net-net
-            graph = monitor.measure()
+            graph = monitor.measure()  # the network these runs start on (pattern, net-net)
             for policy in todo(frac, repeat):
-                nsp, jsp = parse_policy(policy)
-                s = replace(base, nsp=nsp, jsp=jsp, loaded_fraction=frac,
-                            seed=base.seed + repeat)
-                label = policy_label(nsp, jsp)
-                current = [label, frac, repeat, None]
-                run = BatchRun(coordinator, lists[repeat], chars, s, graph=graph,
-                               on_change=lambda r: write(current, False),
-                               progress=bar.update if bar else None)
-                current[3] = run
-                run.start_local_load(load_spec)
-                started = time.time()
-                try:
-                    records = run.run()
-                finally:
-                    run.stop_local_load()
-                estimation_ms += run.estimation_ms
-                estimation_cpu_ms += run.estimation_cpu_ms
-                rows += [(label, frac, repeat, rec) for rec in records]
-                runs.append({"policy": label, "loaded_fraction": frac, "repeat": repeat,
-                             "wall_seconds": time.time() - started,
-                             "loaded_nodes": run.loaded, "events": run.events,
-                             "cpu": coordinator.settings.cpu,
-                             "dilation": coordinator.settings.dilation,
-                             "down": sorted(coordinator.down),
-                             "measured_local_load": run.measured_local,
-                             "jobs_done": sum(r["status"] == "done" for r in records),
-                             "jobs_failed": sum(r["status"] == "failed" for r in records)})
-                write(None, False)
-                report.gantt_plot(records, coordinator.names, run.loaded,
-                                  os.path.join(out_dir, f"gantt-{label}-{frac:g}-{repeat}.png"),
-                                  title=f"{label}, {frac * 100:.0f}% of nodes loaded, "
-                                        f"repeat {repeat}")
+                _play(coordinator, plan, lists[repeat], graph, (policy, frac, repeat),
+                      outputs, bar)
     if bar:
         bar.close()
-    summary = write(None, True)
+    summary = outputs.write(None, True)
     write_text_atomic(os.path.join(out_dir, "table.md"), report.table_md(summary))
     report.deviation_plot(summary, os.path.join(out_dir, "deviation.png"))
     return summary

@@ -181,7 +181,7 @@ def _list_jobs(args, jobs, cluster):
 
 
 def _run(args, *, policies, fractions, repeats, default_out, quick=False, resume=False):
-    from ..batch.experiment import run_experiment
+    from ..batch.experiment import ExperimentPlan, run_experiment
     from ..batch.live import BatchSettings
 
     cluster, jobs = _prepare(args, quick=quick)
@@ -205,13 +205,12 @@ def _run(args, *, policies, fractions, repeats, default_out, quick=False, resume
                   f":{args.time_scale:g}:{args.shaping}:{args.cpu}")
 
     def program(coordinator):
-        summary = run_experiment(coordinator, policies=policies, loaded_fractions=fractions,
-                                 repeats=repeats, out_dir=out, jobs=jobs,
-                                 job_count=args.job_count,
-                                 mean_gap_seconds=args.mean_gap_seconds, base=base,
-                                 cache_path=cache, network_id=network_id,
-                                 probe_bytes=args.probe_bytes,
-                                 progress=not args.no_progress, echo=echo, resume=resume)
+        plan = ExperimentPlan(policies, fractions, repeats, jobs=jobs,
+                              job_count=args.job_count, mean_gap_seconds=args.mean_gap_seconds,
+                              base=base, cache_path=cache, network_id=network_id,
+                              probe_bytes=args.probe_bytes)
+        summary = run_experiment(coordinator, plan, out, progress=not args.no_progress,
+                                 echo=echo, resume=resume)
         from ..batch.report import table_md
 
         echo(table_md(summary), end="")
