@@ -153,13 +153,28 @@ def cluster_from_dict(data, path="<cluster>"):
     topology = data.get("topology", "crossbar")
     if topology not in ("crossbar", "tree"):
         raise InputFileError(path, "topology", f"must be 'crossbar' or 'tree', got {topology!r}")
+    defaults = _defaults(data, path)
+    nodes = _nodes(data.get("nodes", DEFAULT_NODES), defaults, path)
+    if topology == "crossbar":
+        return _crossbar_from(data, nodes, defaults, path)
+    return _tree_from(data, nodes, defaults, path)
+
+
+def _defaults(data, path):
+    """(capacity_mbps, memory_mb, latency_ms) of the file, checked."""
     cap = _positive(path, "capacity_mbps", data.get("capacity_mbps", DEFAULT_CAPACITY_MBPS),
                     "capacity_mbps")
     memory = _positive(path, "memory_mb", data.get("memory_mb", DEFAULT_MEMORY_MB), "memory_mb")
     latency = data.get("latency_ms", DEFAULT_LATENCY_MS)
     if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
         raise InputFileError(path, "latency_ms", f"must be a number >= 0, got {latency!r}")
-    raw_nodes = data.get("nodes", DEFAULT_NODES)
+    return cap, memory, latency
+
+
+def _nodes(raw_nodes, defaults, path):
+    """The compute nodes as dicts (name, switch, capacity_mbps, memory_mb), checked: a
+    count gives n1..nN; names are unique."""
+    cap, memory, _ = defaults
     if isinstance(raw_nodes, bool):
         raise InputFileError(path, "nodes", "must be a count or a list")
     if isinstance(raw_nodes, int):
@@ -168,7 +183,7 @@ def cluster_from_dict(data, path="<cluster>"):
         raw_nodes = [f"n{i}" for i in range(1, raw_nodes + 1)]
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise InputFileError(path, "nodes", "must be a positive count or a non-empty list")
-    nodes = []
+    nodes, seen = [], set()
     for i, item in enumerate(raw_nodes):
         where = f"nodes[{i}]"
         item = {"name": item} if isinstance(item, str) else item
@@ -183,28 +198,35 @@ def cluster_from_dict(data, path="<cluster>"):
                                                         "capacity_mbps")),
                           memory_mb=int(_positive(path, where, item.get("memory_mb", memory),
                                                   "memory_mb"))))
-    seen = set()
     for i, node in enumerate(nodes):
         if node["name"] in seen:
             raise InputFileError(path, f"nodes[{i}]", f"duplicate node name {node['name']!r}")
         seen.add(node["name"])
+    return nodes
 
-    if topology == "crossbar":
-        for key in ("switches", "links"):
-            if data.get(key):
-                raise InputFileError(path, key, "a crossbar has one implicit switch; "
-                                     f"'{key}' needs topology = \"tree\"")
-        for i, node in enumerate(nodes):
-            if node["switch"] is not None:
-                raise InputFileError(path, f"nodes[{i}]", "'switch' needs topology = \"tree\"")
-        graph = crossbar([n["name"] for n in nodes], capacity_mbps=cap, memory_mb=memory,
-                         latency_ms=latency)
-        for n in nodes:
-            graph.nodes[n["name"]].update(capacity_mbps=n["capacity_mbps"], memory_mb=n["memory_mb"])
-            graph[n["name"]][SWITCH]["capacity_mbps"] = n["capacity_mbps"]
-        return graph
 
+def _crossbar_from(data, nodes, defaults, path):
+    cap, memory, latency = defaults
+    for key in ("switches", "links"):
+        if data.get(key):
+            raise InputFileError(path, key, "a crossbar has one implicit switch; "
+                                 f"'{key}' needs topology = \"tree\"")
+    for i, node in enumerate(nodes):
+        if node["switch"] is not None:
+            raise InputFileError(path, f"nodes[{i}]", "'switch' needs topology = \"tree\"")
+    graph = crossbar([n["name"] for n in nodes], capacity_mbps=cap, memory_mb=memory,
+                     latency_ms=latency)
+    for n in nodes:
+        graph.nodes[n["name"]].update(capacity_mbps=n["capacity_mbps"],
+                                      memory_mb=n["memory_mb"])
+        graph[n["name"]][SWITCH]["capacity_mbps"] = n["capacity_mbps"]
+    return graph
+
+
+def _tree_from(data, nodes, defaults, path):
+    cap, _, latency = defaults
     graph = nx.Graph(topology="tree", latency_ms=latency)
+    seen = {n["name"] for n in nodes}
     switches = data.get("switches") or []
     if not isinstance(switches, list) or not switches:
         raise InputFileError(path, "switches", "a tree needs a non-empty list of switches")
@@ -218,16 +240,27 @@ def cluster_from_dict(data, path="<cluster>"):
         seen.add(name)
         kind = sw.get("kind", "switch")
         if kind not in ("switch", "router"):
-            raise InputFileError(path, f"switches[{i}]", f"kind must be switch or router, got {kind!r}")
+            raise InputFileError(path, f"switches[{i}]",
+                                 f"kind must be switch or router, got {kind!r}")
         graph.add_node(name, kind=kind)
     for i, node in enumerate(nodes):
         if node["switch"] not in graph:
-            raise InputFileError(path, f"nodes[{i}]", f"switch {node['switch']!r} is not a listed switch")
+            raise InputFileError(path, f"nodes[{i}]",
+                                 f"switch {node['switch']!r} is not a listed switch")
         graph.add_node(node["name"], kind="compute", capacity_mbps=node["capacity_mbps"],
                        memory_mb=node["memory_mb"], slots=1)
         graph.add_edge(node["name"], node["switch"], capacity_mbps=node["capacity_mbps"],
                        latency_ms=latency)
-    for i, link in enumerate(data.get("links") or []):
+    _tree_links(graph, data.get("links") or [], cap, latency, path)
+    if not nx.is_tree(graph):
+        problem = "has a cycle" if nx.is_connected(graph) else "is not connected"
+        raise InputFileError(path, "links", "the switches and nodes must form a tree, but the "
+                             f"graph {problem}")
+    return graph
+
+
+def _tree_links(graph, links, cap, latency, path):
+    for i, link in enumerate(links):
         where = f"links[{i}]"
         if not isinstance(link, dict) or "a" not in link or "b" not in link:
             raise InputFileError(path, where, "each link needs 'a' and 'b'")
@@ -240,10 +273,6 @@ def cluster_from_dict(data, path="<cluster>"):
         graph.add_edge(a, b, capacity_mbps=float(_positive(
             path, where, link.get("capacity_mbps", cap), "capacity_mbps")),
             latency_ms=float(link.get("latency_ms", latency)))
-    if not nx.is_tree(graph):
-        problem = "has a cycle" if nx.is_connected(graph) else "is not connected"
-        raise InputFileError(path, "links", f"the switches and nodes must form a tree, but the graph {problem}")
-    return graph
 
 
 _OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
