@@ -79,7 +79,10 @@ def register(sub):
                   handler=cmd_experiment)
     cluster_options(exp, probe_kib=128)
     experiment_options(exp, benchmarks="bt,cg,is,lu,mg", repeats=6, out="results/experiment")
+    _register_run(sub)
 
+
+def _register_run(sub):
     launcher = "hostfiles/nsel-launcher"
     run = command(sub, "run",
                   help="select nodes for your own MPI programs: skeleton trials, then the app",
@@ -98,6 +101,10 @@ def register(sub):
                             "--skeleton-cmd 'mpiexec -f {machinefile} -n {nprocs} ./cg.S.4' "
                             "--app-cmd '...'   # on a real cluster"],
                   handler=cmd_run)
+    _run_options(run)
+
+
+def _run_options(run):
     run.add_argument("--pattern", required=True, help="built-in pattern or pattern file")
     run.add_argument("--nprocs", type=positive_int, required=True, help="ranks of the job")
     run.add_argument("--skeleton-cmd", required=True,

@@ -22,6 +22,13 @@ from .common import (
 
 
 def register(sub):
+    _register_measure(sub)
+    _register_flows(sub)
+    _register_cluster(sub)
+    _register_scenario(sub)
+
+
+def _register_measure(sub):
     meas = command(sub, "measure", help="measure every pair, NWS-style (launches mpiexec)",
                    examples=["nodesel measure --rounds 3",
                              "nodesel measure --scenario s.json --rounds 3 --json"],
@@ -32,6 +39,8 @@ def register(sub):
                       help="probes per pair per round (default 1)")
     meas.add_argument("--json", action="store_true", help="print the status graph as node-link JSON")
 
+
+def _register_flows(sub):
     flows = command(sub, "flows",
                     help="send a flows file through the emulated cluster and beside each flow "
                          "the fluid model's end (launches mpiexec; --model-only does not)",
@@ -53,6 +62,8 @@ def register(sub):
                             '"start_seconds", "end_seconds", "model_end_seconds"}]}')
     flows.add_argument("--plot", help="write a PNG: each flow's span, emulated and modelled")
 
+
+def _register_cluster(sub):
     csub = actions(sub, "cluster", help="cluster descriptions",
                    examples="nodesel cluster show hostfiles/tree16.toml --json")
     show = command(csub, "show", help="print nodes and links",
@@ -94,6 +105,8 @@ def register(sub):
                      help="each link's latency (default 0.1)")
     gen.add_argument("--out", required=True, help="the cluster file to write (TOML)")
 
+
+def _register_scenario(sub):
     ssub = actions(sub, "scenario", help="bandwidth scenarios",
                    examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json")
     gen = command(ssub, "generate", help="write a stream-model timeline",

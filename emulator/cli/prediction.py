@@ -17,7 +17,12 @@ def register(sub):
                                 "1.93 --runtimes actual,smith --out results/wait",
                                 f"nodesel predict starts {NASA} --at 864000 --policy-file "
                                 "site.toml"])
+    _register_runtime(predict)
+    _register_wait(predict)
+    _register_starts(predict)
 
+
+def _register_runtime(predict):
     rt = command(predict, "runtime", help="fit run-time predictors on a training prefix of "
                                           "a trace and evaluate them online on the rest",
                  examples=[f"nodesel predict runtime {NASA} --predictor all "
@@ -31,6 +36,8 @@ def register(sub):
                          "li-aver; several comma-separated, or all (default)")
     _common(rt)
 
+
+def _register_wait(predict):
     wt = command(predict, "wait", help="predict every job's wait at its submission by "
                                        "simulating the scheduler forward (technique 1) and from "
                                        "similar past states (technique 2), against the "
@@ -77,6 +84,8 @@ def register(sub):
                     help="skip the prediction from similar scheduler states")
     _common(wt)
 
+
+def _register_starts(predict):
     st = command(predict, "starts", help="publish start times per group and user: simulate "
                                          "the trace up to --at, add one probe job per group "
                                          "and user with a policy, and simulate forward (Li "
