@@ -303,109 +303,131 @@ def _local_user(settings, model, node, spec):
 def serve_node(world, control, data, settings, model=None):
     """Serve the coordinator until it says stop. ``model``: the cluster's shared network
     model (in-process shaping)."""
-    import threading
+    _NodeServer(world, control, data, settings, model).run()
 
-    names = clusters.node_names(settings.cluster)
-    me = world.Get_rank()
-    node = names[me - 1]
-    network = None if model is None else _network(settings, model)
-    load = traffic = None
-    cpu = _node_cpu(settings, model, node)
-    threads = {}  # job -> thread of a threaded work
-    hello = {"pid": os.getpid(), "machine": _machine()}
-    bell = doorbell.local() if settings.shaping == "inproc" else None
-    # the coordinator rings a bell of the serving loop's own: a ring on the jobs' bell can be
-    # taken by a job's wait that is ending (its last Barrier), and the loop would then sleep
-    # out its longest nap for a control message already there
-    control_bell = None if bell is None else doorbell.Doorbell()
-    if bell is not None:
-        hello.update(bell=bell.address, control_bell=control_bell.address,
-                     place=doorbell.place())
-    if settings.shaping == "inproc":
-        from ..shaping import engine
 
-        engine.use_compiled()  # binds the compiled message path now, not in a timed job
-    # the coordinator's bell, rung after every reply, where this rank can reach it
-    coordinator_bell = settings.extra.get("coordinator_bell")
-    if bell is None or coordinator_bell is None or coordinator_bell[1] != doorbell.place():
-        coordinator_bell = None
+class _NodeServer:
+    """A node rank: its network view, CPU and local user, the bells it is woken by, and the
+    coordinator's commands (work, load, unload, report, stop) served one by one."""
 
-    def reply_to_coordinator(reply, tag):
-        control.send(reply, 0, tag)
-        if coordinator_bell is not None:
-            bell.ring(coordinator_bell[0])
+    def __init__(self, world, control, data, settings, model):
+        self.control, self.data, self.settings, self.model = control, data, settings, model
+        self.names = clusters.node_names(settings.cluster)
+        self.node = self.names[world.Get_rank() - 1]
+        self.network = None if model is None else _network(settings, model)
+        self.load = self.traffic = None
+        self.cpu = _node_cpu(settings, model, self.node)
+        self.threads = {}  # job -> thread of a threaded work
+        self.bell = doorbell.local() if settings.shaping == "inproc" else None
+        # the coordinator rings a bell of the serving loop's own: a ring on the jobs' bell
+        # can be taken by a job's wait that is ending (its last Barrier), and the loop would
+        # then sleep out its longest nap for a control message already there
+        self.control_bell = None if self.bell is None else doorbell.Doorbell()
+        if settings.shaping == "inproc":
+            from ..shaping import engine
 
-    reply_to_coordinator(hello, CONTROL_TAG)
-    # the coordinator rings this rank's control bell after each message to it
-    sleeper = doorbell.Sleeper(control_bell if coordinator_bell is not None else None,
-                               IDLE_BELL_MAX_SECONDS,
-                               (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
+            engine.use_compiled()  # binds the compiled message path now, not in a timed job
+        # the coordinator's bell, rung after every reply, where this rank can reach it
+        bell = settings.extra.get("coordinator_bell")
+        if self.bell is None or bell is None or bell[1] != doorbell.place():
+            bell = None
+        self.coordinator_bell = bell
 
-    def threaded(msg):
-        reply = _run_work(data, settings, network, names, msg, cpu, own=True)
-        reply_to_coordinator(reply, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
+    def reply(self, reply, tag):
+        self.control.send(reply, 0, tag)
+        if self.coordinator_bell is not None:
+            self.bell.ring(self.coordinator_bell[0])
 
-    def stop_load():
-        nonlocal load, traffic
-        if load is not None:
-            load.stop()
-        if traffic is not None:
-            model.fluid.drop(*traffic)
-        load = traffic = None
-        cpu.set_local(0.0)
+    def _hello(self):
+        hello = {"pid": os.getpid(), "machine": _machine()}
+        if self.bell is not None:
+            hello.update(bell=self.bell.address, control_bell=self.control_bell.address,
+                         place=doorbell.place())
+        self.reply(hello, CONTROL_TAG)
 
-    try:
-        while True:
-            req = control.irecv(source=0, tag=CONTROL_TAG)
+    def run(self):
+        self._hello()
+        # the coordinator rings this rank's control bell after each message to it
+        sleeper = doorbell.Sleeper(self.control_bell if self.coordinator_bell is not None
+                                   else None, IDLE_BELL_MAX_SECONDS,
+                                   (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
+        try:
             while True:
-                done, msg = req.test()
-                if done:
-                    sleeper.found()
-                    break
-                sleeper.sleep()
-            op = msg["op"]
-            if op == "stop":
-                # the coordinator stops once it has every reply it waits for: a job thread
-                # still running is one whose peer died, and it would wait out the timeout
-                for t in threads.values():
-                    t.join(timeout=min(settings.timeout_seconds, GRACE_SECONDS))
-                stop_load()
-                _leave_cpu_group(settings)
-                reply_to_coordinator({"ok": True}, CONTROL_TAG)
-                return
-            if op == "work" and msg.get("threaded"):
-                threads = {j: t for j, t in threads.items() if t.is_alive()}
-                t = threading.Thread(target=threaded, args=(msg,), daemon=True)
-                threads[msg["job"]] = t
-                t.start()
-                continue
-            try:
-                if op == "work":  # alone on its nodes: its CPU is shared only by a kernel
-                    reply = _run_work(data, settings, network, names, msg,
-                                      cpu if settings.cpu == "kernel" else None)
-                elif op == "load":
-                    stop_load()
-                    spec = LoadSpec(**msg["spec"])
-                    cpu.set_local(spec.cpu_fraction)
-                    load, traffic = _local_user(settings, model, node, spec)
-                    reply = {"ok": True, "pid": load.pid}
-                elif op == "unload":
-                    stop_load()
-                    reply = {"ok": True}
-                elif op == "report":
-                    reply = {"ok": True, "load": None if load is None else load.measure(),
-                             "jobs": {j: cpu.cpu_seconds(j) for j, t in threads.items()
-                                      if t.is_alive()}}
-                else:
-                    reply = {"ok": False, "error": f"unknown command {op!r}"}
-            except Exception as e:  # reported to the coordinator, which decides
-                reply = {"ok": False, "job": msg.get("job"), "error": f"{type(e).__name__}: {e}"}
-            reply_to_coordinator(reply, CONTROL_TAG)
-    finally:
-        if load is not None:
-            load.stop()
-        if control_bell is not None:
-            control_bell.close()
+                req = self.control.irecv(source=0, tag=CONTROL_TAG)
+                while True:
+                    done, msg = req.test()
+                    if done:
+                        sleeper.found()
+                        break
+                    sleeper.sleep()
+                if msg["op"] == "stop":
+                    self._stop()
+                    return
+                if msg["op"] == "work" and msg.get("threaded"):
+                    self._start_thread(msg)
+                    continue
+                try:
+                    reply = self._serve(msg)
+                except Exception as e:  # reported to the coordinator, which decides
+                    reply = {"ok": False, "job": msg.get("job"),
+                             "error": f"{type(e).__name__}: {e}"}
+                self.reply(reply, CONTROL_TAG)
+        finally:
+            if self.load is not None:
+                self.load.stop()
+            if self.control_bell is not None:
+                self.control_bell.close()
+
+    def _stop(self):
+        # the coordinator stops once it has every reply it waits for: a job thread still
+        # running is one whose peer died, and it would wait out the timeout
+        for t in self.threads.values():
+            t.join(timeout=min(self.settings.timeout_seconds, GRACE_SECONDS))
+        self._stop_load()
+        _leave_cpu_group(self.settings)
+        self.reply({"ok": True}, CONTROL_TAG)
+
+    def _start_thread(self, msg):
+        import threading
+
+        def threaded():
+            reply = _run_work(self.data, self.settings, self.network, self.names, msg,
+                              self.cpu, own=True)
+            self.reply(reply, JOB_TAG_BASE + msg["job"] % JOB_TAGS)
+
+        self.threads = {j: t for j, t in self.threads.items() if t.is_alive()}
+        t = threading.Thread(target=threaded, daemon=True)
+        self.threads[msg["job"]] = t
+        t.start()
+
+    def _serve(self, msg):
+        """The reply to one command other than stop and threaded work."""
+        op, settings = msg["op"], self.settings
+        if op == "work":  # alone on its nodes: its CPU is shared only by a kernel
+            return _run_work(self.data, settings, self.network, self.names, msg,
+                             self.cpu if settings.cpu == "kernel" else None)
+        if op == "load":
+            self._stop_load()
+            spec = LoadSpec(**msg["spec"])
+            self.cpu.set_local(spec.cpu_fraction)
+            self.load, self.traffic = _local_user(settings, self.model, self.node, spec)
+            return {"ok": True, "pid": self.load.pid}
+        if op == "unload":
+            self._stop_load()
+            return {"ok": True}
+        if op == "report":
+            return {"ok": True, "load": None if self.load is None else self.load.measure(),
+                    "jobs": {j: self.cpu.cpu_seconds(j) for j, t in self.threads.items()
+                             if t.is_alive()}}
+        return {"ok": False, "error": f"unknown command {op!r}"}
+
+    def _stop_load(self):
+        if self.load is not None:
+            self.load.stop()
+        if self.traffic is not None:
+            self.model.fluid.drop(*self.traffic)
+        self.load = self.traffic = None
+        self.cpu.set_local(0.0)
 
 
 def _leave_cpu_group(settings):
