@@ -367,6 +367,54 @@ def test_equations_on_hand_worked_numbers():
     assert cisne.cpu_factor(7, ["n2"], state) == pytest.approx(0.425 / 0.5)
 
 
+def test_equations_at_their_edges_and_the_net_rate():
+    # Eq. 1 for a job that has used less than a CPU-second: 4 x (5 - 0.5) / 0.5 = 36;
+    # past its total, nothing remains
+    assert cisne.remain_prop(4.0, 0.5, 10.0, 5.0) == 36.0
+    assert cisne.remain_prop(4.0, 6.0, 10.0, 5.0) == 0.0
+    # Eq. 6: a CPU demand of exactly 1, or of less than 1, leaves CPU(J) as it is; no
+    # demand at all (an empty view) too
+    assert cisne.cpu_feas(0.5, 1.0) == 0.5 and cisne.cpu_feas(0.5, 0.5) == 0.5
+    assert cisne.cpu_feas(0.5, 2.0) == 0.25 and cisne.cpu_feas(0.5, 0.0) == 0.5
+    # Eq. 5 with CPU(J) = 5 / 10 = 0.5 and CPU_max 1: no contention, Eq. 2's 6 s
+    assert cisne.remain_cpu(10.0, 5.0, 2.0, 1.0) == pytest.approx(6.0)
+    # tasks demanding exactly one CPU share nothing
+    assert cisne.cpu_paces(0.2, {1: 0.5, 2: 0.3}) == {1: 1.0, 2: 1.0}
+    # net-net: 60 CPU-seconds at half pace (120 s) plus 40 s of communication twice as
+    # slow (80 s): 60 CPU-seconds in 200 s, 0.3 a second; all compute: the pace itself
+    assert cisne.net_rate(100.0, 60.0, 2.0, 0.5) == pytest.approx(0.3)
+    assert cisne.net_rate(50.0, 50.0, 3.0, 1.0) == pytest.approx(1.0)
+    assert cisne.net_rate(100.0, 60.0, 0.5, 1.0) == pytest.approx(60.0 / 80.0)
+    # a node that holds none of the job's tasks leaves its pace whole
+    state = {"n1": NodeState("n1", 0.0, {8: 0.9})}
+    assert cisne.cpu_factor(7, ["n1"], state) == 1.0 and cisne.cpu_factor(7, [], state) == 1.0
+
+
+def test_net_net_reads_each_jobs_communication_factor():
+    """A: 10 s alone, 5 CPU-seconds (5 s computing, 5 communicating). With its
+    communication twice as slow on the nodes it got (comm_factor 2), net-net has it end
+    at 5 + 10 = 15 s, and the job queued behind it 10 s after that at factor 1; the
+    factor comes from comm_factor_of for a job the estimate starts, and only for net-net."""
+    a, b = _job(1, 2, cpu=0.5, exe=10.0), _job(2, 2, cpu=0.5, exe=10.0)
+    s, p = _state_with([a], [b], mpl=1)
+    a.info["comm_factor"] = 2.0
+    asked = []
+
+    def factor(info, nodes):
+        asked.append(tuple(nodes))
+        return 3.0
+
+    ends = cisne.estimate_ends(s, p, 0.0, {}, "net-net")
+    assert ends == pytest.approx({1: 15.0, 2: 25.0})
+    ends = cisne.estimate_ends(s, p, 0.0, {}, "net-net", comm_factor_of=factor)
+    assert ends == pytest.approx({1: 15.0, 2: 15.0 + 5.0 + 15.0}) and asked == [("n1", "n2")]
+    asked.clear()
+    assert cisne.estimate_ends(s, p, 0.0, {}, "cpu-cpu", comm_factor_of=factor) == \
+        pytest.approx({1: 10.0, 2: 20.0})
+    assert asked == []  # the other estimators read no communication factor
+    assert "comm_factor" not in b.info  # the live job is left as it was
+
+
 def _state_with(running, waiting, *, mpl, local=None, nodes=("n1", "n2")):
     """A scheduler and placement with ``running`` jobs started at 0 on all nodes."""
     p = Placement("normal", list(nodes), mpl=mpl, local_cpu=local or {})
