@@ -316,3 +316,43 @@ def test_a_route_longer_than_a_flow_can_hold_is_refused_by_name():
     slot, gen, _ = model.fluid.add(0.0, 0, 2, 1e6, bucket=False)
     assert model.fluid.view(slot, gen, wall=0.0)["rate"] == pytest.approx(100e6)
     assert len(model.resources.paths[(0, 2)]) == 16
+
+
+def test_pattern_seconds_by_hand_at_its_edges():
+    """2.5 MB an edge, half each way: 1e7 bits at 10 Mbit/s is 1 s; two edges out of one
+    node behind a 10 Mbit/s port share it (2 s, exactly); an edge without bytes, or one
+    whose ranks share a node, sends nothing; no capacity at all is never done, a tiny one
+    takes its time."""
+    import networkx as nx
+
+    from emulator.network.sharing import fluid_seconds, pattern_seconds
+
+    p = nx.Graph()
+    p.add_edge(0, 1, bytes=2_500_000)
+    ten = {0: "a", 1: "b", 2: "c"}
+    assert pattern_seconds(p, ten, lambda u, v: 10.0) == 1.0
+    p.add_edge(0, 2)  # no bytes: no flow, and no share of a's port taken
+    assert pattern_seconds(p, ten, lambda u, v: 10.0, port_mbps=lambda n: 10.0) == 1.0
+    p.add_edge(0, 2, bytes=2_500_000)
+    assert pattern_seconds(p, ten, lambda u, v: 10.0, port_mbps=lambda n: 10.0) == 2.0
+    assert pattern_seconds(p, ten, lambda u, v: 10.0, port_mbps=lambda n: 100.0) == 1.0
+    assert pattern_seconds(p, {0: "a", 1: "a", 2: "a"}, lambda u, v: 10.0) == 0.0
+    empty = nx.Graph()
+    empty.add_edge(0, 1, bytes=0)
+    assert pattern_seconds(empty, ten, lambda u, v: 10.0) == 0.0
+    assert pattern_seconds(p, ten, lambda u, v: 0.0) == math.inf
+    one = nx.Graph()
+    one.add_edge(0, 1, bytes=2)  # 8 bits each way at 0.1 bit/s
+    assert pattern_seconds(one, ten, lambda u, v: 1e-7) == pytest.approx(80.0)
+    assert fluid_seconds([], [], []) == 0.0
+
+
+def test_model_simulation_takes_flows_in_any_order():
+    """The same flows listed out of start order end at the same times, each reported in
+    the place it was given."""
+    flows = [(0.5, "n1", "n2", 1_250_000), (0.0, "n1", "n2", 12_500_000),
+             (0.25, "n3", "n2", 1_250_000)]  # the first 1 s alone at 100 Mbit/s
+    ends = simulate(crossbar(3), flows, latency_seconds=0.0, bucket=False)
+    again = simulate(crossbar(3), sorted(flows), latency_seconds=0.0, bucket=False)
+    assert ends == pytest.approx([again[2], again[0], again[1]])
+    assert ends[1] > 1.0 and len(set(ends)) == 3  # slowed by the two that share with it
