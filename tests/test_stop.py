@@ -120,6 +120,50 @@ def test_under_the_users_own_mpiexec_rank_0_says_it_once():
     assert segments() <= before  # each stopped rank unlinked its job's segments
 
 
+def flows_ranks():
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "python" in os.path.basename((p.info["cmdline"] or [""])[0])
+            and "-m emulator flows" in " ".join(p.info["cmdline"])]
+
+
+@pytest.mark.mpi
+def test_a_rank_waiting_for_its_message_stops_under_the_users_own_mpiexec(tmp_path):
+    """SIGINT to the user's mpiexec while a receiver waits in the compiled message path for
+    a flow that has minutes to go: every rank ends within seconds, one line. Hydra's
+    ``-disable-auto-cleanup`` (nodesel's own launcher uses it) does not end the others when
+    one exits: the receiver used to wait out its flow, and the job with it."""
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    before = segments()
+    flows = tmp_path / "flows.csv"
+    flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n2,100000000\n")
+    proc = subprocess.Popen([mpiexec_path(), "-disable-auto-cleanup", "-n", "4",
+                             sys.executable, "-m", "emulator", "flows", "--nodes", "3", "--flows", str(flows), "--dilation",
+                             "100"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(flows_ranks()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(flows_ranks()) == 4, "the ranks never started"
+        time.sleep(3.0)  # the flow is under way: 8 s of model time, 800 s of wall time
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    while flows_ranks() and time.monotonic() < sent + 15:
+        time.sleep(0.1)
+    assert time.monotonic() - sent < 15 and not flows_ranks(), err[-3000:]
+    assert proc.returncode != 0
+    assert [ln for ln in err.splitlines() if ln.startswith("nodesel")] == \
+        ["nodesel: stopped by SIGINT"], err[-3000:]
+    assert "Traceback" not in err
+    assert segments() <= before
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("argv, sig, progress, out", [
     (["flows", "--cluster", "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",

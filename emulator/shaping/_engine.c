@@ -711,6 +711,10 @@ static int wait_core(Engine *e, PyObject *reqs, double timeout, double until, do
         } else {
             netted = by_net;
         }
+        /* a stop (SIGINT, SIGTERM, SIGHUP) ends the wait here, as Python's own sleeps do:
+         * the handler raises in the main thread (elsewhere this is a no-op) */
+        if (PyErr_CheckSignals() < 0)
+            return -1;
     }
 }
 
