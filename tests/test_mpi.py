@@ -197,6 +197,43 @@ def test_more_ranks_than_nodes_is_refused():
     assert proc.stderr.count("the cluster has 5 nodes, so run 6 ranks") == 1
 
 
+@pytest.mark.parametrize("hosts", [1, 2], ids=["1host", "2hosts"])
+def test_node_ranks_take_their_cluster_from_rank_0_without_networkx(tmp_path, hosts):
+    """Rank 0 alone reads the files and holds the cluster's graph; the node ranks get a view
+    and the model's description from it: networkx is imported once in the whole job (every
+    rank imported it when each built the cluster, and the model, itself)."""
+    flows = tmp_path / "flows.csv"
+    flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n4,1000000\n0,n2,n4,1000000\n")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run([MPIEXEC, *cleanup_flags(one_host=hosts == 1), *machines_here(hosts),
+                           "-n", "5", sys.executable, "-m", "emulator", "flows", "--nodes", "4",
+                           "--flows", str(flows), "--dilation", "2", "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["hosts"] == hosts
+    for flow in out["flows"]:  # two flows into n4's port: each half of it
+        assert flow["end_seconds"] == pytest.approx(flow["model_end_seconds"], abs=0.05)
+    imports = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:")]
+    assert imports.count("mpi4py.MPI") == 5  # the hook saw every rank
+    assert imports.count("networkx") == 1
+
+
+def test_bad_input_on_rank_0_ends_every_rank_under_the_users_mpiexec(tmp_path):
+    """The node ranks wait for rank 0's settings; rank 0 finding a bad file calls the run
+    off: one line, status 2 from every rank, nothing left waiting."""
+    flows = tmp_path / "flows.csv"
+    flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n9,1000\n")
+    start = time.monotonic()
+    proc = mpirun(4, "-m", "emulator", "flows", "--nodes", "3", "--flows", str(flows),
+                  timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("nodesel: error:") == 1
+    assert "line 2, dst: 'n9' is not a node of the cluster" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
 def _shm():
     return {n for n in os.listdir("/dev/shm") if n.startswith(stop.SEGMENT_PREFIXES)}
 

@@ -3,11 +3,13 @@ the max-min solve, flows over time, scenarios, trees, and the flow table's bookk
 
 import math
 import os
+import pickle
 
 import pytest
 
 from emulator.network import _fluid
 from emulator.network.cluster import cluster_from_dict, crossbar, load_cluster
+from emulator.network.cluster import node_names as clusters_node_names
 from emulator.network.generate import fat_tree
 from emulator.network.cluster import links as cluster_links
 from emulator.network.scenario import Timeline, generate_streams
@@ -15,6 +17,8 @@ from emulator.network.sharing import (
     BUFFER_BITS,
     ClusterModel,
     maxmin,
+    model_plan,
+    node_plan,
     pattern_seconds,
     resources,
     simulate,
@@ -124,6 +128,44 @@ def test_stream_timelines_become_background_flows_and_matrices_capacities():
     matrix = static(cluster, {frozenset(("n1", "n2")): 40.0})
     _, _, _, _, init_cap, init_bg, duration = timeline_arrays(res, cluster, matrix)
     assert (init_cap[pair], init_bg[pair], duration) == (40e6, 0, math.inf)
+
+
+def _ends(model, flows):
+    """When each ``(start, src, dst, bits)`` flow ends in ``model`` (its own clock)."""
+    model.set_clock(epoch=0.0, time_scale=10.0, wall=0.0)
+    made = [model.fluid.add(t, model.index[a], model.index[b], bits, bucket=False)
+            for t, a, b, bits in flows]
+    model.fluid.advance(math.inf)
+    return [model.fluid.view(slot, gen, wall=math.inf)["end"] for slot, gen, _ in made]
+
+
+@pytest.mark.parametrize("make", [lambda: crossbar(4), racks], ids=["crossbar", "tree"])
+def test_a_model_made_from_its_plan_is_the_one_made_from_the_graph(make):
+    """What a rank attaching to a shared model does: the description made elsewhere, the
+    cluster unseen, the scenario's streams and the flows' ends the same."""
+    cluster = make()
+    streams = generate_streams(cluster, seed=5, duration_seconds=600)
+    names = clusters_node_names(cluster)
+    flows = [(0.1 * k, names[k % len(names)], names[(3 * k + 1) % len(names)], 40e6)
+             for k in range(12) if k % len(names) != (3 * k + 1) % len(names)]
+    plan = model_plan(cluster, streams)
+    graph_made = ClusterModel(cluster, streams, base=0.0)
+    plan_made = ClusterModel(None, None, base=0.0, plan=pickle.loads(pickle.dumps(plan)))
+    assert plan_made.resources == graph_made.resources
+    assert _ends(plan_made, flows) == _ends(graph_made, flows)
+    assert _ends(ClusterModel(None, None, base=0.0, plan=model_plan(cluster)), flows) != \
+        _ends(ClusterModel(cluster, streams, base=0.0), flows)  # the streams count
+
+
+def test_a_nodes_own_plan_has_its_cpu_alone():
+    model = ClusterModel(None, None, base=0.0, plan=node_plan("n7"))
+    assert model.index == {"n7": 0}
+    assert model.resources.names == [("up", "n7"), ("down", "n7"), ("cpu", "n7")]
+    model.set_clock(epoch=0.0, wall=0.0)
+    cpu = model.resources.cpu("n7")
+    slot, gen, _ = model.fluid.add(0.0, 0, 0, 2.0, resource=cpu, bucket=False)
+    model.fluid.advance(math.inf)
+    assert model.fluid.view(slot, gen, wall=math.inf)["end"] == pytest.approx(2.0)
 
 
 # -- flows over time -------------------------------------------------------------------------

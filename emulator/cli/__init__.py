@@ -56,6 +56,32 @@ def build_parser():
 
 
 
+def _run(args, ranks):
+    """The command. Under mpiexec (``ranks``) a command that runs the cluster is rank 0's
+    alone: the node ranks serve what rank 0 sends them, and are sent its exit status if it
+    ends before the run begins."""
+    if not (ranks and getattr(args, "runs_cluster", False)):
+        return args.handler(args) or 0
+    from mpi4py import MPI
+
+    from ..coordinator import runtime, stop
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        return runtime.serve()
+    status = 1
+    try:
+        status = args.handler(args) or 0
+        return status
+    except UserError:
+        status = 2
+        raise
+    except KeyboardInterrupt as e:
+        status = stop.exit_status(stop.signum_of(e))
+        raise
+    finally:
+        runtime.call_off(status)
+
+
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -68,7 +94,7 @@ def main(argv=None):
     # way, so every finally runs: a testbed it brought up is taken down, results stay whole
     stop.install()
     try:
-        return args.handler(args) or 0
+        return _run(args, under_mpiexec())
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr)
         return 2

@@ -79,7 +79,9 @@ def output_folder(path, default):
 
 
 def cluster_options(p, probe_kib=256, default_nodes=10):
-    """Options of every command that runs the emulated cluster under mpiexec."""
+    """Options of every command that runs the emulated cluster under mpiexec (whose node
+    ranks take everything from rank 0: see :func:`emulator.coordinator.runtime.serve`)."""
+    p.set_defaults(runs_cluster=True)
     p.add_argument("--cluster", help="cluster file (TOML/JSON) or hostfile; default "
                                      f"{default_nodes}-node crossbar")
     p.add_argument("--nodes", type=positive_int, help="use only the first N nodes")

@@ -22,10 +22,11 @@ its own host are still alive, and on a failure names the node and aborts the job
 
 import math
 import os
+import pickle
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from mpi4py import MPI
@@ -35,6 +36,7 @@ from skeletons.comm import MPIComm, wait_all  # noqa: E402  (plain communicators
 from ..errors import NodeFailure, UserError
 from ..network import cluster as clusters
 from ..network.scenario import pair_bandwidth_function
+from ..network.view import ClusterView
 from ..shaping import doorbell
 from ..shaping.comm import Network, ShapedComm
 from . import stop, supervise
@@ -61,7 +63,7 @@ STOP_GRACE_SECONDS = 1.5  # a node failure waits this long for a stop that would
 class Settings:
     """Everything every rank must agree on; rank 0 broadcasts it at start-up."""
 
-    cluster: object
+    cluster: object  # the graph on rank 0, a ClusterView on the node ranks
     timeline: object
     time_scale: float = 1.0
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
@@ -269,11 +271,10 @@ def _node_cpu(settings, model, node):
             cgroups.join(groups, node)
         return KernelCPU(settings.extra["work_units_per_second"])
     if model is None or getattr(model, "served", False):
-        from ..network.sharing import ClusterModel
+        from ..network.sharing import ClusterModel, node_plan
 
-        # a node's CPU serves its own jobs alone: across hosts, a model of this node only
-        own = settings.cluster if model is None else clusters.crossbar([node])
-        model = ClusterModel(own, None, max_flows=1024)
+        # a node's CPU serves its own jobs alone: a model of this node only
+        model = ClusterModel(None, None, max_flows=1024, plan=node_plan(node))
         model.set_clock(epoch=time.time(), dilation=settings.dilation)
     return NodeCPU(model, node, dilation=settings.dilation)
 
@@ -288,7 +289,7 @@ def _local_user(settings, model, node, spec):
         from ..kernel.testbed import lan_sink
 
         lan_to = lan_sink(settings.extra["testbed"])
-    memory_mb = settings.cluster.nodes[node]["memory_mb"]
+    memory_mb = ClusterView.of(settings.cluster).memory_mb[node]
     load = LocalLoad(spec, memory_mb, burn_cpu=settings.cpu == "kernel",
                      dilation=settings.dilation, lan_to=lan_to)
     load.wait_ready()
@@ -777,12 +778,20 @@ def _abort(world, status):
     world.Abort(status)
 
 
+_sent = False  # rank 0 has sent the node ranks their settings (or called the run off)
+
+
 def launch(program, settings, *, world=None):
     """Run on every rank: rank 0 runs ``program(coordinator)``, the others serve.
 
-    Returns the program's result on rank 0 and None elsewhere. A node failure seen by the
-    coordinator is printed, naming the node, and aborts the whole job (exit status 3).
+    The node ranks take rank 0's ``settings`` (theirs may be None): the cluster as a
+    :class:`~emulator.network.view.ClusterView`, no timeline (rank 0 makes the model's
+    description and sends it with the model). Returns the program's result on rank 0 and
+    None elsewhere, or on a node rank the exit status of a run rank 0 called off before it
+    began (:func:`call_off`). A node failure seen by the coordinator is printed, naming the
+    node, and aborts the whole job (exit status 3).
     """
+    global _sent
     world = world or MPI.COMM_WORLD
     groups = None  # the nodes' cgroups, when this rank makes them (--cpu kernel)
     if world.Get_rank() == 0:
@@ -790,7 +799,13 @@ def launch(program, settings, *, world=None):
             settings.extra["coordinator_bell"] = (doorbell.local().address, doorbell.place())
         if settings.cpu == "kernel":
             groups = _kernel_cpu(settings)
-    settings = world.bcast(settings if world.Get_rank() == 0 else None, root=0)
+    # no graph (nor networkx) in the node ranks' processes, nor the scenario they never read
+    sent = _bcast_napping(world, replace(settings, cluster=ClusterView.of(settings.cluster),
+                                         timeline=None) if world.Get_rank() == 0 else None)
+    _sent = True
+    if isinstance(sent, int):
+        return sent
+    settings = settings if world.Get_rank() == 0 else sent
     try:
         return _launch(program, settings, world)
     finally:
@@ -798,6 +813,39 @@ def launch(program, settings, *, world=None):
             _leave_cpu_group(settings)
         if groups is not None:
             groups.down()
+
+
+def _bcast_napping(world, obj):
+    """``obj`` from rank 0 to every rank. The others may wait seconds while rank 0 reads
+    the run's files: they nap (a blocking broadcast would spin a core each), then take the
+    pickled bytes at once."""
+    size = np.zeros(1, dtype=np.int64)
+    data = pickle.dumps(obj) if world.Get_rank() == 0 else None
+    if data is not None:
+        size[0] = len(data)
+    request, nap = world.Ibcast(size, root=0), IDLE_POLL_MIN_SECONDS
+    while not request.Test():
+        time.sleep(nap)
+        nap = min(2 * nap, IDLE_POLL_MAX_SECONDS)
+    buf = bytearray(data) if data is not None else bytearray(int(size[0]))
+    world.Bcast(buf, root=0)
+    return obj if data is not None else pickle.loads(buf)
+
+
+def serve(*, world=None):
+    """A node rank of a command that runs the cluster: everything it needs comes from rank
+    0, which alone reads the files. Returns the exit status (0, or what rank 0 ended with
+    if it called the run off)."""
+    return launch(None, None, world=world) or 0
+
+
+def call_off(status, *, world=None):
+    """On rank 0 of a run that ends before :func:`launch` (bad input, a stop): the node
+    ranks waiting in :func:`serve` end with ``status``. Nothing once the run began."""
+    global _sent
+    if not _sent:
+        _sent = True
+        _bcast_napping(world or MPI.COMM_WORLD, int(status) or 0)
 
 
 def _kernel_cpu(settings):

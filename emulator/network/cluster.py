@@ -26,8 +26,6 @@ import json
 import os
 import re
 
-import networkx as nx
-
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
@@ -35,11 +33,11 @@ except ModuleNotFoundError:  # Python < 3.11
 
 from ..errors import InputFileError
 from ..files import read_input_text
+from .view import DEFAULT_LATENCY_MS, ClusterView
 
 DEFAULT_NODES = 10
 DEFAULT_CAPACITY_MBPS = 100.0
 DEFAULT_MEMORY_MB = 512
-DEFAULT_LATENCY_MS = 0.1
 SWITCH = "sw0"
 
 
@@ -51,6 +49,8 @@ def crossbar(nodes=DEFAULT_NODES, *, capacity_mbps=DEFAULT_CAPACITY_MBPS,
         raise ValueError("a cluster needs at least one node")
     if capacity_mbps <= 0:
         raise ValueError(f"capacity_mbps must be positive, got {capacity_mbps}")
+    import networkx as nx  # here: node ranks, which take a view, never import it
+
     graph = nx.Graph(topology="crossbar", latency_ms=latency_ms)
     graph.add_node(SWITCH, kind="switch")
     for name in names:
@@ -62,6 +62,8 @@ def crossbar(nodes=DEFAULT_NODES, *, capacity_mbps=DEFAULT_CAPACITY_MBPS,
 
 def node_names(cluster):
     """Compute nodes in order; rank i (1-based) emulates ``node_names(cluster)[i - 1]``."""
+    if isinstance(cluster, ClusterView):
+        return list(cluster.names)
     return [n for n, k in cluster.nodes(data="kind") if k == "compute"]
 
 
@@ -92,6 +94,8 @@ def pair_path_links(cluster):
             if crossbar_topology:
                 path_links = [index[frozenset((a, b))]]
             else:
+                import networkx as nx
+
                 path = nx.shortest_path(cluster, a, b)
                 path_links = [index[frozenset(e)] for e in zip(path, path[1:])]
             out[(a, b)] = out[(b, a)] = path_links
@@ -117,9 +121,13 @@ def path_latency_seconds(cluster, nodes):
 def latencies_from(cluster, node, nodes):
     """One-way latency from ``node`` to each of ``nodes`` (seconds), as
     :func:`path_latency_seconds` has it; one shortest-path search."""
+    if isinstance(cluster, ClusterView):
+        return cluster.latencies_from(node, nodes)
     if cluster.graph.get("topology") == "crossbar":
         one = cluster.graph.get("latency_ms", DEFAULT_LATENCY_MS) / 1000.0
         return [0.0 if b == node else one for b in nodes]
+    import networkx as nx
+
     lengths = nx.single_source_dijkstra_path_length(cluster, node, weight="latency_ms")
     return [lengths[b] / 1000.0 for b in nodes]
 
@@ -224,6 +232,8 @@ def _crossbar_from(data, nodes, defaults, path):
 
 
 def _tree_from(data, nodes, defaults, path):
+    import networkx as nx
+
     cap, _, latency = defaults
     graph = nx.Graph(topology="tree", latency_ms=latency)
     seen = {n["name"] for n in nodes}
@@ -359,6 +369,8 @@ def describe(cluster):
 
 
 def to_json(cluster):
+    import networkx as nx
+
     return nx.node_link_data(cluster, edges="links")
 
 

@@ -34,7 +34,6 @@ from ..errors import InputFileError
 from ..files import read_input_text
 from ..files import write_json_atomic
 from . import cluster as clusters
-from .netgraph import graph_from_node_link, load_json
 
 DEFAULT_INTERVAL_SECONDS = 30.0
 DEFAULT_FLOOR_MBPS = 10.0
@@ -262,6 +261,8 @@ def load_scenario(path, cluster):
     if path.endswith(".csv"):
         timeline = read_trace(path, cluster)
     else:
+        from .netgraph import graph_from_node_link, load_json
+
         data = load_json(path)
         if isinstance(data, dict) and data.get("format") == "nodesel-timeline":
             timeline = timeline_from_json(data, path)

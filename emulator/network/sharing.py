@@ -40,8 +40,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import networkx as nx
-
 from . import _fluid
 from . import cluster as clusters
 
@@ -112,6 +110,9 @@ class PairPaths(Mapping):
 def resources(cluster):
     """The resources of ``cluster`` (a graph from :mod:`emulator.network.cluster`)."""
     nodes = clusters.node_names(cluster)
+    if cluster.graph.get("topology") == "crossbar":
+        return _crossbar_resources(nodes, [cluster.nodes[n]["capacity_mbps"] * 1e6
+                                           for n in nodes])
     names, capacity = [], []
 
     def add(name, bps):
@@ -119,35 +120,46 @@ def resources(cluster):
         capacity.append(float(bps))
         return len(names) - 1
 
-    if cluster.graph.get("topology") == "crossbar":
-        port = {n: cluster.nodes[n]["capacity_mbps"] * 1e6 for n in nodes}
-        up = [add(("up", n), port[n]) for n in nodes]
-        down = [add(("down", n), port[n]) for n in nodes]
-        pair_base = len(names)
-        for u in nodes:  # source-major, as PairPaths and the model number them
-            for v in nodes:
-                if u != v:
-                    add(("pair", u, v), min(port[u], port[v]))
-        routes = ("crossbar", up, down, pair_base)
-    else:
-        edge, aliases = {}, {}
-        for a, b, d in cluster.edges(data=True):
-            for x, y in ((a, b), (b, a)):
-                kind = "up" if cluster.nodes[x].get("kind") == "compute" else \
-                    "down" if cluster.nodes[y].get("kind") == "compute" else "link"
-                name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
-                    else (kind, x, y)
-                if d.get("sharing") == "shared" and (y, x) in edge:
-                    edge[(x, y)] = aliases[name] = edge[(y, x)]  # both ways: one resource
-                else:
-                    edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
-        routes = _tree_routes(cluster, nodes, edge)
+    edge, aliases = {}, {}
+    for a, b, d in cluster.edges(data=True):
+        for x, y in ((a, b), (b, a)):
+            kind = "up" if cluster.nodes[x].get("kind") == "compute" else \
+                "down" if cluster.nodes[y].get("kind") == "compute" else "link"
+            name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
+                else (kind, x, y)
+            if d.get("sharing") == "shared" and (y, x) in edge:
+                edge[(x, y)] = aliases[name] = edge[(y, x)]  # both ways: one resource
+            else:
+                edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
+    routes = _tree_routes(cluster, nodes, edge)
     for n in nodes:
         add(("cpu", n), 1.0)
     index = {n: i for i, n in enumerate(names)}
-    if cluster.graph.get("topology") != "crossbar":
-        index.update(aliases)
+    index.update(aliases)
     return Resources(nodes, names, capacity, routes, index)
+
+
+def _crossbar_resources(nodes, port_bps):
+    """The resources of a crossbar of ``nodes`` whose ports have ``port_bps``."""
+    names, capacity = [], []
+
+    def add(name, bps):
+        names.append(name)
+        capacity.append(float(bps))
+        return len(names) - 1
+
+    port = dict(zip(nodes, port_bps))
+    up = [add(("up", n), port[n]) for n in nodes]
+    down = [add(("down", n), port[n]) for n in nodes]
+    pair_base = len(names)
+    for u in nodes:  # source-major, as PairPaths and the model number them
+        for v in nodes:
+            if u != v:
+                add(("pair", u, v), min(port[u], port[v]))
+    for n in nodes:
+        add(("cpu", n), 1.0)
+    return Resources(list(nodes), names, capacity, ("crossbar", up, down, pair_base),
+                     {n: i for i, n in enumerate(names)})
 
 
 def _tree_routes(cluster, nodes, edge):
@@ -156,6 +168,8 @@ def _tree_routes(cluster, nodes, edge):
     root = next((v for v, k in cluster.nodes(data="kind") if k != "compute"), nodes[0])
     order = {root: 0}
     parent, depth, up, down = [-1], [0], [-1], [-1]
+    import networkx as nx  # here: ranks that attach to a model never build one
+
     for p, v in nx.bfs_edges(cluster, root):
         order[v] = len(parent)
         parent.append(order[p])
@@ -213,15 +227,44 @@ def timeline_arrays(res, cluster, timeline):
 
 
 def state_bytes(cluster, max_flows=DEFAULT_MAX_FLOWS):
-    """The bytes of a model's state for ``cluster`` (the size of its shared window)."""
-    res = resources(cluster)
+    """The bytes of a model's state for ``cluster`` (the size of its shared window): a
+    graph, or the :class:`ModelPlan` made of one."""
+    res = cluster.resources if isinstance(cluster, ModelPlan) else resources(cluster)
     return _fluid.state_bytes(len(res.nodes), len(res.names), max_flows)
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What a model is made from, as plain data: the resources and the two timelines (the
+    scenario's and the dedicated one) as the fluid model reads them. Made once from the
+    cluster's graph, it is all a rank attaching to a shared model needs."""
+
+    resources: Resources
+    scenario: tuple
+    dedicated: tuple
+
+
+def model_plan(cluster, timeline=None):
+    """The :class:`ModelPlan` of ``cluster`` under ``timeline``."""
+    res = resources(cluster)
+    return ModelPlan(res, tuple(timeline_arrays(res, cluster, timeline)),
+                     tuple(timeline_arrays(res, cluster, None)))
+
+
+def node_plan(node):
+    """The :class:`ModelPlan` of one node alone on a switch of its own (its CPU, its port at
+    the default capacity): a node's own model where the cluster's is not in its process."""
+    res = _crossbar_resources([node], [clusters.DEFAULT_CAPACITY_MBPS * 1e6])
+    unvaried = tuple(timeline_arrays(res, None, None))
+    return ModelPlan(res, unvaried, unvaried)
 
 
 class ClusterModel:
     """The fluid model of one cluster's network under one scenario, in this process
     (``window=None``) or in a shared-memory window that every process of a machine maps
-    (made there with ``create``, else attached to).
+    (made there with ``create``, else attached to). ``plan``: the :class:`ModelPlan` made
+    elsewhere (then ``cluster`` may be a :class:`~emulator.network.view.ClusterView` or
+    None): a rank attaching to a window need not build it again.
 
     Wall times are the clock of the model (``base=0.0``: a clock of its own, starting at
     0): from :meth:`set_clock` on, scenario time t is at wall time ``epoch + t * dilation /
@@ -230,16 +273,18 @@ class ClusterModel:
     """
 
     def __init__(self, cluster, timeline=None, *, window=None, create=True,
-                 max_flows=DEFAULT_MAX_FLOWS, base=None):
+                 max_flows=DEFAULT_MAX_FLOWS, base=None, plan=None):
         self.cluster = cluster
         self.timeline = timeline
-        self.resources = res = resources(cluster)
+        if plan is None:
+            plan = model_plan(cluster, timeline)
+        self.plan = plan
+        self.resources = res = plan.resources
         self.nodes = res.nodes
         self.index = {n: i for i, n in enumerate(res.nodes)}
-        self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), None, None,
-                                  timeline_arrays(res, cluster, timeline),
-                                  timeline_arrays(res, cluster, None), max_flows, BUFFER_BITS,
-                                  window=window, create=create, base=base, routes=res.routes)
+        self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), None, None, plan.scenario,
+                                  plan.dedicated, max_flows, BUFFER_BITS, window=window,
+                                  create=create, base=base, routes=res.routes)
 
     def set_clock(self, *, epoch, time_scale=1.0, dilation=1.0, dedicated=False, wall=None):
         """Scenario time 0 at wall time ``epoch``; the scenario (or, ``dedicated``, every link

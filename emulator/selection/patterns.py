@@ -17,12 +17,10 @@ import io
 import math
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from ..errors import InputFileError, ProcessCountError, UnknownPatternError
 from ..files import read_input_text
-from ..network.netgraph import load_json
 
 DOUBLE_BYTES = 8
 IS_NUM_BUCKETS = 1 << 10
@@ -89,6 +87,8 @@ def check_nprocs(name, nprocs):
 
 
 def _new(name, nprocs, npb_class=None):
+    import networkx as nx  # here: a node rank running a skeleton never builds one
+
     graph = nx.Graph(name=name, nprocs=nprocs)
     if npb_class:
         graph.graph["npb_class"] = npb_class
@@ -560,6 +560,8 @@ def load_pattern(path, *, threshold=0.1):
     if path.endswith(".csv"):
         matrix = _read_csv_matrix(path)
     else:
+        from ..network.netgraph import load_json
+
         data = load_json(path)
         if isinstance(data, dict) and "nodes" in data:
             return _pattern_from_node_link(data, path)

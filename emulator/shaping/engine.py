@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import struct
+import time
 
 from mpi4py import MPI
 
@@ -103,10 +104,12 @@ def available():
 
 def _self_check():
     """A small and a large message from this rank to itself, through the engine."""
-    from ..network.cluster import crossbar
+    from ..network.sharing import ClusterModel, node_plan
 
     comm = MPI.COMM_SELF.Dup()
-    network = Network.private(crossbar(1), latency_seconds=0.0)
+    model = ClusterModel(None, None, max_flows=16, plan=node_plan("n1"))
+    model.set_clock(epoch=time.time())
+    network = Network(model, latency_seconds=0.0)
     try:
         engine = _engine.Engine(comm.handle, [0], 0, network.model.fluid, [0], 0.0, 0, -1, None,
                                 BELL_MAX_SECONDS, 10.0)

@@ -3,9 +3,11 @@
 :func:`shared_model` is collective: the ranks of a communicator split by machine
 (``COMM_TYPE_SHARED``), the first rank of each machine allocates an MPI shared-memory window
 (``Win.Allocate_shared``) large enough for the model's state and builds the model in it, and
-every other rank attaches to it. Every rank builds the same read-only description (paths,
-capacities, timelines) from the same cluster and scenario. A process-shared robust mutex in
-the window guards the state: a rank that dies holding it does not hang the others.
+every other rank attaches to it. The first rank makes the read-only description (paths,
+capacities, timelines) from the cluster's graph and scenario and sends it to the others
+(:class:`~emulator.network.sharing.ModelPlan`), which need only a view of the cluster. A
+process-shared robust mutex in the window guards the state: a rank that dies holding it
+does not hang the others.
 
 Where the ranks span machines (each Hydra proxy counts as one), the model is served
 instead (:mod:`emulator.shaping.served`): rank 0 owns and solves it, each machine mirrors the
@@ -14,7 +16,7 @@ flows of its ranks, and the message path reads the mirror as it reads the shared
 
 from mpi4py import MPI
 
-from ..network.sharing import DEFAULT_MAX_FLOWS, ClusterModel, state_bytes
+from ..network.sharing import DEFAULT_MAX_FLOWS, ClusterModel, model_plan, state_bytes
 
 
 class SpansMachines(RuntimeError):
@@ -39,16 +41,19 @@ def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS, rank_n
         except Served as e:
             local.Free()
             raise SpansMachines(str(e)) from None
-    size = state_bytes(cluster, max_flows)
     first = local.Get_rank() == 0
-    window = MPI.Win.Allocate_shared(size if first else 0, 1, comm=local)
+    # the description is made once per machine: the others attach to it without the graph
+    plan = local.bcast(model_plan(cluster, timeline) if first else None, root=0)
+    window = MPI.Win.Allocate_shared(state_bytes(plan, max_flows) if first else 0, 1,
+                                     comm=local)
     memory, _ = window.Shared_query(0)
     made = None
     if first:
-        made = ClusterModel(cluster, timeline, window=memory, create=True, max_flows=max_flows)
+        made = ClusterModel(cluster, timeline, window=memory, create=True, max_flows=max_flows,
+                            plan=plan)
     local.Barrier()  # built before anyone attaches
     model = made or ClusterModel(cluster, timeline, window=memory, create=False,
-                                 max_flows=max_flows)
+                                 max_flows=max_flows, plan=plan)
 
     def close():
         model.fluid.detach()  # communicators that outlive the window find no model
