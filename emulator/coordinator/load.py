@@ -2,7 +2,7 @@
 
 The load runs as its own process (``python -m emulator.coordinator.load``) and really holds
 ``memory_bytes``, allocated and touched page by page. What else it does depends on how the
-node is emulated (:func:`emulator.coordinator.runtime._local_user`):
+node is emulated (:func:`emulator.coordinator.node._local_user`):
 
 - CPU: under ``--cpu kernel`` it burns ``cpu_fraction`` of a CPU-second of its own CPU time
   in every 100 ms period (of emulated time: the period lasts ``dilation`` times as long) and

@@ -10,7 +10,7 @@
 
 The pure parts (selection, trial rounds, the flow-model oracle) take networkx graphs and
 plain functions; :func:`run_skeleton` and :func:`run_trials` drive a
-:class:`emulator.runtime.Coordinator`.
+:class:`emulator.coordinator.runtime.Coordinator`.
 """
 
 import itertools
