@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emulator.errors import PatternDoesNotFitError, TooManyProcessesError
-from emulator.selection import maxmin, symmetry
+from emulator.selection import matcher, maxmin, symmetry
 from emulator.selection.maxmin import (
     all_all_select,
     figure1_select,
@@ -119,15 +119,15 @@ def check_against_brute_force(network, pattern, k=3):
 @contextlib.contextmanager
 def searches(kind):
     """Run selection with the C searches (as installed) or the Python fallback."""
-    if kind == "c" and maxmin._search is None:
+    if kind == "c" and matcher._search is None:
         pytest.fail("the C searches are not built: pip install -e . compiles them")
-    saved = maxmin._search
+    saved = matcher._search
     if kind == "python":
-        maxmin._search = None
+        matcher._search = None
     try:
         yield
     finally:
-        maxmin._search = saved
+        matcher._search = saved
 
 
 @pytest.mark.parametrize("kind", ["c", "python"])
@@ -226,13 +226,13 @@ def test_automorphism_conditions_remove_every_symmetric_copy(pattern):
 
 
 def test_compiled_search_rejects_inconsistent_buffers():
-    if maxmin._search is None:
+    if matcher._search is None:
         pytest.fail("the C searches are not built: pip install -e . compiles them")
     words = np.zeros((4, 1), dtype="<u8")
     with pytest.raises(ValueError, match="adjacency has 16 bytes"):
-        maxmin._search.clique(4, 1, 3, words[:2], words[0], words[:0], math.inf)  # 2 rows of 4
+        matcher._search.clique(4, 1, 3, words[:2], words[0], words[:0], math.inf)  # 2 rows of 4
     with pytest.raises(ValueError):
-        maxmin._search.embed(4, 1, 2, words, words[0], words[:1], words[:0],
+        matcher._search.embed(4, 1, 2, words, words[0], words[:1], words[:0],
                              np.array([[0, 5, 0]], dtype=np.int32),
                              np.zeros((0, 2), dtype=np.int32),
                              np.zeros((0, 2), dtype=np.int32), math.inf)
