@@ -74,8 +74,8 @@ _API = {
     "to_node_link": (".network.netgraph", "to_node_link"),
     # node selection and patterns
     "builtin_pattern": (".selection.patterns", "builtin_pattern"),
-    "resolve_pattern": (".selection.patterns", "resolve_pattern"),
-    "pattern_from_matrix": (".selection.patterns", "pattern_from_matrix"),
+    "resolve_pattern": (".selection.patternfile", "resolve_pattern"),
+    "pattern_from_matrix": (".selection.patternfile", "pattern_from_matrix"),
     "pattern_names": (".selection.patterns", "pattern_names"),
     "pair_bandwidths": (".selection.maxmin", "pair_bandwidths"),
     "max_min_select": (".selection.maxmin", "max_min_select"),

@@ -13,7 +13,7 @@ import numpy as np
 
 from emulator.files import save_figure, write_json_atomic, write_text_atomic
 from emulator.network.netgraph import to_node_link
-from emulator.selection.patterns import pattern_from_matrix
+from emulator.selection.patternfile import pattern_from_matrix
 from emulator.shaping.collectives import Collectives
 
 from .comm import as_comm

@@ -6,16 +6,14 @@ import networkx as nx
 import pytest
 
 from emulator.errors import InputFileError, ProcessCountError, UnknownPatternError
+from emulator.selection.patternfile import load_pattern, pattern_from_matrix, resolve_pattern
 from emulator.selection.patterns import (
     NAS_BENCHMARKS,
     builtin_pattern,
     cg_partners,
     generic_pattern,
-    load_pattern,
     lu_grid,
     mg_grid,
-    pattern_from_matrix,
-    resolve_pattern,
 )
 
 

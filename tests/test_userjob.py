@@ -13,7 +13,7 @@ from emulator.errors import UserError
 from emulator.experiments.userjob import Step, run_job
 from emulator.network.netgraph import graph_from_node_link
 from emulator.selection.maxmin import max_min_select
-from emulator.selection.patterns import resolve_pattern
+from emulator.selection.patternfile import resolve_pattern
 
 PY = sys.executable
 

@@ -222,7 +222,7 @@ def cmd_run(args):
     from ..files import write_json_atomic
     from ..network.allocation import allocation_hosts
     from ..network.netgraph import to_node_link
-    from ..selection.patterns import resolve_pattern
+    from ..selection.patternfile import resolve_pattern
 
     pattern = resolve_pattern(args.pattern, args.nprocs, threshold=args.threshold)
     for template in (args.skeleton_cmd, args.app_cmd):

@@ -66,7 +66,7 @@ def cmd_select(args):
     from ..network.allocation import allocation_hosts, write_placement
     from ..network.netgraph import read_graph
     from ..selection.maxmin import all_all_select, max_min_select, random_select
-    from ..selection.patterns import resolve_pattern
+    from ..selection.patternfile import resolve_pattern
 
     network = read_graph(args.network)
     found = allocation_hosts()

@@ -9,18 +9,13 @@ much per iteration of the main loop, for the class named in the graph attribute 
 (default A, the application size). What a benchmark exchanges outside its main loop (the
 untimed first iteration of CG, IS, LU and MG, MG's set-up, LU's ``erhs``) is spread over the
 iterations. Small collectives (scalar allreduces for norms and checksums) are left out: they
-are not the dominant communication.
+are not the dominant communication. Patterns from matrices and files: :mod:`.patternfile`.
 """
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..errors import InputFileError, ProcessCountError, UnknownPatternError
-from ..files import read_input_text
+from ..errors import ProcessCountError, UnknownPatternError
 
 DOUBLE_BYTES = 8
 IS_NUM_BUCKETS = 1 << 10
@@ -86,7 +81,8 @@ def check_nprocs(name, nprocs):
             f"{name.upper()} does not run on {nprocs} processes; NPB needs {allowed_nprocs(name)}")
 
 
-def _new(name, nprocs, npb_class=None):
+def new_pattern(name, nprocs, npb_class=None):
+    """A pattern of ``nprocs`` ranks (nodes 0..nprocs-1) and no edge yet."""
     import networkx as nx  # here: a node rank running a skeleton never builds one
 
     graph = nx.Graph(name=name, nprocs=nprocs)
@@ -166,7 +162,7 @@ def cg_pattern(nprocs, npb_class="A"):
     seg = row_len if nprows == npcols else (row_len + 1) // 2
     matvecs, scalars = 26, 52 + 2
     runs = (p["niter"] + 1) / p["niter"]  # the untimed first iteration, spread
-    graph = _new("cg", nprocs, npb_class)
+    graph = new_pattern("cg", nprocs, npb_class)
     for me, (reduce, exch) in enumerate(cg_partners(nprocs)):
         for partner in reduce:  # both sides send their segments and scalars
             if partner > me:
@@ -187,7 +183,7 @@ def is_pattern(nprocs, npb_class="A"):
     p = CLASS_PARAMS["is"][npb_class]
     runs = (p["niter"] + 1) / p["niter"]
     per_pair = runs * (p["total_keys"] * INT_BYTES // (nprocs * nprocs) + INT_BYTES)
-    graph = _all_pairs(_new("is", nprocs, npb_class), 2 * per_pair)
+    graph = _all_pairs(new_pattern("is", nprocs, npb_class), 2 * per_pair)
     bucket_bytes = runs * (IS_NUM_BUCKETS + IS_TEST_ARRAY_SIZE) * INT_BYTES
     mask = 1
     while mask < nprocs:
@@ -206,13 +202,13 @@ def ft_pattern(nprocs, npb_class="A"):
     p = CLASS_PARAMS["ft"][npb_class]
     per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES * (p["niter"] + 2) \
         // (nprocs * nprocs * p["niter"])
-    return _all_pairs(_new("ft", nprocs, npb_class), 2 * per_pair)
+    return _all_pairs(new_pattern("ft", nprocs, npb_class), 2 * per_pair)
 
 
 def ep_pattern(nprocs, npb_class="A"):
     """EP: no dominant communication (only three scalar reductions at the end)."""
     check_nprocs("ep", nprocs)
-    return _new("ep", nprocs, npb_class)
+    return new_pattern("ep", nprocs, npb_class)
 
 
 def mg_grid(nprocs):
@@ -277,7 +273,7 @@ def mg_pattern(nprocs, npb_class="A"):
     dims = mg_grid(nprocs)
     top = int(round(math.log2(p["n"])))
     levels = mg_comm3_levels(p["n"]) * (p["niter"] + 1) + [top] * MG_SETUP_COMM3
-    graph = _new("mg", nprocs, npb_class)
+    graph = new_pattern("mg", nprocs, npb_class)
     for me in range(nprocs):
         for axis, other in mg_neighbours(me, dims):
             face = sum(mg_face_doubles(p["n"], dims, level)[axis] for level in levels)
@@ -305,7 +301,7 @@ def lu_pattern(nprocs, npb_class="A"):
     p = CLASS_PARAMS["lu"][npb_class]
     xdim, ydim = lu_grid(nprocs)
     n, steps = p["n"], p["niter"]
-    graph = _new("lu", nprocs, npb_class)
+    graph = new_pattern("lu", nprocs, npb_class)
     for me in range(nprocs):
         row, col = me % xdim, me // xdim
         for other, length, lost in ((me + 1, n // ydim, (col == 0) + (col == ydim - 1)),
@@ -389,7 +385,7 @@ def _multipartition_pattern(name, nprocs, npb_class):
     check_nprocs(name, nprocs)
     p = CLASS_PARAMS[name][npb_class]
     q = math.isqrt(nprocs)
-    graph = _new(name, nprocs, npb_class)
+    graph = new_pattern(name, nprocs, npb_class)
     neighbours = multipartition_neighbours(nprocs)
     for me, (copy, forward, backward) in enumerate(multipartition_messages(name, nprocs, p["n"])):
         succ, pred = neighbours[me]
@@ -437,7 +433,7 @@ def generic_pattern(name, nprocs):
     """Generic patterns, 1 MB per edge per iteration: ring, chain, 2-D grid, 2-D torus,
     all-to-all, pairs (0-1, 2-3, ...) and star (rank 0 is the hub)."""
     check_nprocs(name, nprocs)
-    graph = _new(name, nprocs)
+    graph = new_pattern(name, nprocs)
     if name == "ring":
         edges = [(i, (i + 1) % nprocs) for i in range(nprocs)] if nprocs > 2 else \
             [(0, 1)] if nprocs == 2 else []
@@ -488,9 +484,6 @@ def builtin_pattern(name, nprocs, *, npb_class="A"):
         "or give the path of a pattern file")
 
 
-# -- patterns from communication matrices and files -------------------------------------
-
-
 @dataclass(frozen=True)
 class PatternSummary:
     name: str
@@ -507,103 +500,3 @@ def describe_patterns():
             doc = f"generic {name} pattern"
         out.append(PatternSummary(name, allowed_nprocs(name), doc))
     return out
-
-
-def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix"):
-    """Pattern from a communication matrix of bytes sent from rank i to rank j.
-
-    The two directions are added; edges whose bytes are below ``threshold`` times the
-    heaviest edge are dropped, so only the dominant communication is kept.
-    """
-    m = np.asarray(matrix, dtype=float)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise ValueError(f"communication matrix must be square, got shape {m.shape}")
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
-        raise ValueError("communication matrix entries must be finite and >= 0")
-    if not 0 <= threshold <= 1:
-        raise ValueError(f"dominance threshold must lie in [0, 1], got {threshold}")
-    sym = m + m.T
-    np.fill_diagonal(sym, 0)
-    nprocs = m.shape[0]
-    graph = _new(name, nprocs)
-    heaviest = sym.max() if sym.size else 0
-    if heaviest <= 0:
-        return graph
-    for a in range(nprocs):
-        for b in range(a + 1, nprocs):
-            if sym[a, b] > 0 and sym[a, b] >= threshold * heaviest:
-                graph.add_edge(a, b, bytes=int(sym[a, b]))
-    return graph
-
-
-def _read_csv_matrix(path):
-    rows = []
-    with io.StringIO(read_input_text(path, "pattern file"), newline="") as f:
-        for lineno, row in enumerate(csv.reader(f), 1):
-            if not row or all(not c.strip() for c in row):
-                continue
-            try:
-                rows.append([float(c) for c in row])
-            except ValueError:
-                if lineno == 1 and not rows:
-                    continue  # a header row
-                raise InputFileError(path, f"line {lineno}", f"non-numeric entry in {row!r}") from None
-    if rows and len(rows) == len(rows[0]) + 1 and rows[0] == list(range(len(rows[0]))):
-        rows = rows[1:]  # a header row of rank numbers 0..m-1
-    return rows
-
-
-def load_pattern(path, *, threshold=0.1):
-    """Read a pattern file: node-link JSON of a pattern graph, or a communication matrix
-    (JSON ``{"bytes": [[...]]}`` or a bare list of lists, or CSV)."""
-    path = str(path)
-    if path.endswith(".csv"):
-        matrix = _read_csv_matrix(path)
-    else:
-        from ..network.netgraph import load_json
-
-        data = load_json(path)
-        if isinstance(data, dict) and "nodes" in data:
-            return _pattern_from_node_link(data, path)
-        matrix = data.get("bytes", data.get("matrix")) if isinstance(data, dict) else data
-        if matrix is None:
-            raise InputFileError(path, "top level",
-                                 "expected node-link JSON or a matrix under 'bytes'")
-    try:
-        return pattern_from_matrix(matrix, threshold=threshold, name=path)
-    except (ValueError, TypeError) as e:
-        raise InputFileError(path, "matrix", str(e)) from None
-
-
-def _pattern_from_node_link(data, path):
-    from ..network.netgraph import graph_from_node_link
-
-    graph = graph_from_node_link(data, path, require_bandwidth=False)
-    ids = sorted(graph.nodes, key=lambda n: (not isinstance(n, int), n))
-    if ids != list(range(len(ids))):
-        raise InputFileError(path, "nodes", "pattern nodes must be the ranks 0..m-1")
-    for u, v, attrs in graph.edges(data=True):
-        nbytes = attrs.setdefault("bytes", UNIT_BYTES)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes < 0:
-            raise InputFileError(path, f"edge {u}-{v}", f"bytes must be a number >= 0, got {nbytes!r}")
-    graph.graph.setdefault("nprocs", len(ids))
-    return graph
-
-
-def resolve_pattern(spec, nprocs=None, *, npb_class="A", threshold=0.1):
-    """A pattern from a built-in name (needs ``nprocs``) or a file path. A built-in name wins
-    over a file or folder of that name in the working folder (reach the file as ``./cg``)."""
-    import os
-
-    builtin = spec.lower() in pattern_names() or spec.lower() in ("alltoall", "all-all",
-                                                                  "complete")
-    if not builtin and (os.path.sep in spec or os.path.exists(spec)
-                        or spec.endswith((".json", ".csv"))):
-        graph = load_pattern(spec, threshold=threshold)
-        if nprocs is not None and graph.number_of_nodes() != nprocs:
-            raise ProcessCountError(
-                f"pattern file {spec} has {graph.number_of_nodes()} ranks, but --nprocs is {nprocs}")
-        return graph
-    if nprocs is None:
-        raise ProcessCountError("a built-in pattern needs a process count (--nprocs)")
-    return builtin_pattern(spec, nprocs, npb_class=npb_class)
