@@ -11,7 +11,8 @@ from ..errors import NodeFailure
 from ..network import cluster as clusters
 from ..network.view import ClusterView
 from ..shaping import doorbell
-from ..shaping.comm import Network, ShapedComm
+from ..shaping.comm import ShapedComm
+from ..shaping.network import Network
 from .cpushare import KernelCPU, NodeCPU
 from .load import LoadSpec, LocalLoad
 from .settings import (CONTROL_TAG, GRACE_SECONDS, IDLE_BELL_MAX_SECONDS, IDLE_POLL_MAX_SECONDS,

@@ -23,7 +23,8 @@ import time
 from mpi4py import MPI
 
 from ..errors import NodeFailure
-from .comm import BELL_MAX_SECONDS, COMPILED, Network, ShapedComm, tag_base
+from .comm import BELL_MAX_SECONDS, COMPILED, ShapedComm, tag_base
+from .network import Network
 from .doorbell import local as local_bell
 
 try:
