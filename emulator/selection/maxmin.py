@@ -243,50 +243,56 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     if candidates < 1:
         raise ValueError(f"candidates must be >= 1, got {candidates}")
     nodes, m = _check_request(network, pattern)
-    max_groups = max_groups or max(8 * candidates, 64)
     start = time.monotonic()
-    deadline = start + 0.8 * time_budget_seconds  # the rest is for further candidates
     _, matrix = pair_bandwidths(network, weight=weight)
     ports = _port_lookup(network, nodes)
-    relabel = {r: i for i, r in enumerate(sorted(pattern.nodes))}
-    pattern = nx.relabel_nodes(pattern, relabel)
-
+    pattern = nx.relabel_nodes(pattern, {r: i for i, r in enumerate(sorted(pattern.nodes))})
     if pattern.number_of_edges() == 0:
         groups = itertools.islice(itertools.combinations(range(len(nodes)), m), candidates)
         cands = [_candidate(pattern, nodes, matrix, g, ports) for g in groups]
         return Selection(method, None, True, cands)
+    values = _bandwidth_values(network, matrix, weight)
+    found, exact = _embeddings(matrix, values, pattern, candidates,
+                               max_groups or max(8 * candidates, 64), start,
+                               time_budget_seconds)
+    cands = [_candidate(pattern, nodes, matrix, emb, ports) for emb in found]
+    cands.sort(key=lambda c: (-c.bottleneck_mbps, c.predicted_seconds, repr(c.nodes)))
+    return Selection(method, cands[0].bottleneck_mbps, exact, cands[:candidates])
 
-    # every bottleneck is a pair bandwidth, and every pair bandwidth an edge's bandwidth
+
+def _bandwidth_values(network, matrix, weight):
+    """The distinct thresholds worth testing: every bottleneck is a pair bandwidth, and
+    every pair bandwidth an edge's bandwidth."""
     if network.number_of_edges() < matrix.size // 4:
-        values = np.unique(np.fromiter(
+        return np.unique(np.fromiter(
             (float(w) for _, _, w in network.edges(data=weight)), dtype=float))
-    else:
-        values = np.unique(matrix[matrix > NO_PATH])
-    # the first embedding, at the lowest threshold, is the answer of last resort: it is
-    # searched to the end, whatever the budget
-    matcher = Matcher(matrix, pattern, math.inf, start + SYMMETRY_SHARE * time_budget_seconds)
-    exact = True
+    return np.unique(matrix[matrix > NO_PATH])
 
+
+def _embeddings(matrix, values, pattern, candidates, max_groups, start, budget_seconds):
+    """The best embeddings of ``pattern`` (ranks 0..m-1) and whether the best is proven
+    optimal: the first, at the lowest threshold, searched to the end whatever the budget
+    (the answer of last resort), then 80% of the budget for the optimum, the rest for
+    further candidates."""
+    matcher = Matcher(matrix, pattern, math.inf, start + SYMMETRY_SHARE * budget_seconds)
     first = matcher.embed(values[0]) if values.size else None
-    matcher.deadline = deadline
+    matcher.deadline = start + 0.8 * budget_seconds
     if first is None:
         raise PatternDoesNotFitError(
-            f"pattern {pattern.graph.get('name', '')!s} with {m} ranks and "
-            f"{pattern.number_of_edges()} edges does not embed in the network even at "
-            "bandwidth 0 (the compute nodes are not connected as the pattern needs)")
+            f"pattern {pattern.graph.get('name', '')!s} with {pattern.number_of_nodes()} "
+            f"ranks and {pattern.number_of_edges()} edges does not embed in the network even "
+            "at bandwidth 0 (the compute nodes are not connected as the pattern needs)")
     # Ascend: every embedding found lifts the threshold just above its own bottleneck, so
     # only the last search, the proof that nothing better exists, comes out empty (a
     # bisection would prove several empty thresholds, and empty ones cost the most).
     top = _upper_bound_index(values, matrix, pattern)
+    exact = True
     if all(d == 1 for _, d in pattern.degree):  # disjoint pairs: a matching problem
         groups = [_best_matching(matrix, values, pattern, first, top)]
     else:
         groups, exact = _ascend(matcher, values, first, top, k=candidates)
-    cands = _next_groups(matcher, values, groups, candidates, max_groups,
-                         start + time_budget_seconds, 0.02 * time_budget_seconds)
-    cands = [_candidate(pattern, nodes, matrix, emb, ports) for emb in cands]
-    cands.sort(key=lambda c: (-c.bottleneck_mbps, c.predicted_seconds, repr(c.nodes)))
-    return Selection(method, cands[0].bottleneck_mbps, exact, cands[:candidates])
+    return _next_groups(matcher, values, groups, candidates, max_groups,
+                        start + budget_seconds, 0.02 * budget_seconds), exact
 
 
 def _next_groups(matcher, values, groups, k, max_groups, deadline, tie_seconds):
