@@ -203,12 +203,36 @@ def fit_model(trace, *, components=4, size_runtime="independent", arrival_period
     if len(trace) < 10:
         raise InputFileError(trace.path, None, f"{len(trace)} jobs are too few to fit a model "
                                                "(at least 10)")
-    submit = trace.column("submit")
-    run = trace.column("run")
-    procs = trace.procs
+    submit, run = trace.column("submit"), trace.column("run")
     start = trace.header_number("UnixStartTime") or 0.0
     offsets = local_offsets(trace)
     span = float(submit.max() - submit.min())
+    period, rates, periods = _arrival_rates(trace, start, offsets, span, arrival_periods)
+    sizes, size_counts = np.unique(trace.procs, return_counts=True)
+    runtime = fit_runtimes(run, components=components)
+    values, length_counts, correlation = _runs(trace)
+    coupling = 0.0
+    if size_runtime == "correlated":  # run scores carry it: job-level corr = coupling*sqrt(rho)
+        scaled = size_runtime_correlation(trace) / math.sqrt(max(correlation, 1e-6))
+        coupling = float(np.clip(scaled, -0.99, 0.99))
+    return WorkloadModel(
+        source=trace.path, machine_procs=trace.max_procs, trace_jobs=len(trace),
+        span_seconds=span, period_hours=period, rates_per_hour=[float(r) for r in rates],
+        origin_unix=float(start), origin_offset_seconds=float(offsets[np.argmin(submit)]),
+        sizes=[int(s) for s in sizes],
+        size_probabilities=[float(c / len(trace)) for c in size_counts],
+        runtime=runtime.to_json(), run_lengths=[int(v) for v in values],
+        run_length_probabilities=[float(c / length_counts.sum()) for c in length_counts],
+        run_correlation=correlation, size_runtime_correlation=coupling,
+        users=_users(trace), requested_log_ratio_quantiles=_requested_quantiles(trace),
+        arrival_periods=periods)
+
+
+def _arrival_rates(trace, start, offsets, span, arrival_periods):
+    """(period in hours, arrivals per hour of each hour of the period, the day's periods
+    where ``arrival_periods`` asks for them): a rate per hour of the week on a trace of
+    several weeks, else of the day."""
+    submit = trace.column("submit")
     period = WEEK_HOURS if span >= MIN_WEEKS_FOR_WEEKLY * WEEK_HOURS * HOUR else 24
     if arrival_periods is not None:
         period = 24
@@ -225,11 +249,14 @@ def fit_model(trace, *, components=4, size_runtime="independent", arrival_period
         periods = day_periods(counts, exposure, arrival_periods)
         for first, hours, rate in periods:
             rates[(first + np.arange(hours)) % 24] = rate
+    return period, rates, periods
 
-    sizes, size_counts = np.unique(procs, return_counts=True)
-    runtime = fit_runtimes(run, components=components)
 
-    # runs: a user's consecutive jobs (in submit order) of one size and executable
+def _runs(trace):
+    """Runs, a user's consecutive jobs (in submit order) of one size and executable: the
+    run lengths seen, how often each, and the correlation of consecutive run times'
+    normal scores within a run."""
+    submit, run, procs = trace.column("submit"), trace.column("run"), trace.procs
     user, exe = trace.column("user"), trace.column("executable")
     order = np.lexsort((np.arange(len(trace)), submit, user))
     u, p, e = user[order], procs[order], exe[order]
@@ -243,37 +270,31 @@ def fit_model(trace, *, components=4, size_runtime="independent", arrival_period
                                     0.0, 0.99))
     else:
         correlation = 0.0
+    return values, length_counts, correlation
 
-    coupling = 0.0
-    if size_runtime == "correlated":  # run scores carry it: job-level corr = coupling*sqrt(rho)
-        scaled = size_runtime_correlation(trace) / math.sqrt(max(correlation, 1e-6))
-        coupling = float(np.clip(scaled, -0.99, 0.99))
+
+def _users(trace):
+    """Each user: [id, share of the jobs, main group, executables, their shares]."""
+    user, exe, group = trace.column("user"), trace.column("executable"), trace.column("group")
     users = []
     ids, user_counts = np.unique(user, return_counts=True)
-    group = trace.column("group")
     for uid, n in zip(ids, user_counts):
         mine = user == uid
         groups, gcounts = np.unique(group[mine], return_counts=True)
         exes, ecounts = np.unique(exe[mine], return_counts=True)
         users.append([int(uid), float(n / len(trace)), int(groups[np.argmax(gcounts)]),
                       [int(x) for x in exes], [float(c / n) for c in ecounts]])
+    return users
 
-    requested = trace.column("requested_time")
+
+def _requested_quantiles(trace):
+    """The percentiles 0..100 of log(requested / run), where 10 jobs or more have both."""
+    requested, run = trace.column("requested_time"), trace.column("run")
     both = (requested > 0) & (run > 0)
-    quantiles = []
-    if both.sum() >= 10:
-        quantiles = [float(v) for v in np.percentile(np.log(requested[both] / run[both]),
-                                                     np.arange(101))]
-    return WorkloadModel(
-        source=trace.path, machine_procs=trace.max_procs, trace_jobs=len(trace),
-        span_seconds=span, period_hours=period, rates_per_hour=[float(r) for r in rates],
-        origin_unix=float(start), origin_offset_seconds=float(offsets[np.argmin(submit)]),
-        sizes=[int(s) for s in sizes],
-        size_probabilities=[float(c / len(trace)) for c in size_counts],
-        runtime=runtime.to_json(), run_lengths=[int(v) for v in values],
-        run_length_probabilities=[float(c / length_counts.sum()) for c in length_counts],
-        run_correlation=correlation, size_runtime_correlation=coupling, users=users,
-        requested_log_ratio_quantiles=quantiles, arrival_periods=periods)
+    if both.sum() < 10:
+        return []
+    return [float(v) for v in np.percentile(np.log(requested[both] / run[both]),
+                                            np.arange(101))]
 
 
 def _arrivals(model, jobs, rng):
@@ -321,15 +342,7 @@ def sample(model, jobs, *, seed, modal_requests=False):
                          np.sum(model.run_length_probabilities))
     sizes = rng.choice(model.sizes, size=jobs, p=np.asarray(model.size_probabilities) /
                        np.sum(model.size_probabilities))
-    run_scores = rng.standard_normal(jobs)
-    coupling = model.size_runtime_correlation
-    if coupling:  # a run's score leans on its size's normal score
-        values = np.asarray(model.sizes, dtype=float)
-        cdf = np.cumsum(model.size_probabilities) / np.sum(model.size_probabilities)
-        size_score = stats.norm.ppf(np.clip(cdf - np.asarray(model.size_probabilities) /
-                                            np.sum(model.size_probabilities) / 2, 1e-9, 1 - 1e-9))
-        lean = size_score[np.searchsorted(values, sizes)]
-        run_scores = coupling * lean + math.sqrt(1 - coupling ** 2) * run_scores
+    run_scores = _leaned(model, sizes, rng.standard_normal(jobs))
     noise = rng.standard_normal(jobs)
     exe_draws = rng.random(jobs)
     overestimate = np.exp(math.log(3.0) + rng.standard_normal(jobs))
@@ -361,23 +374,41 @@ def sample(model, jobs, *, seed, modal_requests=False):
                                  model.requested_log_ratio_quantiles))
         requested = np.where(run > 0, np.ceil(run * ratio), 60.0)
     elif modal_requests:
-        runs_first = run_scores[run_of_run.astype(int)]
-        typical = model.runtimes.quantile(stats.norm.cdf(math.sqrt(rho) * runs_first))
-        wanted = np.maximum(typical * overestimate[run_of_run.astype(int)], run)
+        first = run_of_run.astype(int)  # each job's run's first job
+        typical = model.runtimes.quantile(stats.norm.cdf(math.sqrt(rho) * run_scores[first]))
+        wanted = np.maximum(typical * overestimate[first], run)
         ladder = MODAL_REQUESTS_SECONDS
         pick = np.minimum(np.searchsorted(ladder, wanted), len(ladder) - 1)
         requested = np.maximum(ladder[pick], run)
+    return _synthetic_trace(model, seed, {
+        "submit": submit, "run": run, "allocated_procs": size_of, "requested_procs": size_of,
+        "requested_time": requested, "status": 1, "user": [user_rows[u][0] for u in who],
+        "group": [user_rows[u][2] for u in who], "executable": exe_of})
+
+
+def _leaned(model, sizes, run_scores):
+    """Runs' normal scores, each leaning on its size's normal score as far as the model's
+    size-run-time correlation says (unchanged where it is 0)."""
+    coupling = model.size_runtime_correlation
+    if not coupling:
+        return run_scores
+    values = np.asarray(model.sizes, dtype=float)
+    p = np.asarray(model.size_probabilities) / np.sum(model.size_probabilities)
+    size_score = stats.norm.ppf(np.clip(np.cumsum(model.size_probabilities) /
+                                        np.sum(model.size_probabilities) - p / 2,
+                                        1e-9, 1 - 1e-9))
+    lean = size_score[np.searchsorted(values, sizes)]
+    return coupling * lean + math.sqrt(1 - coupling ** 2) * run_scores
+
+
+def _synthetic_trace(model, seed, columns):
+    """A trace of the sampled ``columns`` (SWF field -> values; the others -1), with an SWF
+    header saying where it comes from."""
+    jobs = len(columns["submit"])
     data = np.full((jobs, len(FIELDS)), -1.0)
     data[:, COLUMN["job"]] = np.arange(1, jobs + 1)
-    data[:, COLUMN["submit"]] = submit
-    data[:, COLUMN["run"]] = run
-    data[:, COLUMN["allocated_procs"]] = size_of
-    data[:, COLUMN["requested_procs"]] = size_of
-    data[:, COLUMN["requested_time"]] = requested
-    data[:, COLUMN["status"]] = 1
-    data[:, COLUMN["user"]] = [user_rows[u][0] for u in who]
-    data[:, COLUMN["group"]] = [user_rows[u][2] for u in who]
-    data[:, COLUMN["executable"]] = exe_of
+    for name, values in columns.items():
+        data[:, COLUMN[name]] = values
     header = [" Version: 2.2",
               f" Computer: synthetic, from the workload model of {model.source}",
               f" Note: nodesel workload generate, {jobs} jobs, seed {seed}",
