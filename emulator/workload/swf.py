@@ -192,7 +192,18 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
         A malformed line, naming the file, line and field.
     """
     name = os.fspath(path)
-    text = _read_text(name)
+    header, data_lines, numbers = _split_lines(_read_text(name))
+    data, rows, reasons, unread = _parse_jobs(name, data_lines, numbers, skip_bad)
+    trace = Trace(data, header, name, numbers[rows])
+    if check and len(trace):
+        trace = _drop_unschedulable(trace, machine_procs, skip_bad, reasons)
+    trace.dropped += unread
+    trace.drop_reasons = reasons
+    return trace
+
+
+def _split_lines(text):
+    """(header lines without their ';', job lines, the job lines' numbers in the file)."""
     header, data_lines, numbers = [], [], []
     for i, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
@@ -203,7 +214,13 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
         else:
             data_lines.append(stripped)
             numbers.append(i)
-    numbers = np.asarray(numbers, dtype=np.int64)
+    return header, data_lines, np.asarray(numbers, dtype=np.int64)
+
+
+def _parse_jobs(name, data_lines, numbers, skip_bad):
+    """The job lines as rows of numbers: (data, the rows of ``data_lines`` kept, up to five
+    reasons for the lines dropped, how many were). A bad line raises, naming its line and
+    field, unless ``skip_bad``."""
     counts = np.fromiter((len(s.split()) for s in data_lines), dtype=np.int64,
                          count=len(data_lines))
     keep = np.ones(len(data_lines), dtype=bool)
@@ -239,24 +256,28 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
             if skip_bad:
                 good = ~np.isnan(data).any(axis=1)
                 data, rows = data[good], rows[good]
-    trace = Trace(data, header, name, numbers[rows])
-    if check and len(trace):
-        machine = machine_procs or (trace.header_number("MaxProcs", "MaxNodes"))
-        problems = _check_jobs(trace.data, trace.lines, machine_procs=machine)
-        if problems:
-            problems.sort()
-            drop = np.zeros(len(trace), dtype=bool)
-            for r, fname, problem in problems:
-                where = f"field {COLUMN[fname] + 1} ({fname})"
-                if not skip_bad:
-                    raise InputFileError(name, f"line {trace.lines[r]}, {where}", problem)
-                if not drop[r] and len(reasons) < 5:
-                    reasons.append(f"line {trace.lines[r]}, {where}: {problem}")
-                drop[r] = True
-            trace = trace.subset(~drop)
-            trace.dropped = int(drop.sum())
-    trace.dropped += int((~keep).sum())
-    trace.drop_reasons = reasons
+    return data, rows, reasons, int((~keep).sum())
+
+
+def _drop_unschedulable(trace, machine_procs, skip_bad, reasons):
+    """``trace`` without the jobs that cannot be scheduled (no run time or processor count,
+    or more processors than the machine's), counted in ``dropped``, the first reasons added
+    to ``reasons``; the first such job raises unless ``skip_bad``."""
+    machine = machine_procs or (trace.header_number("MaxProcs", "MaxNodes"))
+    problems = _check_jobs(trace.data, trace.lines, machine_procs=machine)
+    if not problems:
+        return trace
+    problems.sort()
+    drop = np.zeros(len(trace), dtype=bool)
+    for r, fname, problem in problems:
+        where = f"field {COLUMN[fname] + 1} ({fname})"
+        if not skip_bad:
+            raise InputFileError(trace.path, f"line {trace.lines[r]}, {where}", problem)
+        if not drop[r] and len(reasons) < 5:
+            reasons.append(f"line {trace.lines[r]}, {where}: {problem}")
+        drop[r] = True
+    trace = trace.subset(~drop)
+    trace.dropped = int(drop.sum())
     return trace
 
 
