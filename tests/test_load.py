@@ -2,6 +2,7 @@
 
 import os
 import socket
+import sys
 import time
 
 import psutil
@@ -56,6 +57,21 @@ def test_a_modelled_load_holds_its_memory_and_burns_nothing():
 def test_a_load_that_cannot_hold_its_memory_says_so():
     with pytest.raises(RuntimeError, match="exited with code"):
         LocalLoad(LoadSpec(memory_fraction=0.9), memory_mb=2**40).wait_ready()
+
+
+def test_a_load_whose_output_ends_before_it_exits_is_still_a_failure(monkeypatch):
+    """On a busy machine a dying load's output can close well before its exit status is
+    there: its end is still a failure, with its code (it passed as ready before)."""
+    import subprocess
+
+    from emulator.coordinator import load
+
+    dying = [sys.executable, "-c", "import os, sys, time; os.close(1); time.sleep(0.5); "
+             "sys.exit(3)"]
+    real = subprocess.Popen
+    monkeypatch.setattr(load.subprocess, "Popen", lambda argv, **kw: real(dying, **kw))
+    with pytest.raises(RuntimeError, match="exited with code 3 before it held"):
+        LocalLoad(LoadSpec(), memory_mb=512).wait_ready()
 
 
 @pytest.mark.parametrize("kwargs", [dict(cpu_fraction=1.5), dict(memory_fraction=-0.1),

@@ -73,6 +73,7 @@ class LocalLoad:
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self._ps = psutil.Process(self._proc.pid)
         self._ready = threading.Event()
+        self._held = False  # it said it holds its memory
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._mark()
@@ -89,9 +90,15 @@ class LocalLoad:
         if not self._ready.wait(timeout_seconds):
             self.stop()
             raise RuntimeError(f"the local load did not start within {timeout_seconds:g} s")
-        if self._proc.poll() is not None:
+        if not self._held or self._proc.poll() is not None:
+            # its output ended before it said so: it is exiting (on a busy machine its
+            # status may come a little after its output closed)
+            try:
+                code = self._proc.wait(timeout=timeout_seconds)
+            except subprocess.TimeoutExpired:
+                code = "none yet"
             self.stop()
-            raise RuntimeError(f"the local load exited with code {self._proc.returncode} "
+            raise RuntimeError(f"the local load exited with code {code} "
                                f"before it held its {self.memory_bytes / 2**20:.0f} MB")
         self._mark()
 
@@ -100,6 +107,7 @@ class LocalLoad:
             if line.startswith("sent_bytes "):
                 self.sent_bytes = int(line.split()[1])
             elif line.startswith("ready"):
+                self._held = True
                 self._ready.set()
         self._ready.set()  # it ended: nobody waits for it any longer
 
