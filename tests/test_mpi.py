@@ -12,6 +12,8 @@ from emulator.coordinator import stop
 from emulator.coordinator.launch import cleanup_flags, machines_here, mpiexec_path
 from emulator.shaping.comm import SEND_BUFFER_BYTES
 
+from measuring import ATTEMPTS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
 MPIEXEC = mpiexec_path()
@@ -34,12 +36,9 @@ def within(measured, expected, tolerance=BW_TOLERANCE, slack=0.0):
         f"measured {measured:.4f} s, expected {expected:.4f} s, bounds [{low:.4f}, {high:.4f}]")
 
 
-@pytest.fixture(scope="module", params=[("c", 1), ("python", 1), ("c", 2), ("python", 2)],
-                ids=["c", "python", "c-2hosts", "python-2hosts"])
-def shaped(request):
-    """The shaped checks' results with the compiled message path and with the Python one, on
-    one machine (one shared model) and over two (the model served by rank 0)."""
-    engine, hosts = request.param
+def shaped_run(engine, hosts):
+    """The shaped checks' results (tests/mpi_programs/shaped_checks.py) with the ``engine``
+    message path on ``hosts`` machines; ``slack``: what a relay adds to a wall time."""
     env = {**os.environ, "NODESEL_SHAPING_ENGINE": engine}
     proc = subprocess.run([MPIEXEC, *cleanup_flags(one_host=hosts == 1), *machines_here(hosts),
                            "-n", "5",
@@ -53,7 +52,31 @@ def shaped(request):
         engine]] * 4
     assert results["model"] == ("ServedModel" if hosts > 1 else "ClusterModel")
     results["slack"] = RELAY_SECONDS if hosts > 1 else 0.0
+    results["run"] = (engine, hosts)
     return results
+
+
+@pytest.fixture(scope="module", params=[("c", 1), ("python", 1), ("c", 2), ("python", 2)],
+                ids=["c", "python", "c-2hosts", "python-2hosts"])
+def shaped(request):
+    """The shaped checks' results with the compiled message path and with the Python one, on
+    one machine (one shared model) and over two (the model served by rank 0)."""
+    return shaped_run(*request.param)
+
+
+def on_time(shaped, check):
+    """``check(results)`` on the module's run, then on new runs while it fails, at most
+    ATTEMPTS in all: a delivery's wall time has a floor a busy machine cannot break (the
+    model's) and a ceiling it can, when a rank waits for a core (the 8-byte message to n3
+    came 5.5 ms late, 27%, with two busy loops on this 2-core machine)."""
+    results = shaped
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return check(results)
+        except AssertionError:
+            if attempt == ATTEMPTS:
+                raise
+            results = shaped_run(*shaped["run"])
 
 
 MIB_BITS = 8 * (1 << 20)
@@ -65,17 +88,22 @@ RELAY_SECONDS = 0.04
 
 
 def test_each_message_waits_its_paths_latency(shaped):
-    # 8 bytes from n1: to n2 behind the same switch (0.2 ms), to n3 behind another (20.2 ms)
-    got = dict(v for v in shaped["path_latency"] if v[1] is not None)
-    assert got["n2"] < 0.005 + shaped["slack"], got
-    within(got["n3"], 0.0202, tolerance=0.15, slack=shaped["slack"])
+    def check(r):
+        # 8 bytes from n1: to n2 behind the same switch (0.2 ms), to n3 behind another
+        # (20.2 ms)
+        got = dict(v for v in r["path_latency"] if v[1] is not None)
+        assert got["n2"] < 0.005 + r["slack"], got
+        within(got["n3"], 0.0202, tolerance=0.15, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_one_flow_takes_size_over_bandwidth(shaped):
-    (seconds,) = shaped["one_flow_10"]
-    within(seconds, MIB_BITS / 10e6, slack=shaped["slack"])
-    (seconds,) = shaped["one_flow_10_polled"]  # waits that poll instead of doorbells
-    within(seconds, MIB_BITS / 10e6, slack=shaped["slack"])
+    def check(r):
+        (seconds,) = r["one_flow_10"]
+        within(seconds, MIB_BITS / 10e6, slack=r["slack"])
+        (seconds,) = r["one_flow_10_polled"]  # waits that poll instead of doorbells
+        within(seconds, MIB_BITS / 10e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def _merged(reports):
@@ -84,67 +112,85 @@ def _merged(reports):
 
 
 def test_send_completes_once_its_remainder_fits_the_send_buffer(shaped):
-
     small, large = SEND_BUFFER_BYTES // 2, SEND_BUFFER_BYTES + 256 * 1024
-    fits = _merged(shaped[f"send_buffer_{small}"])
-    assert fits["sent"] < 0.05 * small * 8 / 10e6, fits  # done at once, as into a socket
-    within(fits["delivered"], small * 8 / 10e6, slack=shaped["slack"])
-    over = _merged(shaped[f"send_buffer_{large}"])
-    # held until the rest fits
-    within(over["sent"], (large - SEND_BUFFER_BYTES) * 8 / 10e6, slack=shaped["slack"])
-    within(over["delivered"], large * 8 / 10e6, slack=shaped["slack"])
+
+    def check(r):
+        fits = _merged(r[f"send_buffer_{small}"])
+        assert fits["sent"] < 0.05 * small * 8 / 10e6, fits  # done at once, as into a socket
+        within(fits["delivered"], small * 8 / 10e6, slack=r["slack"])
+        over = _merged(r[f"send_buffer_{large}"])
+        # held until the rest fits
+        within(over["sent"], (large - SEND_BUFFER_BYTES) * 8 / 10e6, slack=r["slack"])
+        within(over["delivered"], large * 8 / 10e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_a_send_is_released_by_its_own_notice_not_an_earlier_finished_one(shaped):
-    (got,) = shaped["same_tag"]
     # Both share the pair until the 20 kB one is done (~32 ms); the long one's remainder
     # fits the buffer only after another 256 KiB less what it sent meanwhile, at 10 Mbit/s.
     shared = 2 * 20000 * 8 / 10e6
     expected = shared + (256 * 1024 - 20000) * 8 / 10e6
-    assert got["short_sent"] < 0.5 * expected, got
-    within(got["large_sent"], expected, tolerance=0.1, slack=shaped["slack"])
+
+    def check(r):
+        (got,) = r["same_tag"]
+        assert got["short_sent"] < 0.5 * expected, got
+        within(got["large_sent"], expected, tolerance=0.1, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_token_bucket_lets_a_short_message_through_after_idle(shaped):
     paced = 3000 * 8 / 10e6  # 2.4 ms at the pair's 10 Mbit/s
-    (receiver,) = [r for r in shaped["bucket"] if r["idle"][0] == "delivered"]
-    _, wall, model = receiver["idle"]
-    assert model < 0.5 * paced, receiver  # the bucket lets it through at once
-    assert wall < 0.5 * paced + shaped["slack"], receiver
-    assert receiver["busy"][1] > paced, receiver  # no tokens left, and the pair is shared
-    assert receiver["busy"][2] > paced, receiver
+
+    def check(r):
+        (receiver,) = [x for x in r["bucket"] if x["idle"][0] == "delivered"]
+        _, wall, model = receiver["idle"]
+        assert model < 0.5 * paced, receiver  # the bucket lets it through at once
+        assert wall < 0.5 * paced + r["slack"], receiver
+        assert receiver["busy"][1] > paced, receiver  # no tokens left, the pair is shared
+        assert receiver["busy"][2] > paced, receiver
+    on_time(shaped, check)
 
 
 def test_concurrent_flows_share_a_link(shaped):
-    (seconds,) = shaped["four_flows_100"]
-    within(seconds, 4 * MIB_BITS / 100e6, slack=shaped["slack"])
+    def check(r):
+        (seconds,) = r["four_flows_100"]
+        within(seconds, 4 * MIB_BITS / 100e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_port_capacity_is_shared(shaped):
-    for seconds in shaped["port_shared"]:
-        # two flows share n1's 100 Mbit/s port
-        within(seconds, 2 * MIB_BITS / 100e6, slack=shaped["slack"])
+    def check(r):
+        for seconds in r["port_shared"]:
+            # two flows share n1's 100 Mbit/s port
+            within(seconds, 2 * MIB_BITS / 100e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_disjoint_groups_run_at_once(shaped):
-    got = dict(shaped["concurrent_groups"])
-    within(got["n2"], (1 << 20) * 8 / 8 / 10e6, slack=shaped["slack"])
-    within(got["n4"], (5 << 20) / 4 * 8 / 100e6, slack=shaped["slack"])
+    def check(r):
+        got = dict(r["concurrent_groups"])
+        within(got["n2"], (1 << 20) * 8 / 8 / 10e6, slack=r["slack"])
+        within(got["n4"], (5 << 20) / 4 * 8 / 100e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_bandwidth_change_mid_message(shaped):
-    ((seconds, change_after),) = shaped["changed"]
-    assert 0.1 < change_after < 0.3  # the change falls inside the message
-    first_bits = change_after * 100e6
-    within(seconds, change_after + (4 * MIB_BITS - first_bits) / 25e6, slack=shaped["slack"])
+    def check(r):
+        ((seconds, change_after),) = r["changed"]
+        assert 0.1 < change_after < 0.3  # the change falls inside the message
+        first_bits = change_after * 100e6
+        within(seconds, change_after + (4 * MIB_BITS - first_bits) / 25e6, slack=r["slack"])
+    on_time(shaped, check)
 
 
 def test_a_flow_that_ended_before_its_sender_heard_does_not_share_the_port(shaped):
-    (seconds,) = shaped["ended_before_heard"]
-    # n1's port alone (the model's times: start to delivery at the receiver); counting the
-    # flow that had ended would make it twice that (it did: 10.6 ms for CG's 4.5 ms
-    # transposes on 4 ranks at 100 Mbit/s)
-    within(seconds, 400 * 1024 * 8 / 100e6, tolerance=0.1)
+    def check(r):
+        (seconds,) = r["ended_before_heard"]
+        # n1's port alone (the model's times: start to delivery at the receiver); counting
+        # the flow that had ended would make it twice that (it did: 10.6 ms for CG's 4.5 ms
+        # transposes on 4 ranks at 100 Mbit/s)
+        within(seconds, 400 * 1024 * 8 / 100e6, tolerance=0.1)
+    on_time(shaped, check)
 
 
 def test_collectives_give_right_values(shaped):
