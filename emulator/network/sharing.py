@@ -165,11 +165,11 @@ def _crossbar_resources(nodes, port_bps):
 def _tree_routes(cluster, nodes, edge):
     """("tree", parent, depth, up, down, vertex): the tree hung from a switch, each vertex's
     parent, depth and the resources of its link up to the parent and down from it."""
+    import networkx as nx  # here: ranks that attach to a model never build one
+
     root = next((v for v, k in cluster.nodes(data="kind") if k != "compute"), nodes[0])
     order = {root: 0}
     parent, depth, up, down = [-1], [0], [-1], [-1]
-    import networkx as nx  # here: ranks that attach to a model never build one
-
     for p, v in nx.bfs_edges(cluster, root):
         order[v] = len(parent)
         parent.append(order[p])
@@ -278,8 +278,7 @@ class ClusterModel:
         self.timeline = timeline
         if plan is None:
             plan = model_plan(cluster, timeline)
-        self.plan = plan
-        self.resources = res = plan.resources
+        self.resources = res = plan.resources  # the timelines live on in the fluid model
         self.nodes = res.nodes
         self.index = {n: i for i, n in enumerate(res.nodes)}
         self.fluid = _fluid.Fluid(len(res.nodes), len(res.names), None, None, plan.scenario,
