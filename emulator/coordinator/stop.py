@@ -18,9 +18,10 @@ never taken).
 
 import os
 import signal
+import sys
 import time
 from types import FrameType
-from typing import Optional
+from typing import Any, Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SHM_DIR = "/dev/shm"
@@ -57,8 +58,25 @@ def received() -> Optional[int]:
 def install() -> None:
     """Make SIGINT, SIGTERM and SIGHUP stop this process with :class:`Stopped` (the main
     thread's, where Python runs handlers)."""
+    global _hook
     for s in SIGNALS:
         signal.signal(s, on_signal)
+    if sys.unraisablehook is not _quiet_late_signals:
+        _hook, sys.unraisablehook = sys.unraisablehook, _quiet_late_signals
+
+
+_hook = sys.unraisablehook
+
+
+def _quiet_late_signals(unraisable: Any) -> None:
+    """A second signal that came while the first was being handled is ignored, as meant;
+    CPython reports it as an unraisable "Signal N ignored due to race condition" (with a
+    traceback on stderr), which is dropped once this process was stopped. Anything else
+    goes to the hook there was."""
+    if _received is not None and isinstance(unraisable.exc_value, OSError) and \
+            "ignored due to race condition" in str(unraisable.exc_value):
+        return
+    _hook(unraisable)
 
 
 def await_stop(seconds: float) -> None:
