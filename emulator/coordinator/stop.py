@@ -117,6 +117,20 @@ def says_it_here() -> bool:
     return rank == "0" and LAUNCHED_ENV not in os.environ
 
 
+# a node rank of the user's own mpiexec, stopped, ends this much later than it could:
+# Hydra kills every rank once one has exited, and rank 0 must say its line first
+LINE_GRACE_SECONDS = 2.0
+
+
+def let_rank_0_say_it() -> None:
+    """On a node rank of a job the user's own mpiexec started, stopped: wait a moment before
+    exiting, so that rank 0 prints its one line before Hydra, seeing this rank gone, kills
+    it (a rank waiting in the compiled message path now takes its signal at once)."""
+    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
+    if rank not in (None, "0") and LAUNCHED_ENV not in os.environ:
+        time.sleep(LINE_GRACE_SECONDS)
+
+
 def _mapped_segments(directory: str = SHM_DIR) -> set:
     """Paths under ``directory`` that some process maps (from /proc/PID/maps)."""
     mapped = set()
