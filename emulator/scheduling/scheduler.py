@@ -32,6 +32,9 @@ Priorities and MAXPROC limits come from a :class:`~.policyfile.SitePolicy`: the 
 ordered by priority first, and a job whose user or group is at its limit is passed over (it
 holds no reservation) until the limit allows it. Which processors a starting job gets is a
 separate node-selection policy (``nodes``); on a trace any free processors will do.
+
+Conservative backfilling's reservations are kept by :mod:`.conservative`, advance
+reservations by :mod:`.advance`; Slurm's backfill pass is :mod:`.slurmbackfill`.
 """
 
 import bisect
@@ -41,8 +44,9 @@ import heapq
 import math
 from operator import itemgetter
 
+from .advance import AdvanceReservations
+from .conservative import ConservativeBackfill
 from .estimates import extended_estimate
-from .job import Job
 from .orders import check_key, make_order
 from .profile import Profile
 from .ranks import GroupRanks
@@ -56,7 +60,7 @@ RESOLUTION_SECONDS = 1.0  # SWF's: an estimate below it counts as this long
 DEPTH = {"none": 0, "easy": 1, "conservative": math.inf, "slurm": math.inf}
 
 
-class Scheduler:
+class Scheduler(ConservativeBackfill, AdvanceReservations):
     """A batch scheduler for a machine of ``processors``.
 
     Parameters
@@ -397,40 +401,6 @@ class Scheduler:
             started.append(job)
         return started
 
-    # -- conservative backfilling ---------------------------------------------------------
-
-    def _profile_from(self, now):
-        """The conservative profile, moved on to ``now``."""
-        self._profile.advance(now)
-
-    def _reserve_slot(self, job, now):
-        t = self._profile.earliest(job.procs, job.estimate, now)
-        job.slot = t
-        if t is not None:
-            self._profile.reserve(t, job.estimate, job.procs)
-            heapq.heappush(self._slots, (t, job.index, job))
-            if job.reserved is None:
-                job.reserved = t
-
-    def _compress_slots(self, now):
-        """Take each reservation out in queue order and make it again as early as it fits
-        (never later: its old place is free again); jobs queued since are reserved after
-        the jobs ahead of them, until nothing moves (:meth:`.profile.PyProfile.compress`).
-        False if a reservation is already past (then rebuild)."""
-        moved = self._profile.compress_queue(self.queue, now)  # sets slot and reserved
-        if moved is None:
-            return False
-        slots = self._slots
-        if len(slots) + len(moved) > 2 * len(self.queue) + 64:  # mostly stale: drop them
-            slots = self._slots = [e for e in slots
-                                   if e[2].slot == e[0] and e[2].start is None] + moved
-            heapq.heapify(slots)
-        else:
-            for entry in moved:
-                heapq.heappush(slots, entry)
-        self._compress = False
-        return True
-
     def _base_profile(self, now):
         """Free processors from ``now`` on: running jobs by their estimated ends, and the
         advance reservations granted."""
@@ -440,109 +410,6 @@ class Scheduler:
             profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
                             req.procs)
         return profile
-
-    def _rebuild(self, now):
-        self._profile = self._base_profile(now)
-        self._slots = []
-        for _, job in self.queue:
-            if job.start is not None:
-                continue
-            if self._held(job):
-                job.slot = None
-            else:
-                self._reserve_slot(job, now)
-        self._dirty = self._compress = False
-
-    def _conservative(self, now):
-        started = []
-        for _ in range(2):  # a stale promise found: rebuild once and go on
-            if self._dirty or self._profile is None:
-                self._rebuild(now)
-            elif not self._compress:
-                self._profile_from(now)
-            elif not self._compress_slots(now):
-                self._rebuild(now)
-            slots = self._slots
-            while slots and slots[0][0] <= now:
-                slot, _, job = heapq.heappop(slots)
-                if job.slot != slot or job.start is not None:
-                    continue  # reserved again since, or started
-                if job.procs <= self.free and not self._held(job) and self._placeable(job):
-                    self._start(job, now)
-                    started.append(job)
-                    if slot < now:
-                        self._dirty = True  # its reservation began before it did
-                else:
-                    self._dirty = True
-                    break
-            if not self._dirty:
-                break
-        return started
-
-    # -- with advance reservations: every policy on one profile ---------------------------
-
-    def _general(self, now, depth):
-        """Start jobs in queue order on a profile that holds the granted advance
-        reservations: FCFS and LWF stop at the first job that cannot start (depth 0), EASY
-        reserves for that one (depth 1), conservative for every one."""
-        profile = self._base_profile(now)
-        started = []
-        blocked = 0
-        for _, job in self.queue:
-            if job.start is not None or self._held(job):
-                continue
-            if (blocked == 0 or depth > 0) and job.procs <= self.free \
-                    and profile.fits(job.procs, job.estimate, now) and self._placeable(job):
-                profile.reserve(now, job.estimate, job.procs)
-                self._start(job, now)
-                started.append(job)
-                continue
-            if depth == 0:
-                break
-            if blocked < depth:
-                t = profile.earliest(job.procs, job.estimate, now)
-                if t is not None:
-                    profile.reserve(t, job.estimate, job.procs)
-                    if job.reserved is None:
-                        job.reserved = t
-                blocked += 1
-        return started
-
-    # -- advance reservations (Smith §5) -----------------------------------------------
-
-    def _pending_reservations(self, now):
-        return any(r.granted_seconds <= now for r in self.granted)
-
-    def request_reservation(self, req, now):
-        """Grant ``req`` at the feasible time nearest to the one asked for, on a timeline of
-        the running jobs, the reservations granted and the protected share of the queue
-        (those it may not delay); with restartable jobs, of the reservations alone (queue
-        jobs make room when it starts). Returns the granted time."""
-        if req.procs > self.total:
-            raise ValueError(f"reservation {req.id} asks for {req.procs} processors, more "
-                             f"than the machine's {self.total}")
-        if self.site is not None and self.site.mode == "restartable":
-            # queue jobs can be terminated: only reservations stand in the way
-            apps = [(e, j.procs) for e, _, j in self.releases if j.index < 0]
-            profile = Profile(now, self.total - sum(p for _, p in apps), apps)
-            for other in self.granted:
-                start = max(other.granted_seconds, now)
-                profile.reserve(start, other.duration_seconds - (start - other.granted_seconds),
-                                other.procs)
-        else:
-            profile = self._base_profile(now)
-            waiting = self.waiting()
-            protected = math.ceil(self.site.queued_priority * len(waiting)) if self.site else 0
-            for job in waiting[:protected]:
-                t = profile.earliest(job.procs, job.estimate, now)
-                if t is not None:
-                    profile.reserve(t, job.estimate, job.procs)
-        req.granted_seconds = profile.nearest(req.procs, req.duration_seconds, req.start_seconds,
-                                              now)
-        self.granted.append(req)
-        self.granted.sort(key=lambda r: r.granted_seconds)
-        self._dirty = True
-        return req.granted_seconds
 
     def next_wakeup(self):
         """The next instant the scheduler must act without an arrival or an ending: the
@@ -555,58 +422,6 @@ class Scheduler:
         if slots and not self._dirty and (wake is None or slots[0][0] < wake):
             wake = slots[0][0]
         return wake
-
-    def start_reservations(self, now):
-        """Start the reservations due at ``now``. Returns (reservation jobs started, queue
-        jobs killed to make room). With restartable jobs, running queue jobs are killed by
-        least cost (work done and work left, weighted) and requeued; otherwise a due
-        reservation that does not fit waits."""
-        started, killed = [], []
-        for req in [r for r in self.granted if r.granted_seconds <= now]:
-            if req.procs > self.free and self.site is not None and self.site.mode == "restartable":
-                killed += self._kill_for(req.procs - self.free, now)
-            if req.procs > self.free:
-                continue  # waits (a job overran its maximum); the next event tries again
-            self.granted.remove(req)
-            run = req.duration_seconds if req.run_seconds is None else req.run_seconds
-            job = Job(-req.id, req.submit_seconds, req.procs, run, estimate=req.duration_seconds,
-                      index=-req.id)
-            job.info = {"reservation": req}
-            req.started_seconds = now
-            self._start(job, now)
-            started.append(job)
-            self._dirty = True
-        return started, killed
-
-    def _kill_for(self, procs, now):
-        done_weight, left_weight = self.site.restart_cost
-        victims = []
-        for job in self.running:
-            if job.info and "reservation" in job.info:
-                continue  # reserved applications are never terminated
-            done = job.procs * (now - job.start)
-            left = job.procs * max(job.est_end - now, 0.0)
-            victims.append((done_weight * done + left_weight * left, job.index, job))
-        victims.sort(key=lambda v: v[:2])
-        chosen, freed = [], 0
-        for _, _, job in victims:
-            if freed >= procs:
-                break
-            chosen.append(job)
-            freed += job.procs
-        # started jobs may linger in the queue: drop them before the victims go back in
-        self.queue = [e for e in self.queue if e[1].start is None]
-        self._stale = 0
-        for job in chosen:
-            del self.running[job]
-            self._release(job)
-            self.order.finished(job, now)
-            job.start = job.est_end = job.end = None
-            job.restarts += 1
-            self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
-            self._count_group(job, 1)
-            bisect.insort(self.queue, (self._key(job, now), job), key=lambda e: e[0])
-        return chosen
 
     # -- a copy to simulate forward -------------------------------------------------------
 
