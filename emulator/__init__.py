@@ -19,8 +19,9 @@ Workloads and traces (SWF; England and Weissman's model)
     fit_model, sample_jobs, read_model
 The batch scheduler
     Job, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
-    schedule_trace, TraceRunOptions, Simulation, schedule_summary, make_order, Order, SitePolicy, Credential,
-    read_policy_file, ReservationRequest, Actual, Requested, EstimateFunction, estimator
+    schedule_trace, TraceRunOptions, Simulation, Watch, schedule_summary, make_order, Order,
+    SitePolicy, Credential, read_policy_file, ReservationRequest, Actual, Requested,
+    EstimateFunction, estimator
 Predictions (Smith; Li et al.)
     evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, WaitStudy, Source,
     predict_start, probe_starts, published_starts, ForecastBound, QBETSBound
@@ -107,6 +108,7 @@ _API = {
     "schedule_trace": (".scheduling.trace_run", "schedule_trace"),
     "TraceRunOptions": (".scheduling.trace_run", "TraceRunOptions"),
     "Simulation": (".scheduling.simulate", "Simulation"),
+    "Watch": (".scheduling.simulate", "Watch"),
     "schedule_summary": (".scheduling.metrics", "summarize"),
     "make_order": (".scheduling.orders", "make_order"),
     "Order": (".scheduling.orders", "Order"),

@@ -18,7 +18,7 @@ from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_
 from emulator.scheduling.profile import Profile
 from emulator.scheduling.reservations import ReservationRequest
 from emulator.scheduling.scheduler import DEPTH, POLICIES, Scheduler
-from emulator.scheduling.simulate import simulate
+from emulator.scheduling.simulate import Watch, simulate
 from emulator.workload.swf import read_swf
 from emulator.workload.traces import resolve_trace
 
@@ -195,6 +195,28 @@ def test_a_job_list_simulated_twice_gives_what_fresh_lists_give(order, backfill)
     assert again != first  # the two policies differ on this list: the check can fail
     assert [(j.id, j.submit, j.procs, j.run, j.estimate, j.start, j.end)
             for j in jobs] == given
+
+
+def test_a_watch_sees_every_instant_counts_the_jobs_done_and_stops_the_run():
+    """Four jobs on 4 processors under FCFS, worked by hand: J1 holds the machine to 10, J2
+    waits for it and ends at 20 as J3 arrives; J4 comes at 30."""
+    jobs = jobs_of((0, 4, 10), (5, 2, 10), (20, 1, 5), (30, 1, 1))
+
+    def run(stop=None):
+        seen, done = [], []
+        sim = simulate(jobs, Scheduler(4, "fcfs"), watch=Watch(
+            stop=stop, progress=done.append,
+            on_instant=lambda now, sched, arrived, started: seen.append(
+                (now, [j.id for j in arrived], [j.id for j in started]))))
+        return seen, done, [j.start for j in sim.jobs]
+
+    seen, done, starts = run()
+    assert seen == [(0, [1], [1]), (5, [2], []), (10, [], [2]), (20, [3], [3]), (25, [], []),
+                    (30, [4], [4]), (31, [], [])]
+    assert done == [4] and starts == [0, 10, 20, 30]
+    seen, done, starts = run(stop=lambda now: now >= 20)
+    assert [t for t, _, _ in seen] == [0, 5, 10, 20]
+    assert done == [2] and starts == [0, 10, 20, None]
 
 
 def test_the_stale_list_case_gives_easys_own_waits():

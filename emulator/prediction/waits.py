@@ -31,7 +31,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from ..scheduling.scheduler import Scheduler
-from ..scheduling.simulate import simulate
+from ..scheduling.simulate import Watch, simulate
 from .forward import predict_start, replayed_arrivals
 from .online import Online
 from .waitstate import StatePredictor, scheduler_state
@@ -384,7 +384,8 @@ def evaluate_waits(jobs: list, processors: int, policy: str, sources: Sequence[S
     sim = simulate(jobs, Scheduler(processors, policy, site=study.site),
                    estimator=Learning(estimator, sources),
                    kill_at_requested=study.kill_at_requested,
-                   on_instant=_instants(one, extras, forecast_for, progress))
+                   watch=Watch(on_instant=_instants(one, extras, forecast_for,
+                                                    progress)))
     outcome = _Outcome(sim.jobs, evaluate)
     forecasts = len(one.queue_sizes)
     summary = {"policy": policy, "scheduler_estimates": estimator.name,

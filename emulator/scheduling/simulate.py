@@ -8,6 +8,8 @@ then the policy runs once, so jobs that arrive together are scheduled together.
 
 import heapq
 import time
+from dataclasses import dataclass
+from math import inf
 from typing import Any, Callable, Optional, Sequence
 
 from .estimates import Actual
@@ -31,11 +33,31 @@ class Simulation:
         return len(self.jobs) / self.seconds if self.seconds > 0 else float("inf")
 
 
+@dataclass(frozen=True)
+class Watch:
+    """What a caller watches during a simulation, and where it ends early.
+
+    stop : callable, optional
+        ``stop(now) -> bool``, checked after each instant; the simulation ends when it is
+        true (jobs not started keep ``start=None``).
+    progress : callable, optional
+        ``progress(jobs_done)``, called now and then.
+    on_instant : callable, optional
+        ``on_instant(now, scheduler, arrived, started)`` after the policy has run at each
+        instant (``arrived``, ``started``: lists of jobs), e.g. to predict from a snapshot.
+    """
+
+    stop: Optional[Callable[[float], bool]] = None
+    progress: Optional[Callable[[int], None]] = None
+    on_instant: Optional[Callable[..., None]] = None
+
+
+NOTHING = Watch()
+
+
 def simulate(jobs: Sequence[Any], scheduler: Any, *, estimator: Any = None,
              kill_at_requested: bool = False, reservations: Sequence[Any] = (),
-             stop: Optional[Callable[[float], bool]] = None, until: Optional[float] = None,
-             progress: Optional[Callable[[int], None]] = None,
-             on_instant: Optional[Callable[..., None]] = None) -> Simulation:
+             until: Optional[float] = None, watch: Watch = NOTHING) -> Simulation:
     """Simulate ``jobs`` (:class:`~.job.Job`, any order) on ``scheduler``.
 
     Parameters
@@ -52,43 +74,72 @@ def simulate(jobs: Sequence[Any], scheduler: Any, *, estimator: Any = None,
         End a job at its requested time if it would run longer (``job.killed``).
     reservations : list of ReservationRequest
         Advance reservation requests, each handled at its ``submit_seconds``.
-    stop : callable, optional
-        ``stop(now) -> bool``, checked after each instant; the simulation ends when it is
-        true (jobs not started keep ``start=None``).
     until : float, optional
         Stop before the first instant later than this (the state as it is at ``until``).
-    progress : callable, optional
-        ``progress(jobs_done)``, called now and then.
-    on_instant : callable, optional
-        ``on_instant(now, scheduler, arrived, started)`` after the policy has run at each
-        instant (``arrived``, ``started``: lists of jobs), e.g. to predict from a snapshot.
+    watch : Watch, optional
+        Progress, a call at each instant, and a condition to stop on.
 
     Returns
     -------
     Simulation
         Its ``jobs`` are the scheduled copies, in the order of ``jobs``.
     """
-    estimator = estimator or Actual()
     started_at = time.perf_counter()
-    runs = [job.fresh() for job in jobs]
-    arrivals = sorted(runs, key=lambda j: (j.submit, j.index))
-    requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
-    ends: list = []  # (end, index, start, job); stale if the job was killed and requeued
+    clock = _Clock(jobs, reservations, scheduler, estimator or Actual(), watch.progress)
+    arrivals, requests, ends = clock.arrivals, clock.requests, clock.ends
     n, m = len(arrivals), len(requests)
-    a = r = 0
-    done = 0
-    inf = float("inf")
-    while True:
+    stop, on_instant = watch.stop, watch.on_instant
+    while True:  # the next instant anything happens, read inline: this loop is hot
         t = ends[0][0] if ends else inf
-        if a < n and arrivals[a].submit < t:
-            t = arrivals[a].submit
-        if r < m and requests[r].submit_seconds < t:
-            t = requests[r].submit_seconds
+        if clock.a < n and arrivals[clock.a].submit < t:
+            t = arrivals[clock.a].submit
+        if clock.r < m and requests[clock.r].submit_seconds < t:
+            t = requests[clock.r].submit_seconds
         wake = scheduler.next_wakeup()
         if wake is not None and wake < t:
             t = wake
         if t == inf or (until is not None and t > until):
             break
+        if ends and ends[0][0] <= t:
+            clock.finish(t)
+        if clock.r < m:
+            clock.request(t)
+        if scheduler.granted:
+            clock.ends_of(scheduler.start_reservations(t)[0], t, False)
+        first = clock.a
+        if first < n and arrivals[first].submit <= t:
+            clock.arrive(t)
+        started = scheduler.schedule(t)
+        if started:
+            clock.ends_of(started, t, kill_at_requested)
+        if on_instant is not None:
+            on_instant(t, scheduler, arrivals[first:clock.a], started)
+        if stop is not None and stop(t):
+            break
+    seconds = time.perf_counter() - started_at
+    if watch.progress is not None:
+        watch.progress(clock.done)
+    return Simulation(clock.runs, list(reservations), scheduler.total, scheduler.policy,
+                      seconds)
+
+
+class _Clock:
+    """A simulation's events: arrivals and reservation requests in time order, and the ends
+    of running jobs, a heap of (end, index, start, job); an entry is stale if its job was
+    killed and requeued since."""
+
+    def __init__(self, jobs: Sequence[Any], reservations: Sequence[Any], scheduler: Any,
+                 estimator: Any, progress: Optional[Callable[[int], None]]) -> None:
+        self.runs = [job.fresh() for job in jobs]
+        self.arrivals = sorted(self.runs, key=lambda j: (j.submit, j.index))
+        self.requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
+        self.ends: list = []
+        self.a = self.r = self.done = 0
+        self.scheduler, self.estimator, self.progress = scheduler, estimator, progress
+
+    def finish(self, t: float) -> None:
+        """End the jobs due at ``t``."""
+        ends, scheduler, progress = self.ends, self.scheduler, self.progress
         while ends and ends[0][0] <= t:
             _, _, start, job = heapq.heappop(ends)
             if job.start != start:
@@ -96,37 +147,37 @@ def simulate(jobs: Sequence[Any], scheduler: Any, *, estimator: Any = None,
             scheduler.finish(job, t)
             if job.index < 0:
                 continue  # an advance reservation's application
-            estimator.observe(job, t)
-            done += 1
-            if progress is not None and done % 2048 == 0:
-                progress(done)
-        while r < m and requests[r].submit_seconds <= t:
-            scheduler.request_reservation(requests[r], t)
-            r += 1
-        if scheduler.granted:
-            started, killed = scheduler.start_reservations(t)
-            for job in started:
-                job.end = t + job.run
-                heapq.heappush(ends, (job.end, job.index, t, job))
-        first = a
+            self.estimator.observe(job, t)
+            self.done += 1
+            if progress is not None and self.done % 2048 == 0:
+                progress(self.done)
+
+    def request(self, t: float) -> None:
+        """Hand the scheduler the reservation requests made by ``t``."""
+        requests = self.requests
+        while self.r < len(requests) and requests[self.r].submit_seconds <= t:
+            self.scheduler.request_reservation(requests[self.r], t)
+            self.r += 1
+
+    def arrive(self, t: float) -> None:
+        """Submit the jobs arriving by ``t``, each with its estimate then."""
+        arrivals, estimate, submit = self.arrivals, self.estimator.estimate, \
+            self.scheduler.submit
+        a, n = self.a, len(arrivals)
         while a < n and arrivals[a].submit <= t:
             job = arrivals[a]
-            job.estimate = estimator.estimate(job, t)
-            scheduler.submit(job, t)
+            job.estimate = estimate(job, t)
+            submit(job, t)
             a += 1
-        started = scheduler.schedule(t)
+        self.a = a
+
+    def ends_of(self, started: list, t: float, kill_at_requested: bool) -> None:
+        """Each job started at ``t`` ends after its run (its requested time at most, if
+        ``kill_at_requested``)."""
         for job in started:
             run = job.run
             if kill_at_requested and job.requested is not None and run > job.requested:
                 run = job.requested
                 job.killed = True
             job.end = t + run
-            heapq.heappush(ends, (job.end, job.index, t, job))
-        if on_instant is not None:
-            on_instant(t, scheduler, arrivals[first:a], started)
-        if stop is not None and stop(t):
-            break
-    seconds = time.perf_counter() - started_at
-    if progress is not None:
-        progress(done)
-    return Simulation(runs, list(reservations), scheduler.total, scheduler.policy, seconds)
+            heapq.heappush(self.ends, (job.end, job.index, t, job))

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from .estimates import Function, estimator
 from .job import compress_arrivals, jobs_from_trace
 from .reservations import jobs_as_reservations
-from .simulate import Simulation, simulate
+from .simulate import Simulation, Watch, simulate
 
 __all__ = ["TraceRunOptions", "TraceRun", "check_trace_options", "trace_jobs",
            "schedule_trace"]
@@ -98,5 +98,5 @@ def schedule_trace(trace: Any, make_scheduler: Callable[[int], Any],
         est, label = Function(lambda job, now: job.limit(), "maximum"), "maximum"
     sim = simulate(jobs, make_scheduler(processors), estimator=est,
                    kill_at_requested=options.kill_at_requested or nonrestartable,
-                   reservations=requests, progress=progress)
+                   reservations=requests, watch=Watch(progress=progress))
     return TraceRun(sim, label)
