@@ -197,16 +197,16 @@ def test_the_programs_exit_status_comes_back_and_bad_hosts_are_named(tmp_path):
 
 @pytest.mark.mpi
 def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
-    from emulator.interpose.job import run_programs
+    from emulator.interpose.job import ProgramOptions, run_programs
 
     cluster, nodes = crossbar(4), ["n1", "n2", "n3", "n4"]
     timeline = full_capacity_timeline(cluster)
     # 0.39 s alone; at dilation 4, as 8 ranks on a busy 2-core machine want
     program = [paced, "alltoall", str(1 << 19), "3"]
-    alone, = run_programs(cluster, timeline, [(nodes, program)], dilation=4,
-                          timeout_seconds=60)
+    options = ProgramOptions(dilation=4, timeout_seconds=60)
+    alone, = run_programs(cluster, timeline, [(nodes, program)], options)
     first, second = run_programs(cluster, timeline, [(nodes, program), (nodes, program)],
-                                 dilation=4, timeout_seconds=60)
+                                 options)
     assert alone.status == first.status == second.status == 0
     # two equal jobs sharing every port, the second started lag later: each lasts 2W - lag
     starts = [min(r["init_seconds"] for r in run.ranks) for run in (first, second)]
@@ -221,7 +221,7 @@ def test_a_program_goes_on_from_the_scenario_time_it_is_given(paced, tmp_path):
     """With ``epoch`` ten seconds back, a program meets the scenario at its tenth second:
     a 1 MB message between n1 and n2, whose pair falls from 100 to 20 Mbit/s at 5 s, takes
     0.4 s rather than 0.08 s."""
-    from emulator.interpose.job import run_program
+    from emulator.interpose.job import ProgramOptions, run_program
     from emulator.network.scenario import load_scenario
 
     cluster = crossbar(2)
@@ -229,9 +229,10 @@ def test_a_program_goes_on_from_the_scenario_time_it_is_given(paced, tmp_path):
     trace.write_text("time_seconds,a,b,bandwidth_mbps\n0,n1,n2,100\n5,n1,n2,20\n")
     timeline = load_scenario(str(trace), cluster)
     program = [paced, "fanout", "1000000"]
-    now = run_program(cluster, timeline, ["n1", "n2"], program, timeout_seconds=60)
-    later = run_program(cluster, timeline, ["n1", "n2"], program, timeout_seconds=60,
-                        epoch=time.time() - 10.0)
+    now = run_program(cluster, timeline, ["n1", "n2"], program,
+                      ProgramOptions(timeout_seconds=60))
+    later = run_program(cluster, timeline, ["n1", "n2"], program,
+                        ProgramOptions(timeout_seconds=60, epoch=time.time() - 10.0))
     assert now.status == later.status == 0
     assert now.seconds < 0.2 and 0.38 < later.seconds < 0.5, (now.seconds, later.seconds)
     assert later.wall_seconds < 5.0  # its own launch, not the ten seconds before it

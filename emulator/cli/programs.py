@@ -93,7 +93,7 @@ def _jobs(args, names):
 
 def cmd_mpiexec(args):
     from ..files import write_json_atomic
-    from ..interpose.job import run_programs
+    from ..interpose.job import ProgramOptions, run_programs
     from ..network import cluster as clusters
     from ..network.scenario import full_capacity_timeline, load_scenario
 
@@ -101,8 +101,9 @@ def cmd_mpiexec(args):
     jobs = _jobs(args, clusters.node_names(cluster))
     timeline = load_scenario(args.scenario, cluster) if args.scenario \
         else full_capacity_timeline(cluster)
-    runs = run_programs(cluster, timeline, jobs, dilation=args.dilation,
-                        time_scale=args.time_scale, timeout_seconds=args.timeout_seconds)
+    runs = run_programs(cluster, timeline, jobs, ProgramOptions(
+        dilation=args.dilation, time_scale=args.time_scale,
+        timeout_seconds=args.timeout_seconds))
     for run in runs:
         for error in run.errors:  # why the library ended a job
             echo(f"nodesel: {error}", file=sys.stderr)

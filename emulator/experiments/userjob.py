@@ -53,11 +53,11 @@ class EmulatedCluster:
     def run(self, jobs, *, timeout_seconds, stdout=None):
         """``jobs``: ``[(rank_nodes, argv)]``, run at once sharing the model; their
         :class:`~emulator.interpose.job.ProgramRun`."""
-        from ..interpose.job import run_programs
+        from ..interpose.job import ProgramOptions, run_programs
 
-        return run_programs(self.cluster, self.timeline, jobs, dilation=self.dilation,
-                            time_scale=self.time_scale, timeout_seconds=timeout_seconds,
-                            epoch=self.epoch, stdout=stdout)
+        return run_programs(self.cluster, self.timeline, jobs, ProgramOptions(
+            dilation=self.dilation, time_scale=self.time_scale,
+            timeout_seconds=timeout_seconds, epoch=self.epoch, stdout=stdout))
 
 
 def program_argv(template, *, nprocs):

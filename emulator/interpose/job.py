@@ -81,42 +81,49 @@ def _read_ranks(path: str) -> tuple:
     return tuple(sorted(ranks, key=lambda row: row["rank"])), errors
 
 
-def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str], *,
-                dilation: float = 1.0, time_scale: float = 1.0,
-                timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                mpiexec: Optional[str] = None, epoch: Optional[float] = None,
-                stdout: Any = None) -> ProgramRun:
+@dataclass(frozen=True)
+class ProgramOptions:
+    """How programs run on the emulated cluster: ``dilation`` (their compute counted that
+    many times as long), ``time_scale`` (emulated seconds per wall second), each job
+    within ``timeout_seconds``, launched by ``mpiexec`` (default the wheel's), the
+    scenario's time 0 at wall time ``epoch`` (default: now), their output to ``stdout``
+    (``subprocess.DEVNULL``, a file; default ours)."""
+
+    dilation: float = 1.0
+    time_scale: float = 1.0
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    mpiexec: Optional[str] = None
+    epoch: Optional[float] = None
+    stdout: Any = None
+
+
+def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str],
+                options: ProgramOptions = ProgramOptions()) -> ProgramRun:
     """Run ``argv`` (an MPI program and its arguments) as one job of ``len(rank_nodes)``
     ranks on the cluster."""
-    return run_programs(cluster, timeline, [(rank_nodes, argv)], dilation=dilation,
-                        time_scale=time_scale, timeout_seconds=timeout_seconds,
-                        mpiexec=mpiexec, epoch=epoch, stdout=stdout)[0]
+    return run_programs(cluster, timeline, [(rank_nodes, argv)], options)[0]
 
 
-def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple], *,
-                 dilation: float = 1.0, time_scale: float = 1.0,
-                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-                 mpiexec: Optional[str] = None, epoch: Optional[float] = None,
-                 stdout: Any = None) -> list:
+def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
+                 options: ProgramOptions = ProgramOptions()) -> list:
     """Run programs at once on the cluster, sharing its one model: ``jobs`` is a list of
-    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order.
-    The scenario's time 0 is at wall time ``epoch`` (default: now); the programs' output
-    goes to ``stdout`` (``subprocess.DEVNULL``, a file; default ours)."""
-    mpiexec = mpiexec or mpiexec_path()
+    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order."""
+    mpiexec = options.mpiexec or mpiexec_path()
     if mpiexec is None:
         raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
     if any(not argv for _, argv in jobs):
         raise UserError("no program to run")
     began = time.time()
     with tempfile.TemporaryDirectory(prefix="nodesel-program-") as tmp, \
-            ServedProgram(cluster, timeline, [nodes for nodes, _ in jobs], dilation=dilation,
-                          time_scale=time_scale, epoch=epoch) as served:
+            ServedProgram(cluster, timeline, [nodes for nodes, _ in jobs],
+                          dilation=options.dilation, time_scale=options.time_scale,
+                          epoch=options.epoch) as served:
         stats = [os.path.join(tmp, f"ranks-{j}.jsonl") for j in range(len(jobs))]
         commands = [mpiexec_command(mpiexec, len(nodes), dict(
             served.environment(j), NODESEL_PMPI_STATS=stats[j],
-            NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(timeout_seconds))), argv)
+            NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(options.timeout_seconds))), argv)
             for j, (nodes, argv) in enumerate(jobs)]
-        statuses = _run_all(commands, stdout)
+        statuses = _run_all(commands, options.stdout)
         runs = []
         for status, path in zip(statuses, stats):
             ranks, errors = _read_ranks(path)
