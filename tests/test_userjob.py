@@ -10,7 +10,7 @@ import time
 import pytest
 
 from emulator.errors import UserError
-from emulator.experiments.userjob import Step, run_job
+from emulator.experiments.userjob import Step, UserJob, run_job
 from emulator.network.netgraph import graph_from_node_link
 from emulator.selection.maxmin import max_min_select
 from emulator.selection.patternfile import resolve_pattern
@@ -100,9 +100,9 @@ def test_run_job_times_each_candidate_and_runs_the_app_on_the_fastest(tmp_path):
     trial = tmp_path / "trial.py"
     trial.write_text(TRIAL)
     lines = []
-    result = run_job(network, pattern, skeleton_cmd=f"{PY} {trial} {{machinefile}} {seconds}",
-                     app_cmd=f"{PY} -c pass", host_of=lambda n: n, out_dir=str(tmp_path),
-                     candidates=3, progress=lines.append)
+    job = UserJob(f"{PY} {trial} {{machinefile}} {seconds}", f"{PY} -c pass", candidates=3)
+    result = run_job(network, pattern, job, host_of=lambda n: n, out_dir=str(tmp_path),
+                     progress=lines.append)
     assert result["chosen"] == 1
     chosen = result["selection"]["candidates"][1]
     assert " ".join(sorted(chosen["nodes"])) == ranked[1]
@@ -120,9 +120,10 @@ def test_run_job_times_each_candidate_and_runs_the_app_on_the_fastest(tmp_path):
 
 def test_a_hanging_application_is_named_and_recorded(tmp_path):
     with pytest.raises(UserError, match="the application command did not end within 1 s"):
-        run_job(graph(), resolve_pattern("ring", 4), skeleton_cmd=f"{PY} -c pass",
-                app_cmd=f"{PY} -c 'import time; time.sleep(60)'", host_of=lambda n: n,
-                out_dir=str(tmp_path), timeout_seconds=1.0, progress=lambda text: None)
+        job = UserJob(f"{PY} -c pass", f"{PY} -c 'import time; time.sleep(60)'",
+                      timeout_seconds=1.0)
+        run_job(graph(), resolve_pattern("ring", 4), job, host_of=lambda n: n,
+                out_dir=str(tmp_path), progress=lambda text: None)
     result = json.loads((tmp_path / "run.json").read_text())
     assert result["app_exit_status"] < 0  # killed
     assert 1.0 <= result["app_seconds"] < 10

@@ -218,7 +218,8 @@ def cmd_experiment(args):
 
 
 def cmd_run(args):
-    from ..experiments.userjob import command_argv, measure, program_argv, run_job
+    from ..experiments.userjob import (UserJob, command_argv, measure, program_argv,
+                                      run_job)
     from ..files import write_json_atomic
     from ..network.allocation import allocation_hosts
     from ..network.netgraph import to_node_link
@@ -260,9 +261,9 @@ def cmd_run(args):
     graph = measure(launch, extra, timeout_seconds=args.timeout_seconds,
                     shaping="inproc" if emulated else "external")
     write_json_atomic(os.path.join(out, "status.json"), to_node_link(graph))
-    result = run_job(graph, pattern, skeleton_cmd=args.skeleton_cmd, app_cmd=args.app_cmd,
-                     host_of=host_of, out_dir=out, candidates=args.candidates,
-                     timeout_seconds=args.timeout_seconds, emulated=emulated)
+    job = UserJob(args.skeleton_cmd, args.app_cmd, candidates=args.candidates,
+                  timeout_seconds=args.timeout_seconds)
+    result = run_job(graph, pattern, job, host_of=host_of, out_dir=out, emulated=emulated)
     unit = "s emulated" if emulated else "s"
     print(f"chosen: candidate {result['chosen'] + 1}; application {result['app_seconds']:.2f} "
           f"{unit}; results in {out}/run.json; the placement as {result['machinefile']} (MPICH), "

@@ -236,12 +236,24 @@ def _emulated_app(chosen, template, emulated, timeout_seconds, progress):
     return argv, run.seconds, 0, None
 
 
-def run_job(graph, pattern, *, skeleton_cmd, app_cmd, host_of, out_dir, candidates=3,
-            timeout_seconds=600.0, progress=print, emulated=None):
-    """Steps 2-4, each command within ``timeout_seconds``; writes ``run.json`` and the
-    chosen ``machinefile`` into ``out_dir``. With ``emulated`` (an :class:`EmulatedCluster`)
-    the commands are programs run on it, and their times emulated seconds."""
-    selection = max_min_select(graph, pattern, candidates=candidates)
+@dataclass(frozen=True)
+class UserJob:
+    """What a user's job runs: the skeleton command timed on each of ``candidates`` node
+    groups, then the application command on the fastest, each within ``timeout_seconds``
+    (templates as :func:`command_argv` reads them)."""
+
+    skeleton_cmd: str
+    app_cmd: str
+    candidates: int = 3
+    timeout_seconds: float = 600.0
+
+
+def run_job(graph, pattern, job: UserJob, *, host_of, out_dir, progress=print, emulated=None):
+    """Steps 2-4 of ``job``; writes ``run.json`` and the chosen ``machinefile`` into
+    ``out_dir``. With ``emulated`` (an :class:`EmulatedCluster`) the commands are programs
+    run on it, and their times emulated seconds."""
+    skeleton_cmd, app_cmd, timeout_seconds = job.skeleton_cmd, job.app_cmd, job.timeout_seconds
+    selection = max_min_select(graph, pattern, candidates=job.candidates)
     progress(f"{len(selection.candidates)} candidate group(s); bottleneck "
              f"{selection.bottleneck_mbps} Mbit/s")
     if emulated is not None:
