@@ -24,7 +24,7 @@ The batch scheduler
     EstimateFunction, estimator
 Predictions (Smith; Li et al.)
     evaluate_runtimes, fit_predictor, predictor_names, evaluate_waits, WaitStudy, Source,
-    predict_start, probe_starts, published_starts, ForecastBound, QBETSBound
+    predict_start, probe_starts, published_starts, StartsMachine, ForecastBound, QBETSBound
 Turnaround on time-shared nodes (Hanzich et al.)
     BatchJob, read_batch_jobs, generate_batch_jobs, estimate_ends, CISNE_ESTIMATORS
 Load sharing across a grid (England and Weissman)
@@ -130,6 +130,7 @@ _API = {
     "predict_start": (".prediction.forward", "predict_start"),
     "probe_starts": (".prediction.forward", "probe_starts"),
     "published_starts": (".prediction.starts", "published_starts"),
+    "StartsMachine": (".prediction.starts", "Machine"),
     "ForecastBound": (".prediction.bounds", "ForecastBound"),
     "QBETSBound": (".prediction.bounds", "QBETSBound"),
     # turnaround on time-shared nodes

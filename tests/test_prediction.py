@@ -677,3 +677,23 @@ def test_wait_forecast_selected_on_the_training_prefix(tmp_path):
     table = (out / "table.md").read_text()
     assert "chosen on the training prefix by work error" in table
     assert "chosen on the training prefix by wait error" in table
+
+
+@pytest.mark.parametrize("kill, waits, state", [
+    (False, [40, 41, 42], (1, 1, 0)),  # J1 runs to 100: J2, then the probes one by one
+    (True, [0, 1, 2], (1, 0, 1)),  # J1 ended at its 50 s request: J2 runs, one processor free
+])
+def test_published_starts_worked_by_hand(kill, waits, state):
+    """4 processors under EASY, published at 60 s: J1 (4 processors, runs 100 s, asked 50)
+    from 0, J2 (3 processors, 40 s) from 10; a probe of one processor and one second per
+    group, and the default one, join the queue in that order."""
+    from emulator.prediction.starts import Machine, published_starts
+    from emulator.scheduling.estimates import estimator
+
+    jobs = [Job(1, 0, 4, 100.0, requested=50, user=1, group=1, index=0),
+            Job(2, 10, 3, 40.0, requested=40, user=2, group=2, index=1)]
+    result = published_starts(jobs, Machine(4, "easy", kill_at_requested=kill),
+                              estimator("actual"), Source("actual"), 60)
+    assert [(r["entity"], r["wait_seconds"]) for r in result["starts"]] == list(zip(
+        ["group 1", "group 2", "default"], waits))
+    assert (result["running_jobs"], result["queued_jobs"], result["free_processors"]) == state

@@ -343,7 +343,8 @@ def _selection_rules(text):
 
 def cmd_starts(args):
     from ..files import write_json_atomic, write_text_atomic
-    from ..prediction.starts import published_starts, starts_csv, starts_table, plot_starts
+    from ..prediction.starts import (Machine, plot_starts, published_starts, starts_csv,
+                                     starts_table)
 
     site = _site(args)
     trace = read_trace(args)
@@ -355,10 +356,11 @@ def cmd_starts(args):
     source = _sources(args, trace, jobs, args.runtimes)
     if len(source) != 1:
         raise UserError("predict starts takes one --runtimes source")
-    result = published_starts(jobs, trace.max_procs, args.policy, est, source[0], args.at,
-                              site=site, probe_procs=args.probe_procs,
-                              unix_start=trace.header_number("UnixStartTime"),
-                              kill_at_requested=args.kill_at_requested)
+    machine = Machine(trace.max_procs, args.policy, site=site,
+                      kill_at_requested=args.kill_at_requested)
+    result = published_starts(jobs, machine, est, source[0], args.at,
+                              probe_procs=args.probe_procs,
+                              unix_start=trace.header_number("UnixStartTime"))
     table = starts_table(result)
     print(table, end="")
     if args.out:

@@ -7,6 +7,8 @@ matches no named credential); without a policy file, every group of the trace.
 
 import collections
 import datetime
+from dataclasses import dataclass
+from typing import Any
 
 from ..scheduling.scheduler import Scheduler
 from ..scheduling.simulate import simulate
@@ -35,14 +37,27 @@ def probes_for(jobs, site, procs):
     return probes
 
 
-def published_starts(jobs, processors, policy, estimator, source, at, *, site=None,
-                     probe_procs=1, unix_start=None, kill_at_requested=False):
-    """Schedule ``jobs`` up to ``at`` (seconds), then publish a start time per probe.
-    Returns a JSON-able dict."""
+@dataclass(frozen=True)
+class Machine:
+    """The machine whose starts are published: its processors, its scheduler's policy and
+    site policy, and whether jobs end at their requested time."""
+
+    processors: int
+    policy: str = "easy"
+    site: Any = None
+    kill_at_requested: bool = False
+
+
+def published_starts(jobs, machine: Machine, estimator, source, at, *, probe_procs=1,
+                     unix_start=None):
+    """Schedule ``jobs`` up to ``at`` (seconds) on ``machine``, then publish a start time
+    per probe of ``probe_procs`` processors (``unix_start``: the trace's time 0, for
+    calendar times). Returns a JSON-able dict."""
+    processors, policy, site = machine.processors, machine.policy, machine.site
     scheduler = Scheduler(processors, policy, site=site)
     known = [j for j in jobs if j.submit <= at]
     simulate(known, scheduler, estimator=Learning(estimator, [source]), until=at,
-             kill_at_requested=kill_at_requested)
+             kill_at_requested=machine.kill_at_requested)
     knows = estimator.name != "actual"
     probes = probes_for(jobs, site, probe_procs)
     starts = probe_starts(scheduler, at, probes, source.run_of, knows_estimates=knows)
