@@ -16,7 +16,7 @@ from emulator.prediction.forward import predict_start, probe_starts, replayed_ar
 from emulator.prediction.online import blind, completion_times, events, run_online
 from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
-from emulator.prediction.search import Training, search_templates
+from emulator.prediction.search import TemplateSearch, Training, search_templates
 from emulator.prediction.waits import Source, WaitStudy, evaluate_waits, work_error
 from emulator.scheduling.estimates import Actual
 from emulator.scheduling.job import Job
@@ -103,8 +103,8 @@ def test_template_search_finds_the_attribute_that_matters():
     ends = np.array([j.submit + j.run for j in jobs])
     training = Training(jobs, ends, 400)
     for method in ("ga", "greedy"):
-        templates, mae = search_templates(training, available(jobs), False, method=method,
-                                          generations=15)
+        templates, mae = search_templates(training, available(jobs), False, TemplateSearch(
+            method=method, generations=15))
         assert mae < 50, method  # against a spread of 200-800 s (early jobs have no history)
         assert any("E" in t.attrs for t in templates), method
 
@@ -143,8 +143,8 @@ def test_the_wait_tuned_search_lowers_the_prefix_wait():
     ends = np.array([j.submit + j.run for j in jobs])
     training = Training(jobs, ends, 500)
     easy = (lambda: Scheduler(32, "easy"))
-    templates, wait = search_templates(training, available(jobs), True, fit="wait",
-                                       scheduler_of=easy, generations=4)
+    templates, wait = search_templates(training, available(jobs), True, TemplateSearch(
+        fit="wait", generations=4), scheduler_of=easy)
     requested = prefix_wait(training, np.full(500, 20000.0), easy)
     assert templates and wait < requested
 

@@ -14,7 +14,7 @@ from . import PREDICTORS, is_predictor  # noqa: F401  (is_predictor: part of thi
 from .attributes import NOMINAL, available, has_requested
 from .online import SOURCES, run_online
 from .runtime import Categories, InstanceBased, LastTwo, Li, Mean, Requested, pair_label
-from .search import Training, search_ibl, search_templates, select_li
+from .search import TemplateSearch, Training, search_ibl, search_templates, select_li
 
 # Smith fitted his searches to the mean absolute error, which the median of a job's likely
 # run times minimises; "-sq" fits minimise the squared error, which their mean minimises.
@@ -66,8 +66,8 @@ def build(names, training, *, seed=1, log=None, fit="error", scheduler_of=None):
             if name.startswith("smith"):
                 log(f"searching Smith's template sets for {name} (genetic algorithm, least "
                     f"{'wait' if fit == 'wait' else loss})")
-                templates, err = search_templates(training, attrs, requested, seed=seed,
-                                                  loss=loss, fit=fit, scheduler_of=scheduler_of)
+                templates, err = search_templates(training, attrs, requested, TemplateSearch(
+                    fit=fit, loss=loss, seed=seed), scheduler_of=scheduler_of)
                 key = "training_wait_seconds" if fit == "wait" else error
                 found = templates, {"templates": [t.label for t in templates], key: err,
                                     "fit": fit}

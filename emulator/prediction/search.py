@@ -21,6 +21,8 @@ then. The error minimised over the prefix jobs completed by then is the mean abs
 
 import math
 import random
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -230,13 +232,27 @@ def prefix_wait(training, estimates, scheduler_of):
     return float(np.mean([j.start - j.submit for j in sim.jobs]))
 
 
-def search_templates(training, attrs, requested, *, seed=1, loss="mae", method="ga",
-                     fit="error", scheduler_of=None, generations=None):
-    """Smith's template set for this trace. ``method``: ``ga`` (his genetic algorithm over
-    encoded sets) or ``greedy`` (templates added one at a time while the error falls).
-    ``fit``: ``error`` (the least ``loss`` of the run-time predictions, :func:`_loss`) or
-    ``wait`` (the least mean wait of the prefix scheduled by ``scheduler_of()`` with the
-    predictions). Returns (templates, the training error or wait)."""
+@dataclass(frozen=True)
+class TemplateSearch:
+    """How Smith's template sets are searched. ``method``: ``ga`` (his genetic algorithm
+    over encoded sets, ``generations`` of them, random by ``seed``) or ``greedy`` (templates
+    added one at a time while the error falls). ``fit``: ``error`` (the least ``loss`` of
+    the run-time predictions, :func:`_loss`) or ``wait`` (the least mean wait of the prefix
+    scheduled with the predictions)."""
+
+    method: str = "ga"
+    fit: str = "error"
+    loss: str = "mae"
+    seed: int = 1
+    generations: Optional[int] = None
+
+
+def search_templates(training, attrs, requested, search: TemplateSearch = TemplateSearch(),
+                     scheduler_of=None):
+    """Smith's template set for this trace, searched as ``search`` says (with ``fit="wait"``
+    the prefix is scheduled by ``scheduler_of()``). Returns (templates, the training error
+    or wait)."""
+    method, fit, loss = search.method, search.fit, search.loss
     candidates = smith_templates(attrs, requested)
     means, widths, fallback = _template_tables(training, candidates)
     targets = training.targets
@@ -273,9 +289,9 @@ def search_templates(training, attrs, requested, *, seed=1, loss="mae", method="
         raise ValueError(f"unknown search {method!r} (ga or greedy)")
     code = TemplateCode(candidates, attrs, requested)
     small = fit == "wait"  # every score a scheduling simulation: a smaller search
-    bits, best = genetic(code.bits, lambda b: score(code.decode(b)), seed=seed,
+    bits, best = genetic(code.bits, lambda b: score(code.decode(b)), seed=search.seed,
                          population=16 if small else 40,
-                         generations=generations or (8 if small else 30))
+                         generations=search.generations or (8 if small else 30))
     return [candidates[i] for i in code.decode(bits)], float(best)
 
 
