@@ -227,8 +227,9 @@ class Matcher:
                 cand ^= low
                 v = assign[pos] = low.bit_length() - 1
                 now = used | low
-                if self._narrow(domains, v, now, links[pos], bigger[pos], smaller[pos],
-                                placed, extend, count):
+                narrowed = self._narrow(domains, v, now, links[pos], bigger[pos],
+                                        smaller[pos], placed)
+                if narrowed is not None and extend(count + 1, now, narrowed):
                     return True
             placed[pos] = False
             return False
@@ -300,24 +301,24 @@ class Matcher:
         return found or [emb], status > 0
 
     @staticmethod
-    def _narrow(domains, v, used, links, bigger, smaller, placed, extend, count):
-        """Narrow the open positions' domains after placing a rank on node ``v`` (forward
-        checking: each must keep a free node) and go on with the search."""
+    def _narrow(domains, v, used, links, bigger, smaller, placed):
+        """The open positions' domains narrowed after placing a rank on node ``v``; None if
+        one keeps no free node (forward checking)."""
         new = domains[:]
         for q, table in links:
             if not placed[q]:
                 d = new[q] = new[q] & table[v]
                 if not d & ~used:
-                    return False
+                    return None
         above, below = ~((2 << v) - 1), (1 << v) - 1
         for q in bigger:  # symmetry: a position that must take a higher node
             if not placed[q]:
                 d = new[q] = new[q] & above
                 if not d & ~used:
-                    return False
+                    return None
         for q in smaller:  # and one that must take a lower node
             if not placed[q]:
                 d = new[q] = new[q] & below
                 if not d & ~used:
-                    return False
-        return extend(count + 1, used, new)
+                    return None
+        return new
