@@ -86,7 +86,11 @@ def _nodes(path, where, nodes, ntasks):
     return tuple(names)
 
 
-def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None, nodes=None):
+def _job(path, where, k, fields):
+    """Job ``k`` from ``fields``, the file's values by name (:data:`FIELDS`; ``class`` A,
+    ``memory_mb`` and ``nodes`` none where missing), each checked."""
+    arrival, benchmark, tasks = fields["arrival_seconds"], fields["benchmark"], fields["tasks"]
+    npb_class, memory_mb = fields.get("class", "A"), fields.get("memory_mb")
     try:
         arrival = float(arrival)
     except (TypeError, ValueError):
@@ -124,7 +128,7 @@ def _job(path, where, k, arrival, benchmark, npb_class, tasks, memory_mb=None, n
     else:
         memory_mb = None
     return BatchJob(k, arrival, name, npb_class, ntasks, memory_mb,
-                    _nodes(path, where, nodes, ntasks))
+                    _nodes(path, where, fields.get("nodes"), ntasks))
 
 
 def _from_csv(path, text):
@@ -145,11 +149,8 @@ def _from_csv(path, text):
         if len(row) != len(header):
             raise InputFileError(path, f"line {line}",
                                  f"{len(row)} fields, the header has {len(header)}")
-        cls = row[col["class"]] if "class" in col else "A"
-        jobs.append(_job(path, f"line {line}", len(jobs) + 1, row[col["arrival_seconds"]],
-                         row[col["benchmark"]], cls, row[col["tasks"]],
-                         row[col["memory_mb"]] if "memory_mb" in col else None,
-                         row[col["nodes"]] if "nodes" in col else None))
+        jobs.append(_job(path, f"line {line}", len(jobs) + 1,
+                         {name: row[i] for name, i in col.items()}))
     return jobs
 
 
@@ -187,8 +188,7 @@ def _from_toml(path, text):
                                         and not isinstance(memory, (int, float))):
             raise InputFileError(path, f"{where}.memory_mb",
                                  f"must be a number of MB, got {memory!r}")
-        jobs.append(_job(path, where, len(jobs) + 1, t["arrival_seconds"], t["benchmark"],
-                         t.get("class", "A"), t["tasks"], memory, t.get("nodes")))
+        jobs.append(_job(path, where, len(jobs) + 1, t))
     return jobs
 
 
@@ -211,8 +211,9 @@ def _from_swf(path, npb_class):
         tasks = row[COLUMN["requested_procs"]]
         if tasks <= 0:
             tasks = row[COLUMN["allocated_procs"]]
-        jobs.append(_job(path, where, i + 1, float(row[COLUMN["submit"]]) - first,
-                         SWF_EXECUTABLES[exe - 1], npb_class, int(tasks)))
+        jobs.append(_job(path, where, i + 1, {
+            "arrival_seconds": float(row[COLUMN["submit"]]) - first,
+            "benchmark": SWF_EXECUTABLES[exe - 1], "class": npb_class, "tasks": int(tasks)}))
     return jobs
 
 
