@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
 from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
-from emulator.scheduling.orders import FairShare, Order, make_order
+from emulator.scheduling.orders import FairShare, FairShareSettings, Order, make_order
 from emulator.scheduling.policyfile import policy_from_dict, policy_from_maui
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
@@ -107,7 +107,7 @@ def test_a_broken_order_file_is_one_line(tmp_path, capsys):
 
 
 def test_fair_share_puts_the_lighter_user_first_and_decays():
-    fs = FairShare(interval=100.0, depth=2, decay=0.5)
+    fs = FairShare(FairShareSettings(interval=100.0, depth=2, decay=0.5))
     heavy, light = Job(1, 0, 4, 100, user=1), Job(2, 0, 1, 100, user=2)
     for job in (heavy, light):
         fs.started(job, 0.0)
@@ -253,8 +253,9 @@ def reference_usage(fs, spans, now):
 @pytest.mark.parametrize("seed", range(20))
 def test_fair_share_kept_up_to_date_equals_the_usage_counted_from_scratch(seed):
     rng = np.random.default_rng(seed)
-    fs = FairShare(interval=float(rng.choice([50.0, 100.0, 1000.0])),
-                   depth=int(rng.integers(1, 4)), decay=float(rng.choice([0.5, 0.9, 1.0])))
+    fs = FairShare(FairShareSettings(interval=float(rng.choice([50.0, 100.0, 1000.0])),
+                                     depth=int(rng.integers(1, 4)),
+                                     decay=float(rng.choice([0.5, 0.9, 1.0]))))
     spans, running, now = [], [], 0.0
     for step in range(120):  # time never goes back, as in a simulation
         now += float(rng.exponential(30.0))
@@ -285,7 +286,7 @@ class PlainFairShare(Order):
     static = False
 
     def __init__(self, **settings):
-        self.inner = FairShare(**settings)
+        self.inner = FairShare(FairShareSettings(**settings))
 
     def key(self, job, now):
         return self.inner.key(job, now)
@@ -310,7 +311,8 @@ def test_sorting_only_when_the_groups_order_changes_starts_every_job_alike(backf
                 group=int(rng.integers(3)), index=i) for i in range(n)]
     settings = {"interval": 3600.0, "depth": 3, "decay": 0.7, "group_weight": 0.5,
                 "user_targets": {"2": 30.0}}
-    fast = simulate(jobs, Scheduler(32, order=FairShare(**settings), backfill=backfill)).jobs
+    fast = simulate(jobs, Scheduler(32, order=FairShare(FairShareSettings(**settings)),
+                                    backfill=backfill)).jobs
     plain = simulate(jobs, Scheduler(32, order=PlainFairShare(**settings),
                                      backfill=backfill)).jobs
     assert [j.start for j in fast] == [j.start for j in plain]

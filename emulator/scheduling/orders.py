@@ -35,7 +35,9 @@ import importlib.util
 import inspect
 import math
 import os
+from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Mapping
 
 from ..errors import UserError
 
@@ -95,8 +97,27 @@ class LWF(Order):
         return job.procs * job.estimate
 
 
+@dataclass(frozen=True)
+class FairShareSettings:
+    """Maui's fair-share parameters, named as :class:`FairShare` describes them: FSINTERVAL
+    (``interval``, seconds), FSDEPTH, FSDECAY, FSWEIGHT, FSUSERWEIGHT, FSGROUPWEIGHT,
+    FSTARGET per user and group (percent of the machine) and RMPOLLINTERVAL
+    (``period_seconds``: the queue sorted at most that often; 0, at every pass)."""
+
+    interval: float = 86400.0
+    depth: int = 8
+    decay: float = 1.0
+    weight: float = 1.0
+    user_weight: float = 1.0
+    group_weight: float = 0.0
+    user_targets: Mapping = field(default_factory=dict)
+    group_targets: Mapping = field(default_factory=dict)
+    period_seconds: float = 0.0
+
+
 class FairShare(Order):
-    """Fair share as Maui computes it, on dedicated processor-seconds.
+    """Fair share as Maui computes it, on dedicated processor-seconds (``settings``, a
+    :class:`FairShareSettings`).
 
     Time is cut into windows of ``interval`` seconds (FSINTERVAL) from time 0; a user's (or
     group's) usage is the processor-seconds its jobs ran in each of the last ``depth``
@@ -108,7 +129,7 @@ class FairShare(Order):
     is set, so that usage alone then counts against a user); the highest goes first.
 
     >>> from emulator.scheduling.job import Job
-    >>> fs = FairShare(interval=100, depth=2, decay=0.5)
+    >>> fs = FairShare(FairShareSettings(interval=100, depth=2, decay=0.5))
     >>> a, b = Job(1, 0, 4, 50, user=1), Job(2, 0, 4, 50, user=2)
     >>> fs.started(a, 0.0); fs.finished(a, 50.0)
     >>> fs.key(Job(3, 60, 1, 10, user=1), 60.0) > fs.key(Job(4, 60, 1, 10, user=2), 60.0)
@@ -119,17 +140,18 @@ class FairShare(Order):
     static = False
     trusted = True
 
-    def __init__(self, *, interval=86400.0, depth=8, decay=1.0, weight=1.0, user_weight=1.0,
-                 group_weight=0.0, user_targets=None, group_targets=None,
-                 period_seconds=0.0):
-        if not (interval > 0 and depth >= 1 and 0 < decay <= 1 and period_seconds >= 0):
+    def __init__(self, settings: FairShareSettings = FairShareSettings()) -> None:
+        s = settings
+        if not (s.interval > 0 and s.depth >= 1 and 0 < s.decay <= 1
+                and s.period_seconds >= 0):
             raise ValueError("fair share needs FSINTERVAL > 0, FSDEPTH >= 1, FSDECAY in "
                              "(0, 1] and RMPOLLINTERVAL >= 0")
-        self.period_seconds = float(period_seconds)
-        self.interval, self.depth, self.decay = float(interval), int(depth), float(decay)
-        self.weight, self.user_weight, self.group_weight = weight, user_weight, group_weight
-        self.user_targets = dict(user_targets or {})
-        self.group_targets = dict(group_targets or {})
+        self.period_seconds = float(s.period_seconds)
+        self.interval, self.depth, self.decay = float(s.interval), int(s.depth), float(s.decay)
+        self.weight, self.user_weight, self.group_weight = s.weight, s.user_weight, \
+            s.group_weight
+        self.user_targets = dict(s.user_targets or {})
+        self.group_targets = dict(s.group_targets or {})
         # processor-seconds per window: {user: {window: ...}}, {group: {...}}, {window: ...}
         self.used_by_user, self.used_by_group, self.total = {}, {}, {}
         self.running = {}  # job -> start
@@ -145,15 +167,15 @@ class FairShare(Order):
     def from_site(cls, site):
         """The fair share a policy file sets (:class:`~.policyfile.SitePolicy`)."""
         fs = getattr(site, "fairshare", None) or {}
-        return cls(interval=fs.get("FSINTERVAL", 86400.0), depth=fs.get("FSDEPTH", 8),
-                   decay=fs.get("FSDECAY", 1.0), weight=fs.get("FSWEIGHT", 1.0),
-                   user_weight=fs.get("FSUSERWEIGHT", 1.0),
-                   group_weight=fs.get("FSGROUPWEIGHT", 0.0),
-                   period_seconds=fs.get("RMPOLLINTERVAL", 0.0),
-                   user_targets={k: c.fstarget for k, c in site.users.items()
-                                 if getattr(c, "fstarget", None) is not None} if site else {},
-                   group_targets={k: c.fstarget for k, c in site.groups.items()
-                                  if getattr(c, "fstarget", None) is not None} if site else {})
+        return cls(FairShareSettings(
+            interval=fs.get("FSINTERVAL", 86400.0), depth=fs.get("FSDEPTH", 8),
+            decay=fs.get("FSDECAY", 1.0), weight=fs.get("FSWEIGHT", 1.0),
+            user_weight=fs.get("FSUSERWEIGHT", 1.0), group_weight=fs.get("FSGROUPWEIGHT", 0.0),
+            period_seconds=fs.get("RMPOLLINTERVAL", 0.0),
+            user_targets={k: c.fstarget for k, c in site.users.items()
+                          if getattr(c, "fstarget", None) is not None} if site else {},
+            group_targets={k: c.fstarget for k, c in site.groups.items()
+                           if getattr(c, "fstarget", None) is not None} if site else {}))
 
     def _add(self, job, constant, rate):
         """Add constant + rate * t to the usage of ``job``'s user, group and everyone."""
