@@ -347,3 +347,67 @@ def test_pairs_where_the_greedy_matching_fails(kind):
     assert {frozenset((result.candidates[0].mapping[0], result.candidates[0].mapping[1])),
             frozenset((result.candidates[0].mapping[2], result.candidates[0].mapping[3]))} == \
         {frozenset("ab"), frozenset("cd")}
+
+
+# -- results worked by hand ----------------------------------------------------------------
+
+
+def triangle_and_one():
+    """n1, n2 and n3 joined at 100 Mbit/s, n4 at 10 Mbit/s to each of them."""
+    g = nx.Graph()
+    g.add_nodes_from((f"n{i}", {"kind": "compute"}) for i in range(1, 5))
+    for a, b in itertools.combinations(["n1", "n2", "n3", "n4"], 2):
+        g.add_edge(a, b, bandwidth_mbps=10.0 if "n4" in (a, b) else 100.0)
+    return g
+
+
+def test_a_selection_in_json_is_worked_by_hand():
+    """A ring of 3 goes on the 100 Mbit/s triangle; each edge's 1 MB goes half each way
+    over its own pair: 4 Mbit at 100 Mbit/s, 0.04 s."""
+    found = max_min_select(triangle_and_one(), generic_pattern("ring", 3), candidates=1)
+    js = found.to_json()
+    mapping = js["candidates"][0].pop("mapping")
+    assert js == {"method": "pattern", "bottleneck_mbps": 100.0, "exact": True,
+                  "candidates": [{"nodes": ["n1", "n2", "n3"], "bottleneck_mbps": 100.0,
+                                  "predicted_comm_seconds": pytest.approx(0.04)}]}
+    assert sorted(mapping) == ["0", "1", "2"] and sorted(mapping.values()) == ["n1", "n2", "n3"]
+    every = all_all_select(triangle_and_one(), 3).to_json()
+    assert every["method"] == "all-all" and every["exact"] is True
+    assert [(c["nodes"], c["bottleneck_mbps"], c["predicted_comm_seconds"])
+            for c in every["candidates"]] == [(["n1", "n2", "n3"], 100.0, pytest.approx(0.04)),
+                                              (["n1", "n2", "n4"], 10.0, pytest.approx(0.4)),
+                                              (["n1", "n3", "n4"], 10.0, pytest.approx(0.4))]
+
+
+def test_random_candidates_are_distinct_groups_up_to_all_there_are():
+    ring = generic_pattern("ring", 3)
+    three = random_select(triangle_and_one(), ring, seed=2, candidates=3)
+    assert (three.method, three.exact, len(three.candidates)) == ("random", True, 3)
+    assert len({frozenset(c.nodes) for c in three.candidates}) == 3
+    every = random_select(triangle_and_one(), ring, seed=2, candidates=10)
+    assert sorted(sorted(c.nodes) for c in every.candidates) == [
+        ["n1", "n2", "n3"], ["n1", "n2", "n4"], ["n1", "n3", "n4"], ["n2", "n3", "n4"]]
+
+
+def test_one_rank_has_no_bottleneck_and_no_rank_is_refused():
+    alone = random_select(triangle_and_one(), generic_pattern("ring", 1), seed=2)
+    assert alone.bottleneck_mbps is None and [len(c.nodes) for c in alone.candidates] == [1]
+    assert max_min_select(triangle_and_one(), generic_pattern("ring", 1)).bottleneck_mbps is None
+    with pytest.raises(TooManyProcessesError, match="^the pattern has no ranks$"):
+        max_min_select(triangle_and_one(), nx.Graph())
+
+
+def test_pair_bandwidths_through_a_router_whatever_the_edges_order():
+    """n1 -- n3 direct at 5; n1 (50) and n2 (20) on router r1: n1-n2 20, n3 reaches no one
+    else. Edges come compute node first, the direct one before the others."""
+    g = nx.Graph()
+    g.add_node("n1", kind="compute")
+    g.add_node("n3", kind="compute")
+    g.add_edge("n1", "n3", bandwidth_mbps=5.0)
+    g.add_edge("n1", "r1", bandwidth_mbps=50.0)
+    g.add_edge("n2", "r1", bandwidth_mbps=20.0)
+    g.nodes["r1"]["kind"], g.nodes["n2"]["kind"] = "router", "compute"
+    nodes, matrix = pair_bandwidths(g)
+    assert nodes == ["n1", "n3", "n2"]
+    inf = -math.inf
+    assert matrix.tolist() == [[inf, 5.0, 20.0], [5.0, inf, inf], [20.0, inf, inf]]
