@@ -352,12 +352,12 @@ def test_pairs_where_the_greedy_matching_fails(kind):
 # -- results worked by hand ----------------------------------------------------------------
 
 
-def triangle_and_one():
-    """n1, n2 and n3 joined at 100 Mbit/s, n4 at 10 Mbit/s to each of them."""
+def triangle_and_one(names=("n1", "n2", "n3", "n4")):
+    """The first three nodes joined at 100 Mbit/s, the fourth at 10 Mbit/s to each."""
     g = nx.Graph()
-    g.add_nodes_from((f"n{i}", {"kind": "compute"}) for i in range(1, 5))
-    for a, b in itertools.combinations(["n1", "n2", "n3", "n4"], 2):
-        g.add_edge(a, b, bandwidth_mbps=10.0 if "n4" in (a, b) else 100.0)
+    g.add_nodes_from((name, {"kind": "compute"}) for name in names)
+    for a, b in itertools.combinations(names, 2):
+        g.add_edge(a, b, bandwidth_mbps=10.0 if names[3] in (a, b) else 100.0)
     return g
 
 
@@ -392,7 +392,8 @@ def test_random_candidates_are_distinct_groups_up_to_all_there_are():
 def test_one_rank_has_no_bottleneck_and_no_rank_is_refused():
     alone = random_select(triangle_and_one(), generic_pattern("ring", 1), seed=2)
     assert alone.bottleneck_mbps is None and [len(c.nodes) for c in alone.candidates] == [1]
-    assert max_min_select(triangle_and_one(), generic_pattern("ring", 1)).bottleneck_mbps is None
+    one = max_min_select(triangle_and_one(), generic_pattern("ring", 1))
+    assert (one.method, one.bottleneck_mbps, one.exact) == ("pattern", None, True)
     with pytest.raises(TooManyProcessesError, match="^the pattern has no ranks$"):
         max_min_select(triangle_and_one(), nx.Graph())
 
@@ -411,3 +412,35 @@ def test_pair_bandwidths_through_a_router_whatever_the_edges_order():
     assert nodes == ["n1", "n3", "n2"]
     inf = -math.inf
     assert matrix.tolist() == [[inf, 5.0, 20.0], [5.0, inf, inf], [20.0, inf, inf]]
+
+
+def test_ports_come_from_the_node_else_its_widest_edge():
+    """A ring of 3 on the triangle: each node sends 4 Mbit to each of two peers and gets as
+    much. A 20 Mbit/s port on n1 gives each of its flows 10: 0.4 s. Without one, a port is
+    its node's widest edge's capacity_mbps: 40 for n1 and n2, 16 for n3 (8 each, 0.5 s)."""
+    ring = generic_pattern("ring", 3)
+    g = triangle_and_one()
+    g.nodes["n1"]["capacity_mbps"] = 20
+    assert max_min_select(g, ring, candidates=1).candidates[0].predicted_seconds == \
+        pytest.approx(0.4)
+    g = triangle_and_one()
+    g["n2"]["n1"]["capacity_mbps"], g["n2"]["n3"]["capacity_mbps"] = 40, 16
+    assert max_min_select(g, ring, candidates=1).candidates[0].predicted_seconds == \
+        pytest.approx(0.5)
+
+
+def test_a_candidates_nodes_are_in_the_networks_order():
+    found = max_min_select(triangle_and_one(("c", "a", "b", "d")), generic_pattern("ring", 3))
+    assert found.candidates[0].nodes == ["c", "a", "b"]
+
+
+def test_what_cannot_be_selected_is_said_in_full():
+    two = nx.Graph()
+    two.add_nodes_from((n, {"kind": "compute"}) for n in ("n1", "n2", "n3"))
+    two.add_edge("n1", "n2", bandwidth_mbps=5.0)
+    with pytest.raises(PatternDoesNotFitError, match=(
+            r"^pattern ring with 3 ranks and 3 edges does not embed in the network even at "
+            r"bandwidth 0 \(the compute nodes are not connected as the pattern needs\)$")):
+        max_min_select(two, generic_pattern("ring", 3))
+    with pytest.raises(ValueError, match="^candidates must be >= 1, got 0$"):
+        max_min_select(two, generic_pattern("ring", 2), candidates=0)
