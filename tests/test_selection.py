@@ -444,3 +444,77 @@ def test_what_cannot_be_selected_is_said_in_full():
         max_min_select(two, generic_pattern("ring", 3))
     with pytest.raises(ValueError, match="^candidates must be >= 1, got 0$"):
         max_min_select(two, generic_pattern("ring", 2), candidates=0)
+
+
+def test_the_literal_figure_1_loop_worked_by_hand():
+    ring = generic_pattern("ring", 3)
+    found = figure1_select(triangle_and_one(), ring).to_json()
+    assert (found["method"], found["bottleneck_mbps"], found["exact"]) == ("figure1", 100.0, True)
+    assert [c["nodes"] for c in found["candidates"]] == [["n1", "n2", "n3"]]
+    measured = triangle_and_one()
+    for _, _, data in measured.edges(data=True):
+        data["measured_mbps"] = data.pop("bandwidth_mbps") / 2
+    assert figure1_select(measured, ring, weight="measured_mbps").bottleneck_mbps == 50.0
+    alone = figure1_select(triangle_and_one(), generic_pattern("ring", 1))
+    assert [c.nodes for c in alone.candidates] == [["n1"]]
+    assert figure1_select(triangle_and_one(), ring, deadline_seconds=60).bottleneck_mbps == 100
+    with pytest.raises(TimeoutError, match="^the literal Figure 1 loop passed its deadline$"):
+        figure1_select(triangle_and_one(), ring, deadline_seconds=0)
+    two = nx.Graph()
+    two.add_nodes_from((n, {"kind": "compute"}) for n in ("n1", "n2", "n3"))
+    two.add_edge("n1", "n2", bandwidth_mbps=5.0)
+    with pytest.raises(PatternDoesNotFitError,
+                       match="^pattern does not embed even at bandwidth 0$"):
+        figure1_select(two, ring)
+
+
+def test_other_options_reach_the_all_all_search_and_no_path_has_no_bottleneck():
+    assert len(all_all_select(triangle_and_one(), 3, candidates=1).candidates) == 1
+    apart = nx.Graph()
+    apart.add_nodes_from((n, {"kind": "compute"}) for n in ("n1", "n2"))
+    assert random_select(apart, generic_pattern("ring", 2), seed=1).bottleneck_mbps is None
+
+
+def four_pairs(bw=None):
+    """a-b 90, a-c 80, a-d 10, b-c 70, b-d 20, c-d 30 (or ``bw``) as a matrix, and its
+    values."""
+    bw = bw or {(0, 1): 90, (0, 2): 80, (0, 3): 10, (1, 2): 70, (1, 3): 20, (2, 3): 30}
+    matrix = np.full((4, 4), -np.inf)
+    for (i, j), b in bw.items():
+        matrix[i, j] = matrix[j, i] = b
+    return matrix, np.array(sorted(set(bw.values())), dtype=float)
+
+
+# a-b 90 and c-d 85, every other pair at most 40: three nodes have a pair >= 85, but no
+# node has two pairs above 40
+TWO_FAST = {(0, 1): 90, (2, 3): 85, (0, 2): 10, (0, 3): 20, (1, 2): 30, (1, 3): 40}
+
+
+@pytest.mark.parametrize("pattern, bw, bound", [
+    (generic_pattern("ring", 3), None, 70.0),  # three nodes with two pairs >= t: a, b, c
+    (generic_pattern("star", 3), None, 80.0),  # a hub with two pairs >= t: a, at 80
+    (generic_pattern("star", 3), TWO_FAST, 40.0),  # the hub's two pairs bind, not the leaves
+    (generic_pattern("all-to-all", 4), None, 10.0),  # every pair: the slowest
+    (generic_pattern("ring", 1), None, 90.0),  # no edges: every value
+])
+def test_the_upper_bound_worked_by_hand(pattern, bw, bound):
+    matrix, values = four_pairs(bw)
+    assert values[maxmin._upper_bound_index(values, matrix, pattern)] == bound
+
+
+@pytest.mark.parametrize("weights, best", [
+    ({}, 30.0),  # a-b with c-d (30) beats a-c with b-d (20) and a-d with b-c (10)
+    # b-c heaviest: taken first, it leaves a and d with no pair >= 40; the blossom
+    # algorithm then finds a-b with c-d
+    ({(1, 2): 90, (0, 1): 50, (2, 3): 40, (0, 2): 5, (1, 3): 5, (0, 3): 5}, 40.0),
+])
+def test_the_best_matching_of_two_pairs_worked_by_hand(weights, best):
+    matrix, values = four_pairs()
+    for (i, j), b in weights.items():
+        matrix[i, j] = matrix[j, i] = b
+    values = np.unique(matrix[np.isfinite(matrix)])
+    pairs = generic_pattern("pairs", 4)
+    worst = (0, 3, 1, 2) if not weights else (1, 3, 0, 2)  # a start at the lowest level
+    found = maxmin._best_matching(matrix, values, pairs, worst, len(values) - 1)
+    assert sorted(found) == [0, 1, 2, 3]
+    assert min(matrix[found[a], found[b]] for a, b in pairs.edges) == best
