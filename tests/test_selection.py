@@ -518,3 +518,37 @@ def test_the_best_matching_of_two_pairs_worked_by_hand(weights, best):
     found = maxmin._best_matching(matrix, values, pairs, worst, len(values) - 1)
     assert sorted(found) == [0, 1, 2, 3]
     assert min(matrix[found[a], found[b]] for a, b in pairs.edges) == best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_python_search_takes_the_c_searchs_steps(seed):
+    """The fallback searches alike, node for node: on random pair graphs, at every
+    threshold and with the first group found to be avoided, both find the same embeddings
+    in the same number of steps (the symmetry conditions, the fail-first choice and the
+    forward checks all change the count)."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    matrix = np.triu(rng.choice([10.0, 20.0, 50.0, 100.0], size=(n, n)), 1)
+    matrix = matrix + matrix.T
+    np.fill_diagonal(matrix, -np.inf)
+    for name, m in [("ring", 6), ("grid", 6), ("star", 5), ("chain", 5), ("pairs", 6)]:
+        runs = {}
+        for kind in ("c", "python"):
+            with searches(kind):
+                found = matcher.Matcher(matrix, generic_pattern(name, m), math.inf, math.inf)
+                got = [found.embed(t) for t in (10.0, 20.0, 50.0, 100.0)]
+                first = next((set(g) for g in got if g is not None), None)
+                if first is not None:
+                    got += [found.embed(t, avoid=[first]) for t in (10.0, 20.0, 50.0)]
+                runs[kind] = (got, found.steps)
+        assert runs["python"] == runs["c"], (name, runs)
+        assert runs["c"][1] > 0
+
+
+@pytest.mark.parametrize("name, m, complete", [
+    ("ring", 3, True), ("all-to-all", 4, True), ("all-to-all", 2, False), ("ring", 4, False),
+    ("star", 4, False), ("chain", 3, False)])
+def test_complete_patterns_of_three_ranks_or_more_take_the_clique_search(name, m, complete):
+    matrix = np.full((5, 5), 10.0)
+    np.fill_diagonal(matrix, -np.inf)
+    assert matcher.Matcher(matrix, generic_pattern(name, m), math.inf).complete is complete
