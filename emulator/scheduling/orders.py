@@ -115,6 +115,11 @@ class FairShareSettings:
     period_seconds: float = 0.0
 
 
+MAUI_NAMES = {"FSINTERVAL": "interval", "FSDEPTH": "depth", "FSDECAY": "decay",
+              "FSWEIGHT": "weight", "FSUSERWEIGHT": "user_weight",
+              "FSGROUPWEIGHT": "group_weight", "RMPOLLINTERVAL": "period_seconds"}
+
+
 class FairShare(Order):
     """Fair share as Maui computes it, on dedicated processor-seconds (``settings``, a
     :class:`FairShareSettings`).
@@ -167,11 +172,8 @@ class FairShare(Order):
     def from_site(cls, site):
         """The fair share a policy file sets (:class:`~.policyfile.SitePolicy`)."""
         fs = getattr(site, "fairshare", None) or {}
-        return cls(FairShareSettings(
-            interval=fs.get("FSINTERVAL", 86400.0), depth=fs.get("FSDEPTH", 8),
-            decay=fs.get("FSDECAY", 1.0), weight=fs.get("FSWEIGHT", 1.0),
-            user_weight=fs.get("FSUSERWEIGHT", 1.0), group_weight=fs.get("FSGROUPWEIGHT", 0.0),
-            period_seconds=fs.get("RMPOLLINTERVAL", 0.0),
+        return cls(FairShareSettings(  # what the file leaves out keeps the settings' default
+            **{MAUI_NAMES[k]: v for k, v in fs.items() if k in MAUI_NAMES},
             user_targets={k: c.fstarget for k, c in site.users.items()
                           if getattr(c, "fstarget", None) is not None} if site else {},
             group_targets={k: c.fstarget for k, c in site.groups.items()
