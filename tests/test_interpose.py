@@ -195,6 +195,26 @@ def test_the_programs_exit_status_comes_back_and_bad_hosts_are_named(tmp_path):
     assert "--hosts names nodes the cluster does not have: nosuch" in proc.stderr
 
 
+def ignored_signals(status_text):
+    mask = next(line for line in status_text.splitlines() if line.startswith("SigIgn:"))
+    return {s for s in range(1, 64) if int(mask.split()[1], 16) >> (s - 1) & 1}
+
+
+@pytest.mark.mpi
+def test_mpiexec_ignores_sigpipe_and_the_program_gets_it_back(tmp_path):
+    """mpiexec, which a proxy ending first could otherwise kill with SIGPIPE, ignores it;
+    the program's ranks have its default, as under a shell."""
+    from emulator.coordinator.launch import run_mpiexec
+
+    own = tmp_path / "own.txt"
+    with open(own, "w") as out:
+        assert run_mpiexec(["cat", "/proc/self/status"], stdout=out) == 0
+    assert signal.SIGPIPE in ignored_signals(own.read_text())
+    proc, _, report = mpiexec(tmp_path, 1, ["cat", "/proc/self/status"])
+    assert proc.returncode == 0 and report["status"] == 0
+    assert signal.SIGPIPE not in ignored_signals(proc.stdout)
+
+
 @pytest.mark.mpi
 def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
     from emulator.interpose.job import ProgramOptions, run_programs

@@ -76,7 +76,12 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
     with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
         started = os.path.join(tmp, "started")
         env = dict(os.environ, **{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
-        proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE)
+        # SIGPIPE stays ignored in mpiexec (Python's setting): a proxy that ends before
+        # mpiexec's last write to it otherwise kills mpiexec (status -13, about 1 run in 75
+        # of a one-rank job on a busy machine) though every rank exited as it should. Hydra
+        # gives the ranks SIGPIPE's default back.
+        proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE,
+                                restore_signals=False)
         stopping = threading.Event()
         relay = threading.Thread(target=_relay, args=(proc.stderr, stopping), daemon=True)
         relay.start()
