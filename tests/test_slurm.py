@@ -431,3 +431,51 @@ def test_fair_tree_in_numpy_ranks_as_the_walk_does(seed):
     assert len(set(fast.values())) > 3
     deeper = ShareTree(Associations({**accounts, "sub": ("a0", 1)}, {("sub", "x"): 1}))
     assert fair_tree_two_levels(deeper, DecayedUsage(deeper)) is None
+
+
+def random_associations(rng):
+    """Accounts under root and 30 users under them (none right under root)."""
+    from emulator.scheduling.slurmconf import Associations
+
+    accounts = {f"a{k}": ("root", int(rng.integers(1, 5))) for k in range(int(rng.integers(1, 6)))}
+    users = {(a, f"u{k}"): int(rng.integers(0, 4)) for k in range(30)
+             for a in [list(accounts)[int(rng.integers(len(accounts)))]]}
+    return Associations(accounts, users)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fair_tree_in_c_ranks_and_sums_priorities_as_numpy_and_python_do(seed, monkeypatch):
+    """C counts each user's rank where numpy sorts every user; C's loop over the queue gives
+    the keys Python's gives with numpy's ranks (ages past the cap, priorities under 1)."""
+    from emulator.scheduling import slurmshare
+
+    if slurmshare.FairTree is None:
+        pytest.skip("the C Fair Tree is not built")
+    rng = np.random.default_rng(seed)
+    weights = [{"age": 1000, "fairshare": 10000, "job_size": 1000},
+               {"age": 0, "fairshare": 1, "job_size": 0}][seed % 2]
+    config = SlurmConfig(weights=dict(weights, partition=0, qos=0), max_age_seconds=1000.0)
+    associations = random_associations(rng)
+    credits = [float(rng.choice([0.0, 100.0, 250.0, 1000.0])) for _ in associations.users]
+    jobs = [Job(i, float(rng.integers(0, 2000)), int(rng.integers(1, 65)), 10.0,
+                user=user, group=account)
+            for i, (account, user) in enumerate(rng.permutation(list(associations.users)))]
+
+    def made():
+        order = Multifactor(config, 64, associations)
+        for (account, user), amount in zip(associations.users, credits):
+            order.usage._credit(order.tree.user_of(user, account), amount, 0)
+        return order
+
+    in_c = made()
+    slots, ranks = slurmshare.fair_tree_table(in_c.tree, in_c.usage)
+    flat = slurmshare._two_levels(in_c.tree)
+    in_numpy = slurmshare._two_level_factors(flat, in_c.usage).tolist()
+    assert not isinstance(ranks, list) and len(set(in_numpy)) > 3
+    assert [ranks[i] for i in range(len(ranks))] == in_numpy
+    keys = in_c.keys(jobs, 1500.0)
+    monkeypatch.setattr(slurmshare, "FairTree", None)
+    in_python = made()
+    assert isinstance(slurmshare.fair_tree_table(in_python.tree, in_python.usage)[1], np.ndarray)
+    assert keys == in_python.keys(jobs, 1500.0)
+    assert len(set(keys)) > 10 if weights["age"] else set(keys) == {-1}

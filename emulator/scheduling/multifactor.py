@@ -53,6 +53,10 @@ class Multifactor(Order):
         self._owner: dict = {}  # (user, group) -> user node
         self._started: list = []  # (job, its start, its fair-share factor then)
         self._statics: dict = {}  # job -> (submit, weighted size and partition, user node)
+        max_age = config.max_age_seconds
+        self._sum = (config.weights["age"], config.weights["fairshare"],
+                     1.0 / max_age if max_age > 0 else math.inf)  # (w_age, w_fs, 1/max age)
+        self._fair_tree_weight = bool(config.weights["fairshare"]) and config.fair_tree
 
     # -- the factors ------------------------------------------------------------------------
 
@@ -77,13 +81,18 @@ class Multifactor(Order):
             self._fair = (self.usage.tick, {}, None)
         return self._fair[1]
 
+    def _table(self) -> tuple:
+        """Fair Tree's ``(slots, factors)`` of the current tick, made once a tick."""
+        tick, memo, table = self._fair
+        if table is None:
+            table = fair_tree_table(self.tree, self.usage)
+            self._fair = (tick, memo, table)
+        return table
+
     def _factor(self, node: tuple, memo: dict) -> float:
-        tick, _, table = self._fair
         if self.config.fair_tree:
-            if table is None:
-                table = fair_tree_table(self.tree, self.usage)
-                self._fair = (tick, memo, table)
-            factor = memo[node] = float(table[1][table[0][node]])
+            slots, factors = self._table()
+            factor = memo[node] = float(factors[slots[node]])
         else:
             factor = memo[node] = classic_factor(self.tree, self.usage, node,
                                                  self.usage.scaled_of(ROOT))
@@ -150,19 +159,27 @@ class Multifactor(Order):
         return priority if priority > 1 else 1
 
     def key(self, job: Any, now: float) -> int:
-        return self.keys([job], now)[0]
+        return self.keys((job,), now)[0]
 
     def keys(self, jobs: Any, now: float) -> list:
-        # the sum of _whole, inlined: this runs for the whole queue every period
-        weights, max_age = self.config.weights, self.config.max_age_seconds
-        w_age, w_fs = weights["age"], weights["fairshare"]
-        per_second = 1.0 / max_age if max_age > 0 else math.inf
+        # the sum of _whole: this runs at every submission and for the whole queue every
+        # period, in C where Fair Tree's ranks are C's (slurmshare.fair_tree_table)
+        statics = self._statics
+        for job in [job for job in jobs if job not in statics]:
+            self._entry(job)  # first, as a new user changes every Fair Tree rank
+        if self._fair_tree_weight:
+            self._tick_memo(now)
+            slots, ranks = self._table()
+            if hasattr(ranks, "keys"):
+                return ranks.keys(jobs, statics, slots, now, *self._sum)
+        return self._keys(jobs, now)
+
+    def _keys(self, jobs: Any, now: float) -> list:
+        """:meth:`keys` in Python, every job's entry made."""
+        w_age, w_fs, per_second = self._sum
         statics, out, memo = self._statics, [], None
         for job in jobs:
-            entry = statics.get(job)
-            if entry is None:
-                entry, memo = self._entry(job), None  # a new user resets the tick's factors
-            submit, static, node = entry
+            submit, static, node = statics[job]
             fs: Any = 0.0
             if w_fs:
                 if memo is None:

@@ -29,6 +29,11 @@ from typing import Any, Optional
 
 import numpy as np
 
+try:
+    from ._fairtree import FairTree
+except ImportError:  # not built: the numpy ranks
+    FairTree = None
+
 ROOT = ("account", "root")
 
 
@@ -45,6 +50,7 @@ class ShareTree:
         self.index: dict = {ROOT: 0}  # node -> its place in usage arrays
         self._rows: dict = {}  # node -> the indices of ancestors(node)
         self._flat: Optional[tuple] = None  # (nodes then, the two-level arrays or None)
+        self._ranker: Optional[tuple] = None  # (the two-level arrays, their C ranks)
         if associations is not None:
             pending = dict(associations.accounts)
             while pending:  # parents before children
@@ -219,13 +225,31 @@ def fair_tree_factors(tree: ShareTree, usage: DecayedUsage) -> dict:
 
 
 def fair_tree_table(tree: ShareTree, usage: DecayedUsage) -> tuple:
-    """The same factors as ``({user node: slot}, [factor by slot])``: the slots are kept with
-    the tree, so a tick builds one list, not a dict."""
+    """The same factors as ``({user node: slot}, factors by slot)``: the slots are kept with
+    the tree, so a tick builds no dict. Where no user sits right under root the factors are
+    C's, each counted when asked for (:func:`_ranker`), not sorted all at once."""
     flat = _two_levels(tree)
     if flat is None:
         walked = fair_tree_walk(tree, usage)
         return {node: i for i, node in enumerate(walked)}, list(walked.values())
-    return flat[-1], _two_level_factors(flat, usage)
+    ranker = _ranker(tree, flat)
+    if ranker is None:
+        return flat[-1], _two_level_factors(flat, usage)
+    usage.grow()
+    return flat[-1], ranker.at(usage.scaled)
+
+
+def _ranker(tree: ShareTree, flat: tuple) -> Any:
+    """The C ranks of a two-level tree, kept with its arrays; None without C, without users,
+    or with a user right under root (a run of ties across accounts)."""
+    if FairTree is None or not len(flat[0]) or flat[2].any():
+        return None
+    if tree._ranker is None or tree._ranker[0] is not flat:
+        _, parent, _, _, top_share, user_share, top_rows, user_rows, _, _ = flat
+        tree._ranker = (flat, FairTree(parent.tolist(), top_share.tolist(),
+                                       user_share.tolist(), top_rows.tolist(),
+                                       user_rows.tolist()))
+    return tree._ranker[1]
 
 
 def _two_levels(tree: ShareTree) -> Optional[tuple]:
