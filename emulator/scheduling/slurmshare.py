@@ -125,12 +125,13 @@ class DecayedUsage:
     def growth(self, tick: int) -> float:
         return self.decay ** -tick
 
-    def _rows(self, node: tuple) -> np.ndarray:
-        """The array indices of ``node`` and its parents, the arrays grown to hold them."""
+    def _rows(self, node: tuple) -> tuple:
+        """The array indices of ``node`` and its parents, the arrays grown to hold them (a
+        tuple: a few items set one by one cost less than numpy's indexing)."""
         tree = self.tree
         rows = tree._rows.get(node)
         if rows is None:
-            rows = tree._rows[node] = np.array([tree.index[n] for n in tree.ancestors(node)])
+            rows = tree._rows[node] = tuple(tree.index[n] for n in tree.ancestors(node))
         self.grow()
         return rows
 
@@ -143,8 +144,10 @@ class DecayedUsage:
 
     def _credit(self, node: tuple, amount: float, tick: int) -> None:
         """Add ``amount`` processor-seconds, counted at ``tick``, to a user and its parents."""
-        rows = self._rows(node)  # may grow the arrays
-        self.scaled[rows] += amount * self.growth(tick)
+        rows, scaled = self._rows(node), self.scaled  # may grow the arrays
+        amount *= self.growth(tick)
+        for i in rows:
+            scaled[i] += amount
 
     def advance(self, now: float) -> None:
         """Count every tick up to ``now``: pending usage at the first, running jobs' time in
@@ -169,8 +172,9 @@ class DecayedUsage:
     def _hold(self, node: tuple, procs: float, seconds: float) -> None:
         """``procs`` more processors from now (fewer if negative); ``seconds`` of this
         period counted at the next tick."""
-        rows = self._rows(node)  # may grow the arrays
-        self.rate[rows] += procs
+        rows, rate = self._rows(node), self.rate  # may grow the arrays
+        for i in rows:
+            rate[i] += procs
         self.pending[node] = self.pending.get(node, 0.0) + seconds
 
     def started(self, job: Any, node: tuple, now: float) -> None:
