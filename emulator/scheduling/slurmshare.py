@@ -246,14 +246,15 @@ def fair_tree_table(tree: ShareTree, usage: DecayedUsage) -> tuple:
 def _ranker(tree: ShareTree, flat: tuple) -> Any:
     """The C ranks of a two-level tree, kept with its arrays; None without C, without users,
     or with a user right under root (a run of ties across accounts)."""
-    if FairTree is None or not len(flat[0]) or flat[2].any():
-        return None
-    if tree._ranker is None or tree._ranker[0] is not flat:
+    if tree._ranker is not None and tree._ranker[0] is flat:
+        return tree._ranker[1]
+    ranker = None
+    if FairTree is not None and len(flat[0]) and not flat[2].any():
         _, parent, _, _, top_share, user_share, top_rows, user_rows, _, _ = flat
-        tree._ranker = (flat, FairTree(parent.tolist(), top_share.tolist(),
-                                       user_share.tolist(), top_rows.tolist(),
-                                       user_rows.tolist()))
-    return tree._ranker[1]
+        ranker = FairTree(parent.tolist(), top_share.tolist(), user_share.tolist(),
+                          top_rows.tolist(), user_rows.tolist())
+    tree._ranker = (flat, ranker)
+    return ranker
 
 
 def _two_levels(tree: ShareTree) -> Optional[tuple]:
