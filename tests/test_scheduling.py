@@ -162,6 +162,15 @@ def test_restartable_jobs_make_room_by_least_cost():
     assert jobs[1].restarts == 1 and jobs[1].end == 130
 
 
+def test_a_due_reservation_waits_for_a_job_that_overran_its_estimate():
+    # J1 asks for 50 s and runs 100: the reservation for 4 processors asked for at 20 is
+    # granted at 50, when J1 should have ended, and starts at 100, when it does.
+    req = ReservationRequest(10, 20, 4, 10, id=1)
+    jobs = schedule("easy", jobs_of((0, 4, 100, {"requested": 50})), 4, site=SitePolicy(),
+                    reservations=[req], estimator=Requested())
+    assert (jobs[0].end, req.granted_seconds, req.started_seconds) == (100, 50, 100)
+
+
 def test_kill_at_requested_and_estimates_from_requested_times():
     jobs = schedule("fcfs", jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5})),
                     4, estimator=Requested(), kill_at_requested=True)

@@ -81,6 +81,7 @@ class AdvanceReservations:
         least cost (work done and work left, weighted) and requeued; otherwise a due
         reservation that does not fit waits."""
         started, killed = [], []
+        self._due_tried = now
         for req in [r for r in self.granted if r.granted_seconds <= now]:
             if req.procs > self.free and self.site is not None and self.site.mode == "restartable":
                 killed += self._kill_for(req.procs - self.free, now)

@@ -118,6 +118,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         self._limits = bool(site and site.has_limits)
         self._priorities = bool(site and site.has_priorities)
         self.granted = []  # advance reservations granted, not yet started (ReservationRequest)
+        self._due_tried = -math.inf  # the last instant the due reservations were tried
         self.reserving = bool(site and site.reservations)
         self._profile = None  # conservative: the reservations of the queue
         self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
@@ -414,8 +415,10 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
     def next_wakeup(self):
         """The next instant the scheduler must act without an arrival or an ending: the
         start of a granted advance reservation or of a conservative reservation; None if
-        there is none."""
-        wake = self.granted[0].granted_seconds if self.granted else None
+        there is none. A reservation already tried and waiting for processors (a job
+        overran its estimate) wakes nothing: an end or a kill frees them."""
+        wake = next((r.granted_seconds for r in self.granted
+                     if r.granted_seconds > self._due_tried), None)
         slots = self._slots
         while slots and (slots[0][2].slot != slots[0][0] or slots[0][2].start is not None):
             heapq.heappop(slots)  # stale: reserved again since, or started
