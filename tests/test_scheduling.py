@@ -162,6 +162,24 @@ def test_restartable_jobs_make_room_by_least_cost():
     assert jobs[1].restarts == 1 and jobs[1].end == 130
 
 
+@pytest.mark.parametrize("protected, granted, job_starts", [
+    (1.0, 250, [0, 100, 150, 200]), (0.5, 200, [0, 100, 150, 220]),
+    (0.0, 100, [0, 120, 170, 220])])
+def test_a_reservation_may_not_delay_the_protected_share_of_the_queue(protected, granted,
+                                                                      job_starts):
+    # J1 holds all 4 processors until 100; J2, J3 and J4 (4 procs, 50 s) wait behind it. At
+    # 10, 4 processors are asked for at 60 for 20 s. With the whole queue protected the
+    # nearest time that delays none is 250 (J2, J3, J4 from 100, 150, 200); with half of it
+    # (ceil(0.5 x 3) = 2 jobs) 200, and J4 follows the reservation; with none 100.
+    site = SitePolicy(queued_priority=protected)
+    for policy in POLICIES:
+        req = ReservationRequest(10, 60, 4, 20, id=1)
+        got = starts(policy, jobs_of((0, 4, 100), (1, 4, 50), (2, 4, 50), (3, 4, 50)), 4,
+                     site=site, reservations=[req])
+        assert (got, req.granted_seconds, req.started_seconds) == \
+            (job_starts, granted, granted), policy
+
+
 def test_a_due_reservation_waits_for_a_job_that_overran_its_estimate():
     # J1 asks for 50 s and runs 100: the reservation for 4 processors asked for at 20 is
     # granted at 50, when J1 should have ended, and starts at 100, when it does.
@@ -169,6 +187,22 @@ def test_a_due_reservation_waits_for_a_job_that_overran_its_estimate():
     jobs = schedule("easy", jobs_of((0, 4, 100, {"requested": 50})), 4, site=SitePolicy(),
                     reservations=[req], estimator=Requested())
     assert (jobs[0].end, req.granted_seconds, req.started_seconds) == (100, 50, 100)
+
+
+@pytest.mark.parametrize("weights, victim, restart", [((1.0, 0.0), 3, (23, 223)),
+                                                      ((0.0, 1.0), 1, (23, 48))])
+def test_a_reservation_kills_the_one_job_of_least_cost(weights, victim, restart):
+    # 4 processors full: J1 (1 proc, 0 to 25), J2 (2 procs, 9 to 23), J3 (1 proc, 8 to
+    # 208). 1 processor asked for at 20 for 10 s. At 20, work done 20, 22 and 12
+    # processor-seconds, work left 5, 6 and 188: weighing work done kills J3, weighing work
+    # left kills J1; one job is enough, and it restarts when J2 ends, at 23.
+    site = SitePolicy(mode="restartable", restart_cost=weights)
+    req = ReservationRequest(10, 20, 1, 10, id=1)
+    jobs = schedule("fcfs", jobs_of((0, 1, 25), (9, 2, 14), (8, 1, 200)), 4, site=site,
+                    reservations=[req])
+    assert [j.restarts for j in jobs] == [int(j.id == victim) for j in jobs]
+    assert (jobs[victim - 1].start, jobs[victim - 1].end) == restart
+    assert req.started_seconds == 20
 
 
 def test_kill_at_requested_and_estimates_from_requested_times():
