@@ -205,6 +205,57 @@ def test_a_reservation_kills_the_one_job_of_least_cost(weights, victim, restart)
     assert req.started_seconds == 20
 
 
+def test_a_reservation_that_fits_starts_though_one_due_before_it_waits():
+    # J1 (2 of 4 processors) asks for 50 s and runs 100. R1 (4 procs at 50 for 10 s) is
+    # granted at 50, R2 (2 procs at 60 for 10 s) at 60, after R1. At 50 R1 waits for J1; at
+    # 60 R2 fits beside J1 and starts; R1 starts when J1 ends, at 100.
+    r1, r2 = ReservationRequest(10, 50, 4, 10, id=1), ReservationRequest(10, 60, 2, 10, id=2)
+    schedule("easy", jobs_of((0, 2, 100, {"requested": 50})), 4, site=SitePolicy(),
+             reservations=[r1, r2], estimator=Requested())
+    assert [(r.granted_seconds, r.started_seconds) for r in (r1, r2)] == [(50, 100), (60, 60)]
+
+
+def test_restartable_requests_see_the_reservations_and_their_applications_alone():
+    # Restartable: J1 (2 of 4 procs, index 0) runs from 0 for 1,000 s and is no obstacle to a
+    # grant. R1 (2 procs at 20 for 10 s), asked at 1, gets 20. R2 (4 procs at 25 for 10 s)
+    # may not overlap R1: 30 (5 s off) rather than 10 (15 s off). R3, asked at 22 while R1's
+    # application runs, for 2 procs at 22 for 5 s, fits beside it before R2: 22, and J1 is
+    # killed for it. R4, asked then for 4 procs at 40, gets 40: R1's processors come back at
+    # 30. J1 comes back after R4, at 45 (it would overlap R2 at 27).
+    site = SitePolicy(mode="restartable")
+    reqs = [ReservationRequest(1, 20, 2, 10, id=1), ReservationRequest(1, 25, 4, 10, id=2),
+            ReservationRequest(22, 22, 2, 5, id=3), ReservationRequest(22, 40, 4, 5, id=4)]
+    jobs = schedule("fcfs", jobs_of((0, 2, 1000)), 4, site=site, reservations=reqs)
+    assert [(r.granted_seconds, r.started_seconds) for r in reqs] == \
+        [(20, 20), (30, 30), (22, 22), (40, 40)]
+    assert jobs[0].restarts == 1 and jobs[0].start == 45
+
+
+def test_a_reservations_application_is_never_killed_for_another():
+    # Restartable: R1's application holds 2 of 4 processors over [0, 100); J1 (2 procs)
+    # runs from 1. R2, asked at 2 for 2 procs at 20, is granted 20; at 20 the application
+    # would cost less to kill (2 x 20 done + 0.1 x 2 x 80 left = 56, J1: 234) but J1 is the
+    # one killed, and restarts when R2 ends, at 30.
+    site = SitePolicy(mode="restartable")
+    r1, r2 = ReservationRequest(0, 0, 2, 100, id=1), ReservationRequest(2, 20, 2, 10, id=2)
+    jobs = schedule("fcfs", jobs_of((1, 2, 1000)), 4, site=site, reservations=[r1, r2])
+    assert (r1.started_seconds, r2.granted_seconds, r2.started_seconds) == (0, 20, 20)
+    assert jobs[0].restarts == 1 and jobs[0].start == 30
+
+
+def test_jobs_killed_for_a_reservation_go_back_in_queue_order():
+    # Restartable, FCFS: J1-J4 (1 proc each, 25, 200, 300 and 400 s) fill 4 processors from
+    # 0; J5 (2 procs) waits from 1. R1 (2 procs at 10 for 10 s) kills the two cheapest, J1
+    # and J2 (work done 10 each, left 15 and 190), which go back ahead of J5 (submitted
+    # earlier) and restart when R1 ends, at 20; J5 starts when J2 ends, at 220.
+    site = SitePolicy(mode="restartable")
+    req = ReservationRequest(5, 10, 2, 10, id=1)
+    jobs = schedule("fcfs", jobs_of((0, 1, 25), (0, 1, 200), (0, 1, 300), (0, 1, 400),
+                                    (1, 2, 10)), 4, site=site, reservations=[req])
+    assert [j.restarts for j in jobs] == [1, 1, 0, 0, 0]
+    assert [j.start for j in jobs] == [20, 20, 0, 0, 220]
+
+
 def test_kill_at_requested_and_estimates_from_requested_times():
     jobs = schedule("fcfs", jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5})),
                     4, estimator=Requested(), kill_at_requested=True)
