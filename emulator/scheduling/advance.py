@@ -41,6 +41,14 @@ class AdvanceReservations:
                 blocked += 1
         return started
 
+    def _reserve_granted(self, profile, now):
+        """Hold on ``profile`` what the granted reservations take from ``now`` on; one due
+        and still waiting for processors holds what is left of its window, from now."""
+        for req in self.granted:
+            start = max(req.granted_seconds, now)
+            profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
+                            req.procs)
+
     def _pending_reservations(self, now):
         return any(r.granted_seconds <= now for r in self.granted)
 
@@ -56,10 +64,7 @@ class AdvanceReservations:
             # queue jobs can be terminated: only reservations stand in the way
             apps = [(e, j.procs) for e, _, j in self.releases if j.index < 0]
             profile = Profile(now, self.total - sum(p for _, p in apps), apps)
-            for other in self.granted:
-                start = max(other.granted_seconds, now)
-                profile.reserve(start, other.duration_seconds - (start - other.granted_seconds),
-                                other.procs)
+            self._reserve_granted(profile, now)
         else:
             profile = self._base_profile(now)
             waiting = self.waiting()

@@ -406,10 +406,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         """Free processors from ``now`` on: running jobs by their estimated ends, and the
         advance reservations granted."""
         profile = Profile(now, self.free, [(e, j.procs) for e, _, j in self.releases])
-        for req in self.granted:
-            start = max(req.granted_seconds, now)
-            profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
-                            req.procs)
+        self._reserve_granted(profile, now)
         return profile
 
     def next_wakeup(self):
