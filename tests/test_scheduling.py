@@ -164,14 +164,15 @@ def test_restartable_jobs_make_room_by_least_cost():
 
 @pytest.mark.parametrize("protected, granted, job_starts", [
     (1.0, 250, [0, 100, 150, 200]), (0.5, 200, [0, 100, 150, 220]),
-    (0.0, 100, [0, 120, 170, 220])])
+    (0.0, 100, [0, 120, 170, 220]), (None, 100, [0, 120, 170, 220])])
 def test_a_reservation_may_not_delay_the_protected_share_of_the_queue(protected, granted,
                                                                       job_starts):
     # J1 holds all 4 processors until 100; J2, J3 and J4 (4 procs, 50 s) wait behind it. At
     # 10, 4 processors are asked for at 60 for 20 s. With the whole queue protected the
     # nearest time that delays none is 250 (J2, J3, J4 from 100, 150, 200); with half of it
-    # (ceil(0.5 x 3) = 2 jobs) 200, and J4 follows the reservation; with none 100.
-    site = SitePolicy(queued_priority=protected)
+    # (ceil(0.5 x 3) = 2 jobs) 200, and J4 follows the reservation; with none (or no site
+    # policy) 100.
+    site = None if protected is None else SitePolicy(queued_priority=protected)
     for policy in POLICIES:
         req = ReservationRequest(10, 60, 4, 20, id=1)
         got = starts(policy, jobs_of((0, 4, 100), (1, 4, 50), (2, 4, 50), (3, 4, 50)), 4,
@@ -195,10 +196,11 @@ def test_a_reservation_kills_the_one_job_of_least_cost(weights, victim, restart)
     # 4 processors full: J1 (1 proc, 0 to 25), J2 (2 procs, 9 to 23), J3 (1 proc, 8 to
     # 208). 1 processor asked for at 20 for 10 s. At 20, work done 20, 22 and 12
     # processor-seconds, work left 5, 6 and 188: weighing work done kills J3, weighing work
-    # left kills J1; one job is enough, and it restarts when J2 ends, at 23.
+    # left kills J1; with a fifth processor free, one job is enough for the 2 asked for, and
+    # it restarts when J2 ends, at 23.
     site = SitePolicy(mode="restartable", restart_cost=weights)
-    req = ReservationRequest(10, 20, 1, 10, id=1)
-    jobs = schedule("fcfs", jobs_of((0, 1, 25), (9, 2, 14), (8, 1, 200)), 4, site=site,
+    req = ReservationRequest(10, 20, 2, 10, id=1)
+    jobs = schedule("fcfs", jobs_of((0, 1, 25), (9, 2, 14), (8, 1, 200)), 5, site=site,
                     reservations=[req])
     assert [j.restarts for j in jobs] == [int(j.id == victim) for j in jobs]
     assert (jobs[victim - 1].start, jobs[victim - 1].end) == restart
@@ -221,26 +223,29 @@ def test_restartable_requests_see_the_reservations_and_their_applications_alone(
     # may not overlap R1: 30 (5 s off) rather than 10 (15 s off). R3, asked at 22 while R1's
     # application runs, for 2 procs at 22 for 5 s, fits beside it before R2: 22, and J1 is
     # killed for it. R4, asked then for 4 procs at 40, gets 40: R1's processors come back at
-    # 30. J1 comes back after R4, at 45 (it would overlap R2 at 27).
+    # 30. R5, 4 procs at 22 for 5 s, cannot have R1's before 30: 45, after R4. J1 comes
+    # back after R5, at 50 (it would overlap R2 at 27).
     site = SitePolicy(mode="restartable")
     reqs = [ReservationRequest(1, 20, 2, 10, id=1), ReservationRequest(1, 25, 4, 10, id=2),
-            ReservationRequest(22, 22, 2, 5, id=3), ReservationRequest(22, 40, 4, 5, id=4)]
+            ReservationRequest(22, 22, 2, 5, id=3), ReservationRequest(22, 40, 4, 5, id=4),
+            ReservationRequest(22, 22, 4, 5, id=5)]
     jobs = schedule("fcfs", jobs_of((0, 2, 1000)), 4, site=site, reservations=reqs)
     assert [(r.granted_seconds, r.started_seconds) for r in reqs] == \
-        [(20, 20), (30, 30), (22, 22), (40, 40)]
-    assert jobs[0].restarts == 1 and jobs[0].start == 45
+        [(20, 20), (30, 30), (22, 22), (40, 40), (45, 45)]
+    assert jobs[0].restarts == 1 and jobs[0].start == 50
 
 
 def test_a_reservations_application_is_never_killed_for_another():
     # Restartable: R1's application holds 2 of 4 processors over [0, 100); J1 (2 procs)
     # runs from 1. R2, asked at 2 for 2 procs at 20, is granted 20; at 20 the application
     # would cost less to kill (2 x 20 done + 0.1 x 2 x 80 left = 56, J1: 234) but J1 is the
-    # one killed, and restarts when R2 ends, at 30.
+    # one killed, and restarts when R2's application ends, after its 4 s run, at 24.
     site = SitePolicy(mode="restartable")
-    r1, r2 = ReservationRequest(0, 0, 2, 100, id=1), ReservationRequest(2, 20, 2, 10, id=2)
+    r1 = ReservationRequest(0, 0, 2, 100, id=1)
+    r2 = ReservationRequest(2, 20, 2, 10, run_seconds=4, id=2)
     jobs = schedule("fcfs", jobs_of((1, 2, 1000)), 4, site=site, reservations=[r1, r2])
     assert (r1.started_seconds, r2.granted_seconds, r2.started_seconds) == (0, 20, 20)
-    assert jobs[0].restarts == 1 and jobs[0].start == 30
+    assert jobs[0].restarts == 1 and jobs[0].start == 24
 
 
 def test_jobs_killed_for_a_reservation_go_back_in_queue_order():
@@ -254,6 +259,12 @@ def test_jobs_killed_for_a_reservation_go_back_in_queue_order():
                                     (1, 2, 10)), 4, site=site, reservations=[req])
     assert [j.restarts for j in jobs] == [1, 1, 0, 0, 0]
     assert [j.start for j in jobs] == [20, 20, 0, 0, 220]
+
+
+def test_a_reservation_larger_than_the_machine_is_refused_by_name():
+    with pytest.raises(ValueError, match="reservation 7 asks for 5 processors, more than "
+                                         "the machine's 4"):
+        Scheduler(4, "fcfs").request_reservation(ReservationRequest(0, 10, 5, 10, id=7), 0)
 
 
 def test_kill_at_requested_and_estimates_from_requested_times():
