@@ -15,6 +15,10 @@ class ConservativeBackfill:
     start times as a heap (``_slots``) and when to make them again (``_dirty``,
     ``_compress``). Mixed into :class:`~.scheduler.Scheduler`, whose state it reads."""
 
+    # stale heap entries (reserved again since, or started) are skipped when met; they are
+    # dropped all at once when they outnumber the queue twice over plus this many
+    stale_slots_allowed = 64
+
     def _profile_from(self, now):
         """The conservative profile, moved on to ``now``."""
         self._profile.advance(now)
@@ -37,7 +41,7 @@ class ConservativeBackfill:
         if moved is None:
             return False
         slots = self._slots
-        if len(slots) + len(moved) > 2 * len(self.queue) + 64:  # mostly stale: drop them
+        if len(slots) + len(moved) > 2 * len(self.queue) + self.stale_slots_allowed:
             slots = self._slots = [e for e in slots
                                    if e[2].slot == e[0] and e[2].start is None] + moved
             heapq.heapify(slots)
