@@ -267,6 +267,19 @@ def test_a_reservation_larger_than_the_machine_is_refused_by_name():
         Scheduler(4, "fcfs").request_reservation(ReservationRequest(0, 10, 5, 10, id=7), 0)
 
 
+def test_a_reserved_job_held_by_its_users_limit_gives_way_at_once():
+    # Conservative, 6 processors, user 1 limited to 2 (MAXPROC). J1 (user 2) holds all 6
+    # until 10. J2 and J3 (user 1, 2 procs) and J4 (user 2, 2 procs) are all reserved at 10:
+    # the profile knows no user limits. At 10 J2 starts; J3 is then held by the limit, and
+    # the reservations are made again at once, so J4 starts at 10 too; J3 waits for J2's end.
+    site = policy_from_maui("USERCFG[1] MAXPROC=2\n")
+    jobs = schedule("conservative", jobs_of((0, 6, 10, {"user": 2}), (1, 2, 100, {"user": 1}),
+                                            (2, 2, 5, {"user": 1}), (3, 2, 5, {"user": 2})),
+                    6, site=site)
+    assert [j.start for j in jobs] == [0, 10, 110, 10]
+    assert [j.reserved for j in jobs] == [0, 10, 10, 10]
+
+
 def test_kill_at_requested_and_estimates_from_requested_times():
     jobs = schedule("fcfs", jobs_of((0, 4, 50, {"requested": 20}), (1, 4, 5, {"requested": 5})),
                     4, estimator=Requested(), kill_at_requested=True)
