@@ -277,6 +277,35 @@ def test_priorities_are_recomputed_on_the_calc_period(tmp_path):
     assert [j.id for j in sched.waiting()] == [2, 1]
 
 
+def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path):
+    """Forward predictions copy the scheduler and its order (Fair Tree's C ranks are left
+    out of the copy and made again). User 3's J0 holds all 8 processors until 1,000; its
+    J1 and user 1's J2 wait, J2 first from the tick of 300 (user 3's usage): J1 is predicted
+    at 1,010, after J2's 10 s, and the original scheduler is left as it was."""
+    from emulator.prediction.forward import predict_start
+    from emulator.scheduling import slurmshare
+
+    if slurmshare.FairTree is None:
+        pytest.skip("the C Fair Tree is not built")
+    path = tmp_path / "assoc.txt"  # no user right under root: C's ranks
+    path.write_text(ASSOC.replace("tiny|root|root||1||||\n", ""))
+    config = SlurmConfig(weights={"age": 1000, "fairshare": 10000, "job_size": 0,
+                                  "partition": 0, "qos": 0}, max_age_seconds=1000.0)
+    sched = Scheduler(8, order=Multifactor(config, 8, read_associations(str(path))),
+                      backfill="easy")
+    sched.submit(Job(0, 0, 8, 1000, estimate=1000, user=3, group=20, index=0), 0.0)
+    sched.schedule(0.0)
+    j1 = Job(1, 0, 8, 10, estimate=10, user=3, group=20, index=1)
+    sched.submit(j1, 0.0)
+    sched.submit(Job(2, 10, 8, 10, estimate=10, user=1, group=10, index=2), 10.0)
+    sched.schedule(300.0)
+    keys = sched.order.keys(sched.waiting(), 400.0)
+    assert not isinstance(sched.order._fair[2][1], (list, np.ndarray))  # C's
+    assert predict_start(sched, 400.0, j1, lambda job, elapsed: job.run) == 1010.0
+    assert [j.id for j in sched.waiting()] == [2, 1]
+    assert sched.order.keys(sched.waiting(), 400.0) == keys and j1.start is None
+
+
 # -- sched/backfill ------------------------------------------------------------------------
 
 def backfill_case(params, second):

@@ -58,6 +58,12 @@ class Multifactor(Order):
                      1.0 / max_age if max_age > 0 else math.inf)  # (w_age, w_fs, 1/max age)
         self._fair_tree_weight = bool(config.weights["fairshare"]) and config.fair_tree
 
+    def __getstate__(self) -> dict:
+        """A copy (a scheduler's snapshot deep-copies its order) leaves out the tick's Fair
+        Tree table, which may be C's, and makes it again when asked for."""
+        tick, memo, _ = self._fair
+        return dict(self.__dict__, _fair=(tick, memo, None))
+
     # -- the factors ------------------------------------------------------------------------
 
     def owner(self, job: Any) -> tuple:

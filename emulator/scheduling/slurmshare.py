@@ -64,6 +64,11 @@ class ShareTree:
                 self.accounts_of.setdefault(user, []).append(account)
         self.users = [n for n in self.shares if n[0] == "user"]
 
+    def __getstate__(self) -> dict:
+        """A copy (a scheduler's snapshot deep-copies its order) leaves out the C ranks, a
+        cache made again when asked for."""
+        return dict(self.__dict__, _ranker=None)
+
     def _add(self, node: tuple, parent: tuple, shares: int) -> None:
         self.parent[node], self.shares[node] = parent, shares
         self.children.setdefault(parent, []).append(node)
