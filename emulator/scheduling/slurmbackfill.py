@@ -40,10 +40,7 @@ def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:
         return []  # nothing can start; the plan is made again at the next pass
     res = params.resolution_seconds
     profile = Profile.from_running(now, sched.free, sched.releases, res)
-    for req in sched.granted:
-        start = max(req.granted_seconds, now)
-        profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
-                        req.procs)
+    sched._reserve_granted(profile, now)
     if sched._limits or sched.nodes is not None:  # holds and placements: job by job
         return _pass_in_python(sched, now, params, profile, smallest)
     started = []
