@@ -36,67 +36,63 @@ typedef struct {
 
 static PyTypeObject FairTreeType, RanksType;
 
-static int read_sizes(PyObject *seq, Py_ssize_t want, Py_ssize_t below, Py_ssize_t **out,
-                      const char *what)
+/* ``seq`` as a fast sequence of ``want`` items (any number if ``want`` < 0), with room for
+ * them at ``*out``; NULL, an exception set, if it is not */
+static PyObject *sequence_with_room(PyObject *seq, Py_ssize_t want, size_t itemsize,
+                                    void **out, const char *what)
 {
     PyObject *fast = PySequence_Fast(seq, what);
     if (!fast)
-        return -1;
+        return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     if (want >= 0 && n != want) {
         PyErr_Format(PyExc_ValueError, "%s: %zd values, %zd wanted", what, n, want);
         Py_DECREF(fast);
-        return -1;
+        return NULL;
     }
-    *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    *out = PyMem_Malloc((size_t)(n ? n : 1) * itemsize);
     if (!*out) {
         Py_DECREF(fast);
-        PyErr_NoMemory();
-        return -1;
+        return PyErr_NoMemory();
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    return fast;
+}
+
+/* whole numbers in [0, below) (below < 0: no bound) */
+static int read_sizes(PyObject *seq, Py_ssize_t want, Py_ssize_t below, Py_ssize_t **out,
+                      const char *what)
+{
+    PyObject *fast = sequence_with_room(seq, want, sizeof(Py_ssize_t), (void **)out, what);
+    if (!fast)
+        return -1;
+    int status = 0;
+    for (Py_ssize_t i = 0; status == 0 && i < PySequence_Fast_GET_SIZE(fast); i++) {
         Py_ssize_t v = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i), PyExc_OverflowError);
         if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
-        if (v < 0 || (below >= 0 && v >= below)) {
+            status = -1;
+        } else if (v < 0 || (below >= 0 && v >= below)) {
             PyErr_Format(PyExc_ValueError, "%s: %zd out of range", what, v);
-            Py_DECREF(fast);
-            return -1;
+            status = -1;
         }
         (*out)[i] = v;
     }
     Py_DECREF(fast);
-    return 0;
+    return status;
 }
 
 static int read_doubles(PyObject *seq, Py_ssize_t want, double **out, const char *what)
 {
-    PyObject *fast = PySequence_Fast(seq, what);
+    PyObject *fast = sequence_with_room(seq, want, sizeof(double), (void **)out, what);
     if (!fast)
         return -1;
-    if (PySequence_Fast_GET_SIZE(fast) != want) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd values, %zd wanted", what,
-                     PySequence_Fast_GET_SIZE(fast), want);
-        Py_DECREF(fast);
-        return -1;
-    }
-    *out = PyMem_Malloc((size_t)(want ? want : 1) * sizeof(double));
-    if (!*out) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < want; i++) {
+    int status = 0;
+    for (Py_ssize_t i = 0; status == 0 && i < want; i++) {
         (*out)[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
-        if ((*out)[i] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
+        if ((*out)[i] == -1.0 && PyErr_Occurred())
+            status = -1;
     }
     Py_DECREF(fast);
-    return 0;
+    return status;
 }
 
 static void FairTree_dealloc(FairTree *self)
