@@ -20,8 +20,19 @@ from emulator.network.sharing import ClusterModel
 
 TOLERANCE = 1e-9  # relative, per flow
 
+def racks_with_fabrics():
+    """Racks whose switches have fabrics (one a FATPIPE) and whose first uplink is FATPIPE."""
+    data = racks(3, 4, port_mbps=100, oversubscription=2)
+    data["switches"] = ["core", {"name": "rack1", "fabric_mbps": 150.0},
+                        {"name": "rack2", "fabric_mbps": 80.0, "fabric_sharing": "fatpipe"},
+                        {"name": "rack3", "fabric_mbps": 250.0}]
+    data["links"][0]["sharing"] = "fatpipe"
+    return cluster_from_dict(data)
+
+
 CLUSTERS = {
     "racks 2:1": lambda: cluster_from_dict(racks(3, 4, port_mbps=100, oversubscription=2)),
+    "racks, fabrics, fatpipes": racks_with_fabrics,
     "fat tree k=4": lambda: cluster_from_dict(fat_tree(4, link_mbps=100)),
     "crossbar 6": lambda: crossbar(6),
 }

@@ -112,6 +112,16 @@ def test_bad_hostfiles(tmp_path, text, fragment):
     ('topology = "tree"\nswitches = ["s", "t", "u"]\nnodes = [{name = "a", switch = "s"}]\n'
      'links = [{a = "s", b = "t"}, {a = "t", b = "u"}, {a = "u", b = "s"}]\n', "has a cycle"),
     ("nodes = [\n", "malformed TOML"),
+    ('topology = "tree"\nswitches = [{name = "s", fabric_mbps = 0}]\n'
+     'nodes = [{name = "a", switch = "s"}]\n', "switches[0]: fabric_mbps must be a positive"),
+    ('topology = "tree"\nswitches = [{name = "s", fabric_mbps = 10, fabric_sharing = "duplex"}]'
+     '\nnodes = [{name = "a", switch = "s"}]\n', "fabric_sharing must be shared or fatpipe"),
+    ('topology = "tree"\nswitches = [{name = "s", fabric_latency_ms = 1}]\n'
+     'nodes = [{name = "a", switch = "s"}]\n', "fabric_latency_ms and fabric_sharing need"),
+    ('topology = "tree"\nswitches = [{name = "s", colour = "red"}]\n'
+     'nodes = [{name = "a", switch = "s"}]\n', "switches[0]: unknown field(s) ['colour']"),
+    ('topology = "tree"\nswitches = ["s", "t"]\nnodes = [{name = "a", switch = "s"}]\n'
+     'links = [{a = "s", b = "t", sharing = "half"}]\n', "links[0]: sharing must be one of"),
 ])
 def test_bad_cluster_files(tmp_path, text, fragment):
     path = tmp_path / "c.toml"

@@ -114,6 +114,42 @@ def test_a_tree_flow_crosses_the_uplinks_it_travels_in_their_direction():
     assert inside == [("up", "r1n1"), ("down", "r1n2")]
 
 
+def fabric_racks(fabric=None, uplink_sharing=None, uplink2_mbps=1000.0):
+    """Two racks of two 100 Mbit/s nodes, 1 Gbit/s uplinks; rack1's switch may have a fabric
+    (a dict of its fields), rack2's uplink another capacity and a sharing."""
+    data = {"topology": "tree", "capacity_mbps": 100.0, "latency_ms": 0.0,
+            "switches": ["core", {"name": "rack1", **(fabric or {})}, "rack2"],
+            "nodes": [{"name": n, "switch": f"rack{n[1]}"} for n in ("r1a", "r1b", "r2a",
+                                                                    "r2b")],
+            "links": [{"a": "rack1", "b": "core", "capacity_mbps": 1000.0},
+                      {"a": "rack2", "b": "core", "capacity_mbps": uplink2_mbps,
+                       **({"sharing": uplink_sharing} if uplink_sharing else {})}]}
+    return cluster_from_dict(data)
+
+
+@pytest.mark.parametrize("fabric, seconds", [
+    (None, [1.0, 1.0, 1.0]),  # the ports decide
+    ({"fabric_mbps": 150.0}, [4 / 3, 4 / 3, 1.0]),  # two flows through rack1: 75 each
+    ({"fabric_mbps": 50.0, "fabric_sharing": "fatpipe"}, [2.0, 2.0, 1.0]),  # each held to 50
+])
+def test_a_switch_fabric_is_crossed_by_the_flows_through_the_switch(fabric, seconds):
+    # r1a -> r1b turns at rack1; r1b -> r2a passes through it; r2a -> r2b never meets it
+    flows = [(0, "r1a", "r1b", 12.5 * MB), (0, "r1b", "r2a", 12.5 * MB),
+             (0, "r2a", "r2b", 12.5 * MB)]
+    got = simulate(fabric_racks(fabric), flows, latency_seconds=0.0, bucket=False)
+    assert got == pytest.approx(seconds)
+
+
+def test_a_fatpipe_uplink_bounds_each_flow_and_a_duplex_one_is_shared():
+    two = [(0, "r1a", "r2a", 6.25 * MB), (0, "r1b", "r2b", 6.25 * MB)]
+    fat = fabric_racks(uplink_sharing="fatpipe", uplink2_mbps=50.0)
+    assert simulate(fat, two, latency_seconds=0.0, bucket=False) == pytest.approx([1.0, 1.0])
+    assert simulate(fabric_racks(uplink2_mbps=50.0), two, latency_seconds=0.0,
+                    bucket=False) == pytest.approx([2.0, 2.0])
+    res = resources(fat)
+    assert ("link", "rack2", "core") not in [res.names[r] for r in res.paths[(0, 2)]]
+
+
 def test_stream_timelines_become_background_flows_and_matrices_capacities():
     cluster = crossbar(3)
     res = resources(cluster)

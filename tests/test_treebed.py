@@ -127,6 +127,18 @@ def test_a_graph_with_a_cycle_or_a_node_on_two_switches_is_no_tree():
         check_tree(doubled, "f.toml")
 
 
+def test_switch_fabrics_and_links_not_full_duplex_are_refused_by_name():
+    fabric = two_racks()
+    fabric.nodes["r1"]["fabric_mbps"] = 50.0
+    with pytest.raises(UserError, match="f.toml: switch r1 has a fabric of 50 Mbit/s"):
+        check_tree(fabric, "f.toml")
+    for sharing in ("shared", "fatpipe"):
+        other = two_racks()
+        other["r2"]["core"]["sharing"] = sharing
+        with pytest.raises(UserError, match=f"link (r2-core|core-r2) is {sharing.upper()}"):
+            check_tree(other, "f.toml")
+
+
 @pytest.mark.parametrize("extra,message", [
     ({"links": TWO_RACKS["links"] + [{"a": "r1", "b": "r2", "capacity_mbps": 10}]},
      "has a cycle"),

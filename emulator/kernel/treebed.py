@@ -48,6 +48,14 @@ def check_tree(cluster, path="<cluster>"):
         cycle = [a for a, _ in nx.find_cycle(cluster)]
         raise UserError(f"{path}: the links do not form a tree: cycle "
                         f"{' - '.join(map(str, cycle + cycle[:1]))}")
+    for v, mbps in cluster.nodes(data="fabric_mbps"):
+        if mbps is not None:
+            raise UserError(f"{path}: switch {v} has a fabric of {mbps:g} Mbit/s (a SimGrid "
+                            "backbone): the kernel testbed shapes links, not switch fabrics")
+    for a, b, sharing in cluster.edges(data="sharing"):
+        if sharing in ("shared", "fatpipe"):
+            raise UserError(f"{path}: link {a}-{b} is {sharing.upper()}: the kernel "
+                            "testbed's links are full duplex (SPLITDUPLEX)")
     for node in clusters.node_names(cluster):
         others = list(cluster.neighbors(node))
         if len(others) != 1 or cluster.nodes[others[0]].get("kind") == "compute":

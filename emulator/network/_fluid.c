@@ -129,6 +129,9 @@ typedef struct Fluid {
     int route_kind;
     int32_t *path_start, *paths;
     int32_t *r_parent, *r_depth, *r_up, *r_down, *r_vertex;
+    int32_t *r_fabric; /* a tree's: per vertex, its switch fabric's resource (-1: none) */
+    int32_t *r_fat;    /* a tree's: per resource, 1 where each flow alone is held to the
+                          capacity (SimGrid's FATPIPE) instead of sharing it */
     int32_t r_pair_base;
     Timeline tl[2];
     /* scratch of the solver and of the rings */
@@ -236,6 +239,28 @@ static int path_of(const Fluid *f, const Flow *x, const int32_t **path)
     return f->path_start[k + 1] - f->path_start[k];
 }
 
+/* The switch fabrics a route from vertex a to vertex b through their common ancestor
+ * `top` crosses, added to its n resources in buf: every vertex between the ends, once. */
+static int add_fabrics(const Fluid *f, int32_t a, int32_t b, int32_t top, int32_t *buf, int n)
+{
+    for (int side = 0; side < 2; side++) {
+        for (int32_t v = side ? b : a; v != top;) {
+            v = f->r_parent[v];
+            if (v != top && f->r_fabric[v] >= 0) {
+                if (n >= FL_MAX_PATH)
+                    return -1;
+                buf[n++] = f->r_fabric[v];
+            }
+        }
+    }
+    if (top != a && top != b && f->r_fabric[top] >= 0) {
+        if (n >= FL_MAX_PATH)
+            return -1;
+        buf[n++] = f->r_fabric[top];
+    }
+    return n;
+}
+
 /* The resources a flow from node src to dst crosses: in the table, or made into `buf` (at
  * most FL_MAX_PATH; -1 if the route is longer). */
 static int pair_path(const Fluid *f, int src, int dst, int32_t *buf, const int32_t **path)
@@ -269,7 +294,8 @@ static int pair_path(const Fluid *f, int src, int dst, int32_t *buf, const int32
     }
     for (int j = n_down - 1; j >= 0; j--)
         buf[n_up++] = down[j];
-    return n_up;
+    return f->r_fabric ? add_fabrics(f, f->r_vertex[src], f->r_vertex[dst], a, buf, n_up)
+                       : n_up;
 }
 
 /* Resource states at scenario time t of the current timeline (after a clock change). */
@@ -1080,10 +1106,10 @@ static void advance(Fluid *f, double now)
 /* The token bucket of the pair src -> dst (HTB's burst: what the class's rate sends in
  * 0.2 ms, at least two frames): the bits a new flow of `bits` gets through at once. */
 static double burst_credit(Fluid *f, int src, int dst, const int32_t *p, int len, double start,
-                           double bits)
+                           double bits, double bound)
 {
     int k = src * f->n_nodes + dst;
-    double rate = INFINITY;
+    double rate = bound > 0 ? bound : INFINITY;
     for (int j = 0; j < len; j++) { /* the pair's available share for one more flow */
         double share = f->res[p[j]].capacity / (f->res[p[j]].background + 1);
         if (share < rate)
@@ -1106,6 +1132,21 @@ static double burst_credit(Fluid *f, int src, int dst, const int32_t *p, int len
 
 /* -- flows come and go (under the lock) --------------------------------------------- */
 
+/* FATPIPE resources leave a route: each flow crossing one is bounded by its capacity now
+ * (a scenario never varies them). Returns the route's new length. */
+static int hold_to_fatpipes(const Fluid *f, int32_t *route, int len, double *bound)
+{
+    int kept = 0;
+    for (int j = 0; j < len; j++) {
+        double cap = f->res[route[j]].capacity;
+        if (!f->r_fat[route[j]])
+            route[kept++] = route[j];
+        else if (!(*bound > 0) || cap < *bound)
+            *bound = cap;
+    }
+    return kept;
+}
+
 /* Insert a flow starting at wall time `wall` (or the model's clock, if later). 0, or -1
  * when the table is full, -2 for a node out of range. */
 static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32_t *gen,
@@ -1125,6 +1166,10 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
     if (now < h->clock)
         now = h->clock;
     advance(f, now);
+    double bound = n->bound;
+    int crosses = n->resource >= 0 || pair_len > 0; /* else a node to itself */
+    if (f->r_fat && pair == route && n->resource < 0)
+        pair_len = hold_to_fatpipes(f, route, pair_len, &bound);
     int32_t id = f->free_stack[--h->n_free];
     Flow *x = &f->flows[id];
     uint32_t g = x->gen;
@@ -1135,7 +1180,7 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
     x->dst = n->dst;
     x->own_res = n->resource;
     x->persistent = n->persistent;
-    x->bound = n->bound;
+    x->bound = bound;
     x->start = now;
     x->size = n->persistent ? INFINITY : n->amount;
     x->done_at = x->release_at = NAN;
@@ -1150,9 +1195,9 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         x->path_len = pair_len;
         memcpy(x->path, pair, sizeof(int32_t) * (size_t)pair_len);
     }
-    int crosses = n->resource >= 0 || pair_len > 0;
     double credit = n->bucket && crosses && n->amount > 0 && n->resource < 0
-                        ? burst_credit(f, n->src, n->dst, pair, pair_len, now, n->amount)
+                        ? burst_credit(f, n->src, n->dst, pair, pair_len, now, n->amount,
+                                       bound)
                         : 0.0;
     x->remaining = x->size - credit;
     if (!crosses || (!n->persistent && x->remaining <= 0)) {
@@ -1436,8 +1481,9 @@ static int check_ids(const int32_t *v, Py_ssize_t n, int32_t below, int allow_mi
     return 0;
 }
 
-/* routes: ("tree", parent, depth, up, down, vertex of each node) or ("crossbar", up, down,
- * pair_base): a pair's path is made when one of its flows starts (pair_path). */
+/* routes: ("tree", parent, depth, up, down, vertex of each node[, fabric of each vertex[,
+ * fatpipe flag of each resource]]) or ("crossbar", up, down, pair_base): a pair's path is
+ * made when one of its flows starts (pair_path). */
 static int read_routes(Fluid *f, PyObject *routes, int *longest)
 {
     const char *kind;
@@ -1447,8 +1493,10 @@ static int read_routes(Fluid *f, PyObject *routes, int *longest)
         PyErr_SetString(PyExc_ValueError, "routes: a tuple (kind, ...)");
         return -1;
     }
-    if (PyTuple_GET_SIZE(routes) == 6) {
-        if (!PyArg_ParseTuple(routes, "sOOOOO", &kind, &a, &b, &c, &d, &e))
+    if (PyTuple_GET_SIZE(routes) >= 6) {
+        PyObject *fabric = NULL, *fat = NULL;
+        Py_ssize_t n_fabric, n_fat;
+        if (!PyArg_ParseTuple(routes, "sOOOOO|OO", &kind, &a, &b, &c, &d, &e, &fabric, &fat))
             return -1;
         if (strcmp(kind, "tree") || as_ints(a, &f->r_parent, &n_a) ||
             as_ints(b, &f->r_depth, &n_b) || as_ints(c, &f->r_up, &n_c) ||
@@ -1464,6 +1512,14 @@ static int read_routes(Fluid *f, PyObject *routes, int *longest)
             PyErr_SetString(PyExc_ValueError, "routes: a tree's arrays disagree");
             return -1;
         }
+        if ((fabric && (as_ints(fabric, &f->r_fabric, &n_fabric) || n_fabric != nv ||
+                        check_ids(f->r_fabric, nv, f->n_res, 1))) ||
+            (fat && (as_ints(fat, &f->r_fat, &n_fat) || n_fat != f->n_res))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "routes: fabrics (one per vertex) or "
+                                "fatpipes (one per resource) disagree with the tree");
+            return -1;
+        }
         int deepest = 0;
         for (int32_t v = 0; v < nv; v++) {
             if (f->r_depth[v] > deepest)
@@ -1476,7 +1532,8 @@ static int read_routes(Fluid *f, PyObject *routes, int *longest)
             }
         }
         /* a longer route is refused when a flow would take it (insert) */
-        deepest = 2 * deepest < FL_MAX_PATH ? 2 * deepest : FL_MAX_PATH;
+        deepest = fabric ? 4 * deepest - 1 : 2 * deepest; /* links, and fabrics between */
+        deepest = deepest < FL_MAX_PATH ? deepest : FL_MAX_PATH;
         *longest = deepest > *longest ? deepest : *longest;
         f->route_kind = ROUTE_TREE;
         return 0;
@@ -1622,6 +1679,8 @@ static void Fluid_dealloc(Fluid *f)
     free(f->r_up);
     free(f->r_down);
     free(f->r_vertex);
+    free(f->r_fabric);
+    free(f->r_fat);
     for (int i = 0; i < 2; i++) {
         free(f->tl[i].t);
         free(f->tl[i].res);

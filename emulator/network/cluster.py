@@ -71,14 +71,15 @@ def links(cluster):
     """The links whose bandwidth a scenario varies, as ``(a, b, capacity_mbps)``.
 
     Crossbar: every pair of nodes (each pair's path is shared by its own competing streams).
-    Tree: the physical links.
+    Tree: the physical links but FATPIPE ones (each flow's bound, never shared).
     """
     if cluster.graph.get("topology") == "crossbar":
         names = node_names(cluster)
         cap = {n: cluster.nodes[n]["capacity_mbps"] for n in names}
         return [(a, b, min(cap[a], cap[b]))
                 for i, a in enumerate(names) for b in names[i + 1:]]
-    return [(a, b, d["capacity_mbps"]) for a, b, d in cluster.edges(data=True)]
+    return [(a, b, d["capacity_mbps"]) for a, b, d in cluster.edges(data=True)
+            if d.get("sharing") != "fatpipe"]
 
 
 def pair_path_links(cluster):
@@ -97,15 +98,40 @@ def pair_path_links(cluster):
                 import networkx as nx
 
                 path = nx.shortest_path(cluster, a, b)
-                path_links = [index[frozenset(e)] for e in zip(path, path[1:])]
+                path_links = [index[frozenset(e)] for e in zip(path, path[1:])
+                              if frozenset(e) in index]
             out[(a, b)] = out[(b, a)] = path_links
+    return out
+
+
+def pair_fixed_mbps(cluster):
+    """For each pair of compute nodes of a tree whose path crosses switch fabrics or
+    FATPIPE links (which no scenario varies), the least of their capacities."""
+    import networkx as nx
+
+    fixed = {v for v, d in cluster.nodes(data=True) if d.get("fabric_mbps") is not None}
+    fat = any(d.get("sharing") == "fatpipe" for _, _, d in cluster.edges(data=True))
+    if cluster.graph.get("topology") != "tree" or not (fixed or fat):
+        return {}
+    out = {}
+    names = node_names(cluster)
+    for i, a in enumerate(names):
+        paths = nx.single_source_shortest_path(cluster, a)
+        for b in names[i + 1:]:
+            path = paths[b]
+            caps = [cluster.nodes[v]["fabric_mbps"] for v in path[1:-1] if v in fixed] + \
+                [cluster[u][v]["capacity_mbps"] for u, v in zip(path, path[1:])
+                 if cluster[u][v].get("sharing") == "fatpipe"]
+            if caps:
+                out[(a, b)] = out[(b, a)] = min(caps)
     return out
 
 
 def path_latency_seconds(cluster, nodes):
     """One-way latency between each ordered pair of ``nodes`` (names; repeats allowed), a
     list of rows in seconds: 0 within a node; on a crossbar the cluster's ``latency_ms``;
-    on a tree the sum of the ``latency_ms`` of the links on the pair's path.
+    on a tree the sum of the ``latency_ms`` of the links on the pair's path and the
+    ``fabric_latency_ms`` of the switches between (a SimGrid backbone's latency).
 
     >>> g = cluster_from_dict({"topology": "tree", "latency_ms": 0.1, "switches": ["s", "t"],
     ...     "nodes": [{"name": "a", "switch": "s"}, {"name": "b", "switch": "s"},
@@ -128,7 +154,10 @@ def latencies_from(cluster, node, nodes):
         return [0.0 if b == node else one for b in nodes]
     import networkx as nx
 
-    lengths = nx.single_source_dijkstra_path_length(cluster, node, weight="latency_ms")
+    fabric = {v: ms for v, ms in cluster.nodes(data="fabric_latency_ms") if ms}
+    weight = "latency_ms" if not fabric else \
+        (lambda u, v, d: d.get("latency_ms", 1) + fabric.get(v, 0.0))  # switches entered
+    lengths = nx.single_source_dijkstra_path_length(cluster, node, weight=weight)
     return [lengths[b] / 1000.0 for b in nodes]
 
 
@@ -252,7 +281,7 @@ def _tree_from(data, nodes, defaults, path):
         if kind not in ("switch", "router"):
             raise InputFileError(path, f"switches[{i}]",
                                  f"kind must be switch or router, got {kind!r}")
-        graph.add_node(name, kind=kind)
+        graph.add_node(name, kind=kind, **_fabric(sw, path, f"switches[{i}]"))
     for i, node in enumerate(nodes):
         if node["switch"] not in graph:
             raise InputFileError(path, f"nodes[{i}]",
@@ -269,11 +298,48 @@ def _tree_from(data, nodes, defaults, path):
     return graph
 
 
+SWITCH_FIELDS = {"name", "kind", "fabric_mbps", "fabric_latency_ms", "fabric_sharing"}
+LINK_FIELDS = {"a", "b", "capacity_mbps", "latency_ms", "sharing"}
+SHARINGS = ("duplex", "shared", "fatpipe")  # SimGrid's SPLITDUPLEX, SHARED, FATPIPE
+
+
+def _fabric(sw, path, where):
+    """A switch's fabric (the capacity every route through it shares, as a SimGrid
+    backbone), checked: ``fabric_mbps``, ``fabric_latency_ms``, ``fabric_sharing``."""
+    extra = set(sw) - SWITCH_FIELDS
+    if extra:
+        raise InputFileError(path, where, f"unknown field(s) {sorted(extra)}; expected "
+                             f"{sorted(SWITCH_FIELDS)}")
+    if "fabric_mbps" not in sw:
+        if set(sw) & {"fabric_latency_ms", "fabric_sharing"}:
+            raise InputFileError(path, where, "fabric_latency_ms and fabric_sharing need "
+                                 "fabric_mbps")
+        return {}
+    latency = sw.get("fabric_latency_ms", 0.0)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
+        raise InputFileError(path, where, f"fabric_latency_ms must be a number >= 0, got "
+                             f"{latency!r}")
+    sharing = sw.get("fabric_sharing", "shared")
+    if sharing not in ("shared", "fatpipe"):
+        raise InputFileError(path, where, f"fabric_sharing must be shared or fatpipe, got "
+                             f"{sharing!r}")
+    return {"fabric_mbps": float(_positive(path, where, sw["fabric_mbps"], "fabric_mbps")),
+            "fabric_latency_ms": float(latency), "fabric_sharing": sharing}
+
+
 def _tree_links(graph, links, cap, latency, path):
     for i, link in enumerate(links):
         where = f"links[{i}]"
         if not isinstance(link, dict) or "a" not in link or "b" not in link:
             raise InputFileError(path, where, "each link needs 'a' and 'b'")
+        extra = set(link) - LINK_FIELDS
+        if extra:
+            raise InputFileError(path, where, f"unknown field(s) {sorted(extra)}; expected "
+                                 f"{sorted(LINK_FIELDS)}")
+        sharing = link.get("sharing", "duplex")
+        if sharing not in SHARINGS:
+            raise InputFileError(path, where, f"sharing must be one of {', '.join(SHARINGS)}, "
+                                 f"got {sharing!r}")
         a, b = link["a"], link["b"]
         for end in (a, b):
             if end not in graph or graph.nodes[end]["kind"] == "compute":
@@ -282,7 +348,8 @@ def _tree_links(graph, links, cap, latency, path):
             raise InputFileError(path, where, f"duplicate or self link {a}-{b}")
         graph.add_edge(a, b, capacity_mbps=float(_positive(
             path, where, link.get("capacity_mbps", cap), "capacity_mbps")),
-            latency_ms=float(link.get("latency_ms", latency)))
+            latency_ms=float(link.get("latency_ms", latency)),
+            **({} if sharing == "duplex" else {"sharing": sharing}))
 
 
 _OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
@@ -364,7 +431,14 @@ def describe(cluster):
                      f"{d.get('memory_mb', ''):>13}")
     lines.append(f"{'link':<24}{'capacity [Mbit/s]':>18}{'latency [ms]':>14}")
     for a, b, d in cluster.edges(data=True):
-        lines.append(f"{f'{a}-{b}':<24}{d['capacity_mbps']:>18.0f}{d.get('latency_ms', 0):>14.3f}")
+        sharing = d.get("sharing", "duplex")
+        lines.append(f"{f'{a}-{b}':<24}{d['capacity_mbps']:>18.0f}{d.get('latency_ms', 0):>14.3f}"
+                     + ("" if sharing == "duplex" else f"  {sharing}"))
+    for v, d in cluster.nodes(data=True):
+        if d.get("fabric_mbps") is not None:
+            lines.append(f"{f'fabric of {v}':<24}{d['fabric_mbps']:>18.0f}"
+                         f"{d.get('fabric_latency_ms', 0):>14.3f}  "
+                         f"{d.get('fabric_sharing', 'shared')}")
     return lines
 
 

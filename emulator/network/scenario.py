@@ -290,18 +290,21 @@ def default_timeline(cluster, *, seed=1, duration_seconds=3600.0):
 
 def pair_bandwidth_function(cluster, timeline):
     """``f(a, b, t)``: available bandwidth between nodes a and b at scenario time t, the
-    minimum over the links on their path."""
+    minimum over the links on their path (and the switch fabrics and FATPIPE links there,
+    which no scenario varies)."""
     paths = clusters.pair_path_links(cluster)
     index = {frozenset((a, b)): i for i, (a, b, _) in enumerate(timeline.links)}
     cluster_links = clusters.links(cluster)
     pair_links = {pair: [index[frozenset(cluster_links[i][:2])] for i in link_ids]
                   for pair, link_ids in paths.items()}
+    fixed = clusters.pair_fixed_mbps(cluster)
 
     def bandwidth(a, b, t):
-        return min(timeline.bandwidth_mbps(i, t) for i in pair_links[(a, b)])
+        return min([timeline.bandwidth_mbps(i, t) for i in pair_links[(a, b)]] +
+                   [fixed.get((a, b), math.inf)])
 
     def next_change(a, b, t):
-        return min(timeline.next_change(i, t) for i in pair_links[(a, b)])
+        return min([timeline.next_change(i, t) for i in pair_links[(a, b)]] + [math.inf])
 
     bandwidth.next_change = next_change
     bandwidth.timeline = timeline

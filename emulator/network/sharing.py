@@ -7,8 +7,11 @@ Resources
     path through the switch (at the smaller port's capacity, or the scenario's bandwidth).
     Links are full duplex: the two directions are two resources, unless the link's
     ``sharing`` is ``"shared"`` (SimGrid's SHARED policy): then both directions share one
-    capacity. Each node's CPU is one more
-    resource (one CPU-second per second), for compute phases.
+    capacity, or ``"fatpipe"`` (SimGrid's FATPIPE): then each flow crossing it is held to
+    its capacity alone, sharing it with none. A switch with a ``fabric_mbps`` (SimGrid's
+    backbone of a cluster) is one more resource, both ways, for every flow passing through
+    it or turning there (``fabric_sharing`` ``"fatpipe"``: a bound on each). Each node's CPU
+    is one more resource (one CPU-second per second), for compute phases.
 Flows
     A flow from node u to node v crosses u's port up, the links of its path in the direction
     travelled and v's port down (on a crossbar: up, the pair's path, down). A flow from a
@@ -73,11 +76,12 @@ class Resources:
 
 
 class PairPaths(Mapping):
-    """The resources a flow from node i to node j crosses, ``paths[(i, j)]`` (i != j), made
+    """The resources a flow from node i to node j shares, ``paths[(i, j)]`` (i != j), made
     from the routes as the fluid model makes them: ``("tree", parent, depth, up, down,
-    vertex)`` (up from the source to the common ancestor, then down) or ``("crossbar", up,
-    down, pair_base)`` (the source's port up, the pair's path, the destination's port
-    down)."""
+    vertex[, fabric, fatpipe])`` (up from the source to the common ancestor, then down; then
+    the fabric of each switch between; FATPIPE resources left out, as they bound the flow
+    instead) or ``("crossbar", up, down, pair_base)`` (the source's port up, the pair's
+    path, the destination's port down)."""
 
     def __init__(self, routes, n_nodes):
         self.routes, self.n = routes, n_nodes
@@ -89,16 +93,23 @@ class PairPaths(Mapping):
         if self.routes[0] == "crossbar":
             _, up, down, base = self.routes
             return [up[i], base + i * (self.n - 1) + j - (j > i), down[j]]
-        _, parent, depth, up_res, down_res, vertex = self.routes
-        a, b, ups, downs = vertex[i], vertex[j], [], []
+        _, parent, depth, up_res, down_res, vertex, *extra = self.routes
+        a, b, ups, downs, between = vertex[i], vertex[j], [], [], []
         while a != b:
             if depth[a] >= depth[b]:
                 ups.append(up_res[a])
                 a = parent[a]
+                between.append(a)
             else:
                 downs.append(down_res[b])
                 b = parent[b]
-        return ups + downs[::-1]
+                between.append(b)
+        path = ups + downs[::-1]
+        if extra:  # switch fabrics between the ends, once each; FATPIPEs bound, not shared
+            fabric, fat = extra
+            path += [fabric[v] for v in dict.fromkeys(between) if fabric[v] >= 0]
+            path = [r for r in path if not fat[r]]
+        return path
 
     def __iter__(self):
         return ((i, j) for i in range(self.n) for j in range(self.n) if i != j)
@@ -120,18 +131,26 @@ def resources(cluster):
         capacity.append(float(bps))
         return len(names) - 1
 
-    edge, aliases = {}, {}
+    edge, aliases, fat = {}, {}, set()
     for a, b, d in cluster.edges(data=True):
         for x, y in ((a, b), (b, a)):
             kind = "up" if cluster.nodes[x].get("kind") == "compute" else \
                 "down" if cluster.nodes[y].get("kind") == "compute" else "link"
             name = (kind, x) if kind == "up" else (kind, y) if kind == "down" \
                 else (kind, x, y)
-            if d.get("sharing") == "shared" and (y, x) in edge:
+            if d.get("sharing") in ("shared", "fatpipe") and (y, x) in edge:
                 edge[(x, y)] = aliases[name] = edge[(y, x)]  # both ways: one resource
             else:
                 edge[(x, y)] = add(name, d["capacity_mbps"] * 1e6)
-    routes = _tree_routes(cluster, nodes, edge)
+            if d.get("sharing") == "fatpipe":
+                fat.add(edge[(x, y)])
+    fabric = {}
+    for v, d in cluster.nodes(data=True):
+        if d.get("kind") != "compute" and d.get("fabric_mbps") is not None:
+            fabric[v] = add(("fabric", v), d["fabric_mbps"] * 1e6)
+            if d.get("fabric_sharing") == "fatpipe":
+                fat.add(fabric[v])
+    routes = _tree_routes(cluster, nodes, edge, fabric, fat, len(names))
     for n in nodes:
         add(("cpu", n), 1.0)
     index = {n: i for i, n in enumerate(names)}
@@ -162,9 +181,11 @@ def _crossbar_resources(nodes, port_bps):
                      {n: i for i, n in enumerate(names)})
 
 
-def _tree_routes(cluster, nodes, edge):
-    """("tree", parent, depth, up, down, vertex): the tree hung from a switch, each vertex's
-    parent, depth and the resources of its link up to the parent and down from it."""
+def _tree_routes(cluster, nodes, edge, fabric=None, fat=(), n_links=0):
+    """("tree", parent, depth, up, down, vertex[, fabric, fatpipe]): the tree hung from a
+    switch, each vertex's parent, depth and the resources of its link up to the parent and
+    down from it; where switches have fabrics or links are FATPIPE, each vertex's fabric
+    (-1: none) and a 0/1 flag per resource (the CPUs after the ``n_links`` links: 0)."""
     import networkx as nx  # here: ranks that attach to a model never build one
 
     root = next((v for v, k in cluster.nodes(data="kind") if k != "compute"), nodes[0])
@@ -176,7 +197,14 @@ def _tree_routes(cluster, nodes, edge):
         depth.append(depth[order[p]] + 1)
         up.append(edge[(v, p)])
         down.append(edge[(p, v)])
-    return ("tree", parent, depth, up, down, [order[n] for n in nodes])
+    vertex = [order[n] for n in nodes]
+    if not fabric and not fat:
+        return ("tree", parent, depth, up, down, vertex)
+    by_order = [-1] * len(parent)
+    for v, r in (fabric or {}).items():
+        by_order[order[v]] = r
+    flags = [1 if r in fat else 0 for r in range(n_links + len(nodes))]
+    return ("tree", parent, depth, up, down, vertex, by_order, flags)
 
 
 def link_resources(res, cluster, a, b):
