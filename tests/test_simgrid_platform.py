@@ -59,15 +59,19 @@ def test_four_clusters_behind_backbones_are_four_racks_with_the_platforms_capaci
     assert c["c1-0.site"]["c1"]["capacity_mbps"] == pytest.approx(1000.0)  # 125 MBps
     assert c["c1-0.site"]["c1"]["latency_ms"] == pytest.approx(0.05)
     assert c.nodes["c3-0"]["capacity_mbps"] == pytest.approx(10000.0)
-    # c1's uplink: its backbone (2.25 GBps, SHARED), then its own WAN link, to the core
-    path = [c1 for c1 in __import__("networkx").shortest_path(c, "c1", "world")]
-    assert path == ["c1", "c1-uplink1", "world"]
-    assert c["c1"]["c1-uplink1"]["capacity_mbps"] == pytest.approx(18000.0)
-    assert c["c1"]["c1-uplink1"]["sharing"] == "shared"
-    assert c["c1-uplink1"]["world"]["capacity_mbps"] == pytest.approx(1000.0)
-    assert c["c1-uplink1"]["world"]["latency_ms"] == pytest.approx(5.0)
-    assert c["c2-uplink1"]["world"]["sharing"] == "duplex"
-    assert c["c3"]["world"]["capacity_mbps"] == pytest.approx(10000.0)  # no backbone: wan3
+    # c1's backbone (2.25 GBps, SHARED) is its switch's fabric; its own WAN link its uplink
+    assert c.nodes["c1"]["fabric_mbps"] == pytest.approx(18000.0)
+    assert c.nodes["c1"]["fabric_latency_ms"] == pytest.approx(0.5)
+    assert c.nodes["c1"]["fabric_sharing"] == "shared"
+    assert c.nodes["c4"]["fabric_mbps"] == pytest.approx(8000.0)
+    assert "fabric_mbps" not in c.nodes["c3"]  # no backbone
+    assert c["c1"]["world"]["capacity_mbps"] == pytest.approx(1000.0)
+    assert c["c1"]["world"]["latency_ms"] == pytest.approx(5.0)
+    assert c["c2"]["world"]["sharing"] == "duplex"
+    assert c["c3"]["world"]["capacity_mbps"] == pytest.approx(10000.0)  # wan3
+    # SimGrid's route from c1 to c4: private link, backbone, wan1, wan4, backbone, private
+    (row,) = clusters.path_latency_seconds(c, ["c1-0.site", "c4-0"])[:1]
+    assert row[1] == pytest.approx((0.05 + 0.5 + 5 + 8 + 0.5 + 0.05) / 1e3)
     # the slowest hop between racks decides: c1 to c4 crosses wan1 and wan4 (500 Mbit/s)
     (rate,) = simulate(c, [(0, "c1-0.site", "c4-0", 62_500_000)], latency_seconds=0.0,
                        bucket=False)
@@ -116,9 +120,128 @@ def test_a_shared_link_is_one_capacity_for_both_directions(tmp_path):
     assert res.index[("up", "a")] == res.index[("down", "a")]
 
 
+def one_cluster(tmp_path, extra="", name="p.xml"):
+    return read_platform(platform(tmp_path, '<cluster id="c" prefix="n" radical="0-3" '
+                                  f'speed="1Gf" bw="1Gbps" lat="10us" {extra}/>\n', name))
+
+
+GIGABIT = 125_000_000  # bytes: one second at 1 Gbit/s
+
+
+@pytest.mark.parametrize("backbone, seconds", [
+    ('bb_bw="1Gbps" bb_lat="100us"', 2.0),  # both flows through one 1 Gbit/s backbone
+    ('bb_bw="1Gbps" bb_lat="100us" bb_sharing_policy="FATPIPE"', 1.0),  # each held to 1
+    ('bb_bw="4Gbps"', 1.0),  # room for both
+    ("", 1.0),  # no backbone
+])
+def test_a_backbone_is_crossed_by_every_flow_inside_its_cluster(tmp_path, backbone, seconds):
+    c = one_cluster(tmp_path, backbone)
+    apart = simulate(c, [(0, "n0", "n1", GIGABIT), (0, "n2", "n3", GIGABIT)],
+                     latency_seconds=0.0, bucket=False)
+    assert apart == pytest.approx([seconds, seconds])
+    (row,) = clusters.path_latency_seconds(c, ["n0", "n1"])[:1]
+    assert row[1] == pytest.approx(20e-6 + (100e-6 if "bb_lat" in backbone else 0.0))
+
+
+def test_a_flow_between_clusters_crosses_both_backbones(tmp_path):
+    c = read_platform(platform(tmp_path, """\
+<zone id="w" routing="Full">
+  <cluster id="a" prefix="a" radical="0-2" speed="1Gf" bw="1Gbps" lat="10us" bb_bw="1Gbps"
+           bb_lat="100us"/>
+  <cluster id="b" prefix="b" radical="0-2" speed="1Gf" bw="1Gbps" lat="10us" bb_bw="1Gbps"
+           bb_lat="200us"/>
+  <link id="wan" bandwidth="10Gbps" latency="1ms"/>
+  <zoneRoute src="a" dst="b" gw_src="ar" gw_dst="br"><link_ctn id="wan"/></zoneRoute>
+</zone>
+"""))
+    # each backbone carries the flow between the clusters and one inside: half each
+    ends = simulate(c, [(0, "a0", "b0", GIGABIT), (0, "a1", "a2", GIGABIT),
+                        (0, "b1", "b2", GIGABIT)], latency_seconds=0.0, bucket=False)
+    assert ends == pytest.approx([2.0, 2.0, 2.0])
+    (row,) = clusters.path_latency_seconds(c, ["a0", "b0"])[:1]
+    assert row[1] == pytest.approx(10e-6 + 100e-6 + 1e-3 + 200e-6 + 10e-6)
+
+
+def test_a_shared_backbone_is_one_capacity_for_both_directions(tmp_path):
+    c = one_cluster(tmp_path, 'bb_bw="1Gbps"')
+    both_ways = simulate(c, [(0, "n0", "n1", GIGABIT), (0, "n1", "n0", GIGABIT)],
+                         latency_seconds=0.0, bucket=False)
+    assert both_ways == pytest.approx([2.0, 2.0])
+
+
+@pytest.mark.parametrize("policy, seconds", [("SPLITDUPLEX", 2.0), ("SHARED", 2.0),
+                                             ("FATPIPE", 1.0)])
+def test_a_fatpipe_link_holds_each_flow_to_its_capacity_and_shares_with_none(tmp_path, policy,
+                                                                            seconds):
+    c = one_cluster(tmp_path, f'sharing_policy="{policy}"')
+    out_of_one = simulate(c, [(0, "n0", "n1", GIGABIT), (0, "n0", "n2", GIGABIT)],
+                          latency_seconds=0.0, bucket=False)
+    assert out_of_one == pytest.approx([seconds, seconds])
+    # a 100 Mbit/s FATPIPE link in a zone still bounds the one flow that crosses it
+    (alone,) = simulate(two_hosts(tmp_path, "FATPIPE"), [(0, "a", "b", 12_500_000)],
+                        latency_seconds=0.0, bucket=False)
+    assert alone == pytest.approx(1.0)
+
+
+CABINETS = """\
+<zone id="c" routing="Cluster">
+  <cabinet id="k1" prefix="n" radical="0-1" speed="1Gf" bw="125MBps" lat="10us"/>
+  <cabinet id="k2" prefix="n" radical="2" speed="1Gf" bw="1Gbps" lat="10us"/>
+  <host id="n3" speed="1Gf"/>
+  <link id="n3_UP" bandwidth="1Gbps" latency="10us"/>
+  <link id="n3_DOWN" bandwidth="1Gbps" latency="10us"/>
+  <host_link id="n3" up="n3_UP" down="n3_DOWN"/>
+  <backbone id="bb" bandwidth="1Gbps" latency="100us"/>
+</zone>
+"""
+
+
+def test_node_ranks_views_and_the_oracle_see_the_fabrics(tmp_path):
+    from emulator.network.scenario import full_capacity_timeline, pair_bandwidth_function
+    from emulator.network.view import ClusterView
+
+    c = read_platform(platform(tmp_path, FATPIPES))
+    nodes = ["c1-0.site", "c1-1.site", "c3-0", "c4-0"]
+    for a in nodes:
+        assert ClusterView.of(c).latencies_from(a, nodes) == \
+            pytest.approx(clusters.latencies_from(c, a, nodes))
+    bandwidth = pair_bandwidth_function(c, full_capacity_timeline(c))
+    assert bandwidth("c1-0.site", "c1-1.site", 0.0) == pytest.approx(1000.0)  # ports
+    assert bandwidth("c4-0", "c3-0", 0.0) == pytest.approx(500.0)  # wan4
+    varied = {frozenset((a, b)) for a, b, _ in clusters.links(c)}
+    assert frozenset(("c3", "world")) not in varied  # wan3 is FATPIPE: no scenario varies it
+    assert frozenset(("c4", "world")) in varied
+    slow = one_cluster(tmp_path, 'bb_bw="50MBps"', "slow.xml")
+    bandwidth = pair_bandwidth_function(slow, full_capacity_timeline(slow))
+    assert bandwidth("n0", "n1", 0.0) == pytest.approx(400.0)  # the backbone
+
+
+def test_a_zone_routed_as_a_cluster_is_the_cluster_it_describes(tmp_path):
+    zone = read_platform(platform(tmp_path, CABINETS, "zone.xml"))
+    cluster = one_cluster(tmp_path, 'bb_bw="1Gbps" bb_lat="100us"')
+    assert same(zone, cluster)
+    inside = FOUR.replace('<cluster id="c3" prefix="c3-" radical="0-34" speed="1Gf" bw="10Gbps" '
+                          'lat="20us"/>', CABINETS.replace('"c"', '"c3"'))
+    four = read_platform(platform(tmp_path, inside, "four.xml"))
+    assert four.nodes["c3"]["fabric_mbps"] == pytest.approx(1000.0)
+    assert four["n3"]["c3"]["capacity_mbps"] == pytest.approx(1000.0)
+
+
 @pytest.mark.parametrize("body, says", [
+    ('<cluster id="c" prefix="n" radical="0-1" speed="1Gf" bw="1Gbps" lat="1us" bb_bw="1Gbps" '
+     'bb_sharing_policy="SPLITDUPLEX"/>\n',
+     "line 4, <cluster> bb_sharing_policy: 'SPLITDUPLEX' is not one of SHARED, FATPIPE"),
     ('<cluster id="c" prefix="n" radical="0-1" speed="1Gf" bw="1Gbps" lat="1us" '
-     'sharing_policy="FATPIPE"/>\n', "line 4, <cluster> sharing_policy: FATPIPE is not modelled"),
+     'sharing_policy="FULLDUPLEX"/>\n', "line 4, <cluster> sharing_policy: 'FULLDUPLEX' is not"),
+    ('<zone id="z" routing="Floyd">\n  <cabinet id="k" prefix="n" radical="0-1" speed="1Gf" '
+     'bw="1Gbps" lat="1us"/>\n</zone>\n', "line 5, <cabinet>: not read in a zone routed Floyd"),
+    ('<zone id="z" routing="Cluster">\n  <host id="a" speed="1Gf"/>\n</zone>\n',
+     "line 5, <host>: 'a' has no host_link"),
+    ('<zone id="z" routing="Cluster">\n  <host id="a" speed="1Gf"/>\n  <link id="u" '
+     'bandwidth="1Gbps"/><link id="d" bandwidth="2Gbps"/>\n  <host_link id="a" up="u" '
+     'down="d"/>\n</zone>\n', "line 7, <host_link>: a host's link up and link down differ"),
+    ('<zone id="z" routing="Cluster">\n  <backbone id="b" bandwidth="1Gbps"/>\n  <backbone '
+     'id="b2" bandwidth="1Gbps"/>\n</zone>\n', "line 6, <backbone>: a second backbone"),
     ('<cluster id="c" prefix="n" radical="0-1" speed="1Gf" bw="1Gbps" lat="1us" '
      'topology="TORUS"/>\n', "line 4, <cluster> topology: TORUS is not modelled"),
     ('<cluster id="c" prefix="n" radical="0-1" speed="1Gf" bw="fast" lat="1us"/>\n',
@@ -158,12 +281,22 @@ def same(a, b):
         return sorted((tuple(sorted((u, v))), round(d["capacity_mbps"], 9),
                        round(d.get("latency_ms", 0.0), 9), d.get("sharing", "duplex"))
                       for u, v, d in g.edges(data=True))
+    def fabrics(g):
+        return {n: (round(d["fabric_mbps"], 9), round(d["fabric_latency_ms"], 9),
+                    d["fabric_sharing"]) for n, d in g.nodes(data=True) if "fabric_mbps" in d}
     kinds = {n: ("compute" if k == "compute" else "switch") for n, k in a.nodes(data="kind")}
     return kinds == {n: ("compute" if k == "compute" else "switch")
-                     for n, k in b.nodes(data="kind")} and edges(a) == edges(b)
+                     for n, k in b.nodes(data="kind")} and edges(a) == edges(b) and \
+        fabrics(a) == fabrics(b)
 
 
-@pytest.mark.parametrize("source", ["hostfiles/racks12.toml", "hostfiles/tree16.toml", FOUR])
+FATPIPES = FOUR.replace('bb_lat="0.5ms"', 'bb_lat="0.5ms" bb_sharing_policy="FATPIPE"') \
+    .replace('id="wan3" bandwidth="10Gbps" latency="1ms"',
+             'id="wan3" bandwidth="10Gbps" latency="1ms" sharing_policy="FATPIPE"')
+
+
+@pytest.mark.parametrize("source", ["hostfiles/racks12.toml", "hostfiles/tree16.toml", FOUR,
+                                    FATPIPES])
 def test_export_then_read_gives_the_same_cluster(tmp_path, source):
     original = read_platform(platform(tmp_path, source)) if source.startswith("<") \
         else clusters.load_cluster(os.path.join(ROOT, source))
@@ -199,14 +332,16 @@ def simgrid_python():
     return env if probe.returncode == 0 else None
 
 
-@pytest.mark.parametrize("source", ["hostfiles/racks12.toml", "hostfiles/tree16.toml"])
+@pytest.mark.parametrize("source", ["hostfiles/racks12.toml", "hostfiles/tree16.toml",
+                                    FATPIPES])
 def test_simgrid_loads_the_export_and_finds_the_same_bottleneck_on_every_pair(tmp_path, source):
     env = simgrid_python()
     if env is None:
         pytest.skip("needs SimGrid's Python module (pip install -e '.[bench]')")
     import networkx as nx
 
-    cluster = clusters.load_cluster(os.path.join(ROOT, source))
+    cluster = read_platform(platform(tmp_path, source)) if source.startswith("<") \
+        else clusters.load_cluster(os.path.join(ROOT, source))
     path = tmp_path / "p.xml"
     path.write_text(to_platform(cluster))
     proc = subprocess.run([sys.executable, "-c", SIMGRID_PAIRS, str(path)], env=env,
@@ -217,9 +352,13 @@ def test_simgrid_loads_the_export_and_finds_the_same_bottleneck_on_every_pair(tm
     assert len(pairs) == len(nodes) * (len(nodes) - 1) // 2
     for key, (mbps, seconds) in pairs.items():
         a, b = key.split("|")
-        hops = list(zip(*(lambda p: (p[:-1], p[1:]))(nx.shortest_path(cluster, a, b))))
-        assert mbps == pytest.approx(min(cluster[u][v]["capacity_mbps"] for u, v in hops))
-        assert seconds == pytest.approx(sum(cluster[u][v]["latency_ms"] for u, v in hops) / 1e3)
+        route = nx.shortest_path(cluster, a, b)
+        hops = list(zip(route, route[1:]))
+        fabrics = [cluster.nodes[v] for v in route[1:-1] if "fabric_mbps" in cluster.nodes[v]]
+        assert mbps == pytest.approx(min([cluster[u][v]["capacity_mbps"] for u, v in hops] +
+                                         [f["fabric_mbps"] for f in fabrics]))
+        assert seconds == pytest.approx((sum(cluster[u][v]["latency_ms"] for u, v in hops) +
+                                         sum(f["fabric_latency_ms"] for f in fabrics)) / 1e3)
 
 
 def test_cluster_show_and_export_on_the_command_line(tmp_path, capsys):

@@ -4,12 +4,18 @@ Read (``--cluster platform.xml``), the subset that is a tree:
 
 - ``<cluster id prefix radical suffix bw lat [bb_bw bb_lat] [sharing_policy]
   [bb_sharing_policy]>``: a rack switch named by ``id``, its nodes ``prefix + i + suffix`` for
-  ``i`` in ``radical`` (``0-99``, ``0-3,8``) on private links of ``bw`` and ``lat``. A backbone
-  is the rack's uplink to the zone around it: it carries the cluster's traffic to and from
-  the other clusters (SimGrid also counts it within the cluster; nodesel does not).
+  ``i`` in ``radical`` (``0-99``, ``0-3,8``) on private links of ``bw`` and ``lat``. A
+  backbone is the rack switch's fabric (``fabric_mbps``, ``fabric_latency_ms``), as SimGrid
+  routes it: every flow between two of the cluster's nodes, and every flow into or out of
+  the cluster, crosses it once.
+- ``<zone routing="Cluster">`` of ``<cabinet>``s (``prefix radical suffix bw lat``: hosts on
+  links of their own each way), ``<host>``s with ``<host_link id up down>`` and one
+  ``<backbone id bandwidth latency>``: the same, one rack.
 - ``<zone routing="Full">`` joining clusters by ``<zoneRoute>``s over ``<link>``s: a core
   switch named by the zone; each link of a zoneRoute must belong to one end's cluster (on
   every route of that cluster and on no other), and is in series on that cluster's uplink.
+  A cluster whose routes cross no link of its own (or of two clusters, the second) joins
+  the core by a link that never binds: its backbone's capacity, else its ports' together.
 - ``<zone routing="Floyd|Dijkstra|Full">`` of ``<host>``s, ``<router>``s, ``<link>``s and
   ``<route>``s between neighbours whose graph is a tree (what ``cluster export --simgrid``
   writes): switches are the routers, each route one link of the tree.
@@ -18,10 +24,11 @@ Units are SimGrid's: bandwidths in ``Bps``, ``kBps``, ``MBps``, ``GBps``, ``TBps
 ``MiBps``, ``GiBps``, ``bps``, ``kbps``, ``Mbps``, ``Gbps``, ``Tbps`` (a bare number is bytes per
 second); latencies in ``s``, ``ms``, ``us``, ``ns``, ``ps``, ``m``, ``h`` (bare: seconds).
 ``sharing_policy``: ``SPLITDUPLEX`` (each direction its own capacity, nodesel's links),
-``SHARED`` (both directions share one; SimGrid's default for ``<link>`` and backbones).
-``FATPIPE`` links, a general graph of routes, and what is not network (``<disk>``,
-``<actor>``, ``<trace>``, DVFS ``pstate``...) are refused in one line naming the element and
-its line.
+``SHARED`` (both directions share one; SimGrid's default for ``<link>`` and backbones),
+``FATPIPE`` (each flow held to the capacity alone, shared with none; a backbone is SHARED or
+FATPIPE, as SimGrid's DTD has it). A general graph of routes, and what is not network
+(``<disk>``, ``<actor>``, ``<trace>``, DVFS ``pstate``...) are refused in one line naming the
+element and its line.
 """
 
 import re
@@ -41,9 +48,11 @@ BANDWIDTH_UNITS = {"bps": 1 / 8, "kbps": 1e3 / 8, "Mbps": 1e6 / 8, "Gbps": 1e9 /
 LATENCY_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12, "m": 60.0,
                  "h": 3600.0}
 IGNORED = {"platform", "prop", "config", "include"}  # read past: no network in them
+ZONE_CHILDREN = {"link", "zoneRoute", "ASroute", "route", "host", "router", "prop", "zone",
+                 "AS"}
 NOT_MODELLED = {"disk", "storage", "storage_type", "mount", "actor", "process", "argument",
                 "trace", "trace_connect", "bypassRoute", "bypassZoneRoute", "peer",
-                "cabinet", "backbone", "host_link", "random", "model_prop"}
+                "random", "model_prop"}
 
 
 class Element:
@@ -105,12 +114,15 @@ def quantity(path: str, element: Element, key: str, units: dict, *,
 
 
 def _policy(path: str, element: Element, key: str = "sharing_policy",
-            default: str = "SHARED") -> str:
+            default: str = "SHARED", allowed: tuple = ("SHARED", "SPLITDUPLEX", "FATPIPE")) -> str:
     policy = element.attrs.get(key, default).upper()
-    if policy not in ("SHARED", "SPLITDUPLEX"):
+    if policy not in allowed:
         raise InputFileError(path, f"line {element.line}, <{element.tag}> {key}",
-                             f"{policy} is not modelled (the links are SPLITDUPLEX or SHARED)")
+                             f"{policy!r} is not one of {', '.join(allowed)}")
     return policy
+
+
+SHARING = {"SHARED": "shared", "SPLITDUPLEX": "duplex", "FATPIPE": "fatpipe"}
 
 
 def radical(path: str, element: Element) -> list:
@@ -137,7 +149,7 @@ def _mbps(bytes_per_second: float) -> float:
 def _edge(graph: nx.Graph, a: str, b: str, bytes_per_second: float, seconds: float,
           policy: str) -> None:
     graph.add_edge(a, b, capacity_mbps=_mbps(bytes_per_second), latency_ms=seconds * 1e3,
-                   sharing="shared" if policy == "SHARED" else "duplex")
+                   sharing=SHARING[policy])
 
 
 def read_platform(path: str) -> nx.Graph:
@@ -150,8 +162,8 @@ def read_platform(path: str) -> nx.Graph:
         raise InputFileError(path, f"line {where.line}, <{where.tag}>", "a platform of one "
                              "<cluster> or one <zone> is read; put the rest in that zone")
     graph = nx.Graph(topology="tree", latency_ms=0.0)
-    if top[0].tag == "cluster":
-        _cluster(path, graph, top[0])
+    if _is_cluster(top[0]):
+        _fabric(graph, *_any_cluster(path, graph, top[0]))
     else:
         _zone(path, graph, top[0])
     if not any(k == "compute" for _, k in graph.nodes(data="kind")):
@@ -201,19 +213,109 @@ def _cluster(path: str, graph: nx.Graph, element: Element) -> tuple:
         return rack, None
     return rack, (quantity(path, element, "bb_bw", BANDWIDTH_UNITS),
                   quantity(path, element, "bb_lat", LATENCY_UNITS, default=0.0),
-                  _policy(path, element, "bb_sharing_policy"), element)
+                  _policy(path, element, "bb_sharing_policy", allowed=("SHARED", "FATPIPE")))
+
+
+def _is_cluster(element: Element) -> bool:
+    return element.tag == "cluster" or (element.tag in ("zone", "AS") and
+                                        element.attrs.get("routing") == "Cluster")
+
+
+def _any_cluster(path: str, graph: nx.Graph, element: Element) -> tuple:
+    """A ``<cluster>`` or a ``<zone routing="Cluster">``: (rack switch, backbone or None)."""
+    if element.tag == "cluster":
+        return _cluster(path, graph, element)
+    return _cluster_zone(path, graph, element)
+
+
+def _cluster_zone(path: str, graph: nx.Graph, zone: Element) -> tuple:
+    """A zone routed as a cluster: its cabinets' and linked hosts' nodes on one rack switch
+    (the zone), each on its own link up and link down; its backbone (or None)."""
+    rack = zone.attrs.get("id")
+    if not rack or rack in graph:
+        raise InputFileError(path, f"line {zone.line}, <{zone.tag}> id",
+                             "missing" if not rack else f"{rack!r} is used twice")
+    graph.add_node(rack, kind="switch")
+    links, backbone = {}, None
+    for c in zone.children:
+        if c.tag == "link":
+            links[c.attrs.get("id")] = (quantity(path, c, "bandwidth", BANDWIDTH_UNITS),
+                                        quantity(path, c, "latency", LATENCY_UNITS,
+                                                 default=0.0))
+        elif c.tag == "backbone":
+            if backbone is not None:
+                raise InputFileError(path, f"line {c.line}, <backbone>", "a second backbone")
+            backbone = (quantity(path, c, "bandwidth", BANDWIDTH_UNITS),
+                        quantity(path, c, "latency", LATENCY_UNITS, default=0.0),
+                        _policy(path, c, allowed=("SHARED", "FATPIPE")))
+        elif c.tag == "cabinet":
+            bw = quantity(path, c, "bw", BANDWIDTH_UNITS)
+            lat = quantity(path, c, "lat", LATENCY_UNITS, default=0.0)
+            for i in radical(path, c):
+                _node_on(graph, f"{c.attrs.get('prefix', '')}{i}{c.attrs.get('suffix', '')}",
+                         rack, (bw, lat), (bw, lat), path, c)
+        elif c.tag not in ("host", "host_link", "router", "prop"):
+            raise InputFileError(path, f"line {c.line}, <{c.tag}>", "not read in a zone "
+                                 "routed as a Cluster (cabinets, hosts with host_links, links "
+                                 "and a backbone are)")
+    hosts = {c.attrs.get("id"): c for c in zone.children if c.tag == "host"}
+    for c in (c for c in zone.children if c.tag == "host_link"):
+        if c.attrs.get("id") not in hosts:
+            raise InputFileError(path, f"line {c.line}, <host_link> id", f"no host "
+                                 f"{c.attrs.get('id')!r} in this zone")
+        ends = []
+        for key in ("up", "down"):
+            if c.attrs.get(key) not in links:
+                raise InputFileError(path, f"line {c.line}, <host_link> {key}",
+                                     f"no link {c.attrs.get(key)!r} in this zone")
+            ends.append(links[c.attrs[key]])
+        _node_on(graph, c.attrs["id"], rack, ends[0], ends[1], path, c)
+        del hosts[c.attrs["id"]]
+    if hosts:
+        host = next(iter(hosts.values()))
+        raise InputFileError(path, f"line {host.line}, <host>", f"{host.attrs.get('id')!r} "
+                             "has no host_link")
+    return rack, backbone
+
+
+def _node_on(graph: nx.Graph, name: str, rack: str, up: tuple, down: tuple, path: str,
+             element: Element) -> None:
+    """A node on the rack by a link up and a link down of their own (the slower decides the
+    link's capacity both ways; a link of one capacity is modelled full duplex)."""
+    if name in graph:
+        raise InputFileError(path, f"line {element.line}, <{element.tag}>", f"host {name!r} "
+                             "is named twice")
+    if up != down:
+        raise InputFileError(path, f"line {element.line}, <{element.tag}>", "a host's link "
+                             "up and link down differ: not modelled (one capacity both ways)")
+    graph.add_node(name, kind="compute", capacity_mbps=_mbps(up[0]), memory_mb=512, slots=1)
+    _edge(graph, name, rack, up[0], up[1], "SPLITDUPLEX")
+
+
+def _fabric(graph: nx.Graph, rack: str, backbone: Optional[tuple]) -> None:
+    """The cluster's backbone as its rack switch's fabric."""
+    if backbone is not None:
+        bw, lat, policy = backbone
+        graph.nodes[rack].update(fabric_mbps=_mbps(bw), fabric_latency_ms=lat * 1e3,
+                                 fabric_sharing=SHARING[policy])
 
 
 def _zone(path: str, graph: nx.Graph, zone: Element) -> None:
     routing = zone.attrs.get("routing", "")
-    clusters = [c for c in zone.children if c.tag == "cluster"]
-    if any(c.tag in ("zone", "AS") for c in zone.children):
-        inner = next(c for c in zone.children if c.tag in ("zone", "AS"))
-        raise InputFileError(path, f"line {inner.line}, <{inner.tag}>", "zones inside zones "
-                             "are read only as <cluster>s")
+    clusters = [c for c in zone.children if _is_cluster(c)]
+    inner = [c for c in zone.children if c.tag in ("zone", "AS") and not _is_cluster(c)]
+    if inner:
+        raise InputFileError(path, f"line {inner[0].line}, <{inner[0].tag}>", "zones inside "
+                             "zones are read only as clusters (<cluster>, or routing=Cluster)")
     if routing not in ("Full", "Floyd", "Dijkstra", "DijkstraCache"):
         raise InputFileError(path, f"line {zone.line}, <{zone.tag}> routing",
-                             f"{routing!r} is not modelled (Full, Floyd, Dijkstra are)")
+                             f"{routing!r} is not modelled (Cluster, Full, Floyd, Dijkstra "
+                             "are)")
+    for c in zone.children:
+        if c.tag not in ZONE_CHILDREN and not _is_cluster(c):
+            raise InputFileError(path, f"line {c.line}, <{c.tag}>", f"not read in a zone "
+                                 f"routed {routing} (clusters, hosts, routers, links and "
+                                 "routes are)")
     links = {}
     for link in (c for c in zone.children if c.tag == "link"):
         if link.attrs.get("id") in links:
@@ -244,8 +346,9 @@ def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
     core = zone.attrs.get("id", "core")
     racks = {}
     for c in clusters:
-        rack, backbone = _cluster(path, graph, c)
+        rack, backbone = _any_cluster(path, graph, c)
         racks[rack] = backbone
+        _fabric(graph, rack, backbone)
     if len(racks) == 1 and not links:
         return
     routes = [r for r in zone.children if r.tag in ("zoneRoute", "ASroute")]
@@ -259,7 +362,7 @@ def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
         used = _route_links(path, r, links)
         for end in ends:
             on[end].append((set(used), r))
-    own = {}
+    own: dict = {}
     for rack, lists in on.items():
         if not lists:
             raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"no zoneRoute "
@@ -268,7 +371,8 @@ def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
         others = set().union(*(s for other, ls in on.items() if other != rack
                                for s, r in ls if rack not in (r.attrs.get("src"),
                                                                r.attrs.get("dst"))))
-        own[rack] = shared - others
+        claimed = set().union(*own.values()) if own else set()
+        own[rack] = shared - others - claimed  # two clusters: their links are the first's
     for r in routes:
         ends = (r.attrs.get("src"), r.attrs.get("dst"))
         for name in _route_links(path, r, links):
@@ -279,8 +383,8 @@ def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
                                      "lie on all its routes and on no other)")
     graph.add_node(core, kind="switch")
     for rack, backbone in racks.items():
-        chain = ([backbone[:3]] if backbone else []) + \
-            [links[name][:3] for name in sorted(own[rack])]
+        chain = [links[name][:3] for name in sorted(own[rack])] or \
+            [_unbinding_uplink(graph, rack, backbone)]
         at = rack
         for k, (bw, lat, policy) in enumerate(chain):
             nxt = core if k == len(chain) - 1 else f"{rack}-uplink{k + 1}"
@@ -288,13 +392,26 @@ def _clusters_joined(path: str, graph: nx.Graph, zone: Element, clusters: list,
                 graph.add_node(nxt, kind="router")
             _edge(graph, at, nxt, bw, lat, policy)
             at = nxt
-        if not chain:
-            raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"cluster {rack!r} "
-                                 "has no backbone and no link of its own to the others")
+
+
+def _unbinding_uplink(graph: nx.Graph, rack: str, backbone: Optional[tuple]) -> tuple:
+    """(bandwidth, latency, policy) of a link out of a cluster whose routes cross no link of
+    its own, that never binds: its backbone's capacity (which every such flow crosses too),
+    else all its ports' (or, FATPIPE ports, the fastest's, as a FATPIPE)."""
+    if backbone is not None:
+        return backbone[0], 0.0, backbone[2]
+    ports = [d for _, _, d in graph.edges(rack, data=True)]
+    bytes_per_second = [d["capacity_mbps"] * 1e6 / 8 for d in ports]
+    if all(d.get("sharing") == "fatpipe" for d in ports):
+        return max(bytes_per_second), 0.0, "FATPIPE"
+    return sum(bytes_per_second), 0.0, "SPLITDUPLEX"
 
 
 def _hosts_and_routes(path: str, graph: nx.Graph, zone: Element, links: dict) -> None:
-    """A graph of hosts and routers whose routes join neighbours over one link each."""
+    """A graph of hosts and routers whose routes join neighbours over one link each; a
+    one-way route into a router may add that router's fabric (as the export writes)."""
+    firsts: set = set()
+    fabrics: dict = {}  # router -> its fabric's link
     for c in zone.children:
         if c.tag == "host":
             graph.add_node(c.attrs["id"], kind="compute", memory_mb=512, slots=1)
@@ -307,13 +424,22 @@ def _hosts_and_routes(path: str, graph: nx.Graph, zone: Element, links: dict) ->
                 raise InputFileError(path, f"line {r.line}, <route>", f"{end!r} is not a "
                                      "host or router of this zone")
         used = _route_links(path, r, links)
-        if len(used) != 1:
+        one_way = r.attrs.get("symmetrical", "YES").upper() == "NO"
+        if len(used) != 1 and not (one_way and len(used) == 2):
             raise InputFileError(path, f"line {r.line}, <route>", f"a route over {len(used)} "
-                                 "links: routes between neighbours, one link each, are read "
-                                 "(a general graph of routes is not modelled)")
+                                 "links: routes between neighbours, one link each (and, one "
+                                 "way, the fabric of the router entered), are read (a general "
+                                 "graph of routes is not modelled)")
         bw, lat, policy, _ = links[used[0]]
         if not graph.has_edge(src, dst):
             _edge(graph, src, dst, bw, lat, policy)
+        firsts.add(used[0])
+        if len(used) == 2:
+            _fabric_of_router(path, graph, r, dst, used[1], links, fabrics)
+    if firsts & set(fabrics.values()):
+        raise InputFileError(path, f"line {zone.line}, <{zone.tag}>", f"link "
+                             f"{sorted(firsts & set(fabrics.values()))[0]!r} is both a hop "
+                             "and a router's fabric (a general graph of routes)")
     for n, kind in list(graph.nodes(data="kind")):
         if kind != "compute":
             continue
@@ -324,27 +450,60 @@ def _hosts_and_routes(path: str, graph: nx.Graph, zone: Element, links: dict) ->
         graph.nodes[n]["capacity_mbps"] = edges[0][2]["capacity_mbps"]
 
 
+def _fabric_of_router(path: str, graph: nx.Graph, route: Element, router: str, name: str,
+                      links: dict, fabrics: dict) -> None:
+    """``name``, the second link of a route into ``router``: that router's fabric, the same
+    on every route into it."""
+    if graph.nodes[router]["kind"] == "compute" or fabrics.get(router, name) != name:
+        raise InputFileError(path, f"line {route.line}, <route>", f"link {name!r}: a second "
+                             "link must be the fabric of the router entered, the same on "
+                             "every route into it")
+    bw, lat, policy, element = links[name]
+    if policy == "SPLITDUPLEX":
+        raise InputFileError(path, f"line {element.line}, <link> sharing_policy", "a "
+                             "router's fabric is SHARED or FATPIPE")
+    fabrics[router] = name
+    graph.nodes[router].update(fabric_mbps=_mbps(bw), fabric_latency_ms=lat * 1e3,
+                               fabric_sharing=SHARING[policy])
+
+
 def to_platform(cluster: nx.Graph) -> str:
     """A SimGrid platform (version 4.1) of ``cluster``: hosts, a router per switch, a link
-    per edge (SPLITDUPLEX, or SHARED where both directions share), in a Floyd zone whose
-    routes join neighbours. SimGrid finds on it the same bottleneck for every pair."""
+    per edge (SPLITDUPLEX, SHARED or FATPIPE, as its ``sharing``), in a Floyd zone whose
+    routes join neighbours. A switch's fabric is one more link, which every route entering
+    the switch adds (routes are then written one way each). SimGrid finds on it the same
+    bottleneck for every pair."""
     lines = ["<?xml version='1.0'?>",
              '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
              '<platform version="4.1">', '  <zone id="nodesel" routing="Floyd">']
+    policy = {v: k for k, v in SHARING.items()}
+    fabric = {}
     for n, d in cluster.nodes(data=True):
         lines.append(f'    <host id="{n}" speed="1Gf"/>' if d.get("kind") == "compute"
                      else f'    <router id="{n}"/>')
+        if d.get("kind") != "compute" and d.get("fabric_mbps") is not None:
+            fabric[n] = f"fabric-{n}"
+            lines.append(f'    <link id="fabric-{n}" bandwidth="{d["fabric_mbps"]!r}Mbps" '
+                         f'latency="{d.get("fabric_latency_ms", 0.0)!r}ms" sharing_policy='
+                         f'"{policy[d.get("fabric_sharing", "shared")]}"/>')
     edges = []
     for k, (a, b, d) in enumerate(cluster.edges(data=True)):
         name = f"l{k}-{a}-{b}"
-        shared = d.get("sharing") == "shared"
+        sharing = d.get("sharing", "duplex")
         lines.append(f'    <link id="{name}" bandwidth="{d["capacity_mbps"]!r}Mbps" '
                      f'latency="{d.get("latency_ms", 0.0)!r}ms" sharing_policy='
-                     f'"{"SHARED" if shared else "SPLITDUPLEX"}"/>')
-        edges.append((a, b, name, shared))
-    for a, b, name, shared in edges:
-        direction = "" if shared else ' direction="UP"'
-        lines.append(f'    <route src="{a}" dst="{b}"><link_ctn id="{name}"{direction}/>'
-                     "</route>")
+                     f'"{policy[sharing]}"/>')
+        edges.append((a, b, name, sharing == "duplex"))
+    for a, b, name, duplex in edges:
+        if not fabric:
+            direction = ' direction="UP"' if duplex else ""
+            lines.append(f'    <route src="{a}" dst="{b}"><link_ctn id="{name}"{direction}/>'
+                         "</route>")
+            continue
+        for x, y, way in ((a, b, "UP"), (b, a, "DOWN")):
+            direction = f' direction="{way}"' if duplex else ""
+            into = f'<link_ctn id="{fabric[y]}"/>' if y in fabric else ""
+            lines.append(f'    <route src="{x}" dst="{y}" symmetrical="NO"><link_ctn '
+                         f'id="{name}"{direction}/>{into}</route>')
     lines += ["  </zone>", "</platform>"]
     return "\n".join(lines) + "\n"
