@@ -186,3 +186,37 @@ def test_a_scheduling_run_imports_no_plotting_graph_or_science_library():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def readme_input_examples():
+    """The code blocks of the README's Inputs section: (language, text)."""
+    text = open(README).read()
+    section = text[text.index("## Inputs\n"):text.index("## How it works\n")]
+    return re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+
+
+def test_every_input_example_of_the_readme_reads_as_it_says(tmp_path):
+    from emulator.network import cluster as clusters
+    from emulator.network.simgrid import read_platform
+    from emulator.scheduling.job import jobs_from_trace
+    from emulator.workload.batsim import read_batsim
+    from emulator.workload.sacct import parse_sacct
+
+    examples = readme_input_examples()
+    assert [lang for lang, _ in examples] == ["toml", "xml", "json", ""]
+    (_, toml), (_, xml), (_, batsim), (_, sacct) = examples
+    (tmp_path / "c.toml").write_text(toml)
+    tree = clusters.load_cluster(tmp_path / "c.toml")
+    assert tree.nodes["rack1"]["fabric_mbps"] == 4000 and tree["rack2"]["core"][
+        "capacity_mbps"] == 1000
+    (tmp_path / "p.xml").write_text(xml)
+    platform = read_platform(str(tmp_path / "p.xml"))
+    assert len(clusters.node_names(platform)) == 64
+    assert platform.nodes["c"]["fabric_mbps"] == pytest.approx(18000.0)  # 2.25 GBps
+    (tmp_path / "w.json").write_text(batsim)
+    (job,) = jobs_from_trace(read_batsim(str(tmp_path / "w.json")))
+    assert (job.procs, job.run, job.requested) == (2, 20, 100)
+    trace, left_out = parse_sacct(sacct, "sacct.txt")
+    (job,) = jobs_from_trace(trace)
+    assert (job.procs, job.run, job.requested, left_out) == (8, 3480, 7200, 0)
+    assert trace.data[0][2] == 120  # SWF's wait: submitted 10:00, started 10:02
