@@ -138,6 +138,34 @@ def test_evalys_loads_the_schedule_as_we_wrote_it(tmp_path):
     assert (jobset.df["proc_alloc"] == jobset.df["requested_number_of_resources"]).all()
 
 
+def test_the_evalys_plot_script_draws_one_day_and_refuses_an_empty_one(tmp_path):
+    pytest.importorskip("evalys.jobset", reason="evalys comes with the test extra")
+    import subprocess
+    import sys
+
+    assert main(["schedule", "nasa", "--policy", "easy", "--out", str(tmp_path)]) == 0
+    script = [sys.executable, os.path.join(ROOT, "scripts", "plot_evalys"),
+              str(tmp_path / "batsim_jobs.csv")]
+    done = subprocess.run(script + ["--day", "2", "--out", str(tmp_path / "e.png")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    starts = [j for j in csv_rows(tmp_path / "batsim_jobs.csv")
+              if 2 * 86400 <= float(j["starting_time"]) < 3 * 86400]
+    assert done.stdout.startswith(f"{len(starts)} jobs started on day 2") and len(starts) > 10
+    assert (tmp_path / "e.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    empty = subprocess.run(script + ["--day", "400", "--out", str(tmp_path / "x.png")],
+                           capture_output=True, text=True, timeout=300)
+    assert empty.returncode == 2 and "no job starts on day 400" in empty.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def csv_rows(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def test_a_killed_job_is_reported_as_batsim_reports_it():
     (job,) = simulate([Job(1, 0, 2, 50.0, requested=20.0)], Scheduler(4, "fcfs"),
                       kill_at_requested=True).jobs
