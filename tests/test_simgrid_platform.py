@@ -169,14 +169,31 @@ def test_a_shared_backbone_is_one_capacity_for_both_directions(tmp_path):
     assert both_ways == pytest.approx([2.0, 2.0])
 
 
+def host_links(tmp_path, policy):
+    """A Cluster zone of three hosts, each on a 1 Gbit/s link of its own of ``policy``."""
+    ends = ("_UP", "_DOWN") if policy == "SPLITDUPLEX" else ("", "")
+    hosts = "".join(f'  <host id="h{i}" speed="1Gf"/><link id="l{i}" bandwidth="1Gbps" '
+                    f'sharing_policy="{policy}"/>\n  <host_link id="h{i}" up="l{i}{ends[0]}" '
+                    f'down="l{i}{ends[1]}"/>\n' for i in range(3))
+    return read_platform(platform(tmp_path, f'<zone id="z" routing="Cluster">\n{hosts}</zone>\n',
+                                  f"{policy}.xml"))
+
+
 @pytest.mark.parametrize("policy, seconds", [("SPLITDUPLEX", 2.0), ("SHARED", 2.0),
                                              ("FATPIPE", 1.0)])
 def test_a_fatpipe_link_holds_each_flow_to_its_capacity_and_shares_with_none(tmp_path, policy,
                                                                             seconds):
-    c = one_cluster(tmp_path, f'sharing_policy="{policy}"')
-    out_of_one = simulate(c, [(0, "n0", "n1", GIGABIT), (0, "n0", "n2", GIGABIT)],
+    out_of_one = simulate(host_links(tmp_path, policy), [(0, "h0", "h1", GIGABIT),
+                                                         (0, "h0", "h2", GIGABIT)],
                           latency_seconds=0.0, bucket=False)
     assert out_of_one == pytest.approx([seconds, seconds])
+    both_ways = simulate(host_links(tmp_path, policy), [(0, "h0", "h1", GIGABIT),
+                                                        (0, "h1", "h0", GIGABIT)],
+                         latency_seconds=0.0, bucket=False)
+    assert both_ways == pytest.approx([2.0 if policy == "SHARED" else 1.0] * 2)
+    # SimGrid 4.1 builds a <cluster>'s FATPIPE private links SHARED: so are they read
+    c = one_cluster(tmp_path, f'sharing_policy="{policy}"', "c.xml")
+    assert c["n0"]["c"]["sharing"] == ("duplex" if policy == "SPLITDUPLEX" else "shared")
     # a 100 Mbit/s FATPIPE link in a zone still bounds the one flow that crosses it
     (alone,) = simulate(two_hosts(tmp_path, "FATPIPE"), [(0, "a", "b", 12_500_000)],
                         latency_seconds=0.0, bucket=False)

@@ -26,7 +26,10 @@ second); latencies in ``s``, ``ms``, ``us``, ``ns``, ``ps``, ``m``, ``h`` (bare:
 ``sharing_policy``: ``SPLITDUPLEX`` (each direction its own capacity, nodesel's links),
 ``SHARED`` (both directions share one; SimGrid's default for ``<link>`` and backbones),
 ``FATPIPE`` (each flow held to the capacity alone, shared with none; a backbone is SHARED or
-FATPIPE, as SimGrid's DTD has it). A general graph of routes, and what is not network
+FATPIPE, as SimGrid's DTD has it). A ``<cluster>``'s FATPIPE private links are read SHARED,
+as SimGrid 4.1 builds them. In a Cluster zone a host_link over two links (``X_UP`` and
+``X_DOWN`` of a SPLITDUPLEX link ``X``, or two of their own) is full duplex, over one link
+that link's policy. A general graph of routes, and what is not network
 (``<disk>``, ``<actor>``, ``<trace>``, DVFS ``pstate``...) are refused in one line naming the
 element and its line.
 """
@@ -205,6 +208,8 @@ def _cluster(path: str, graph: nx.Graph, element: Element) -> tuple:
     bw = quantity(path, element, "bw", BANDWIDTH_UNITS)
     lat = quantity(path, element, "lat", LATENCY_UNITS, default=0.0)
     policy = _policy(path, element, default="SPLITDUPLEX")
+    if policy == "FATPIPE":  # SimGrid 4.1 builds a cluster's private links SHARED then
+        policy = "SHARED"
     for i in radical(path, element):
         name = f"{a['prefix']}{i}{a.get('suffix', '')}"
         graph.add_node(name, kind="compute", capacity_mbps=_mbps(bw), memory_mb=512, slots=1)
@@ -238,10 +243,12 @@ def _cluster_zone(path: str, graph: nx.Graph, zone: Element) -> tuple:
     graph.add_node(rack, kind="switch")
     links, backbone = {}, None
     for c in zone.children:
-        if c.tag == "link":
-            links[c.attrs.get("id")] = (quantity(path, c, "bandwidth", BANDWIDTH_UNITS),
-                                        quantity(path, c, "latency", LATENCY_UNITS,
-                                                 default=0.0))
+        if c.tag == "link":  # a SPLITDUPLEX link X is two: X_UP and X_DOWN
+            link = (quantity(path, c, "bandwidth", BANDWIDTH_UNITS),
+                    quantity(path, c, "latency", LATENCY_UNITS, default=0.0), _policy(path, c))
+            names = [c.attrs.get("id")] if link[2] != "SPLITDUPLEX" else \
+                [f"{c.attrs.get('id')}_UP", f"{c.attrs.get('id')}_DOWN"]
+            links.update({name: link for name in names})
         elif c.tag == "backbone":
             if backbone is not None:
                 raise InputFileError(path, f"line {c.line}, <backbone>", "a second backbone")
@@ -251,9 +258,9 @@ def _cluster_zone(path: str, graph: nx.Graph, zone: Element) -> tuple:
         elif c.tag == "cabinet":
             bw = quantity(path, c, "bw", BANDWIDTH_UNITS)
             lat = quantity(path, c, "lat", LATENCY_UNITS, default=0.0)
-            for i in radical(path, c):
+            for i in radical(path, c):  # a link up and a link down of its own
                 _node_on(graph, f"{c.attrs.get('prefix', '')}{i}{c.attrs.get('suffix', '')}",
-                         rack, (bw, lat), (bw, lat), path, c)
+                         rack, (bw, lat, "SHARED"), (bw, lat, "SHARED"), False, path, c)
         elif c.tag not in ("host", "host_link", "router", "prop"):
             raise InputFileError(path, f"line {c.line}, <{c.tag}>", "not read in a zone "
                                  "routed as a Cluster (cabinets, hosts with host_links, links "
@@ -269,7 +276,8 @@ def _cluster_zone(path: str, graph: nx.Graph, zone: Element) -> tuple:
                 raise InputFileError(path, f"line {c.line}, <host_link> {key}",
                                      f"no link {c.attrs.get(key)!r} in this zone")
             ends.append(links[c.attrs[key]])
-        _node_on(graph, c.attrs["id"], rack, ends[0], ends[1], path, c)
+        _node_on(graph, c.attrs["id"], rack, ends[0], ends[1], c.attrs["up"] == c.attrs["down"],
+                 path, c)
         del hosts[c.attrs["id"]]
     if hosts:
         host = next(iter(hosts.values()))
@@ -278,18 +286,21 @@ def _cluster_zone(path: str, graph: nx.Graph, zone: Element) -> tuple:
     return rack, backbone
 
 
-def _node_on(graph: nx.Graph, name: str, rack: str, up: tuple, down: tuple, path: str,
-             element: Element) -> None:
-    """A node on the rack by a link up and a link down of their own (the slower decides the
-    link's capacity both ways; a link of one capacity is modelled full duplex)."""
+def _node_on(graph: nx.Graph, name: str, rack: str, up: tuple, down: tuple, same: bool,
+             path: str, element: Element) -> None:
+    """A node on the rack by its link up and link down, each (bandwidth, latency, policy):
+    two links of one capacity are a full-duplex link (FATPIPE both: a FATPIPE one); the
+    ``same`` link both ways is that link (SHARED or FATPIPE)."""
     if name in graph:
         raise InputFileError(path, f"line {element.line}, <{element.tag}>", f"host {name!r} "
                              "is named twice")
-    if up != down:
+    if up[:2] != down[:2]:
         raise InputFileError(path, f"line {element.line}, <{element.tag}>", "a host's link "
                              "up and link down differ: not modelled (one capacity both ways)")
+    policy = "FATPIPE" if up[2] == down[2] == "FATPIPE" else \
+        "SHARED" if same else "SPLITDUPLEX"
     graph.add_node(name, kind="compute", capacity_mbps=_mbps(up[0]), memory_mb=512, slots=1)
-    _edge(graph, name, rack, up[0], up[1], "SPLITDUPLEX")
+    _edge(graph, name, rack, up[0], up[1], policy)
 
 
 def _fabric(graph: nx.Graph, rack: str, backbone: Optional[tuple]) -> None:
