@@ -540,6 +540,49 @@ def test_dropping_stale_reservations_changes_no_schedule():
     assert max(j.start - j.submit for j in jobs) > 5000  # a long queue
 
 
+def test_the_reservations_heap_stays_within_twice_the_queue():
+    """The same long queue: stale entries of the reservations' heap are dropped as it goes,
+    so it never holds more than twice the longest queue plus the allowance; never pruned, it
+    grows to many times that."""
+    rng = np.random.default_rng(7)
+    rows = [(int(t), int(rng.integers(1, 17)), int(rng.integers(1, 400)))
+            for t in np.cumsum(rng.integers(0, 20, 400))]
+    est = Function(lambda job, now: job.run * (3 if job.id % 2 else 1))
+    for allowed in (None, 10 ** 9):
+        scheduler, heap, queue = Scheduler(16, "conservative"), [], []
+        if allowed is not None:
+            scheduler.stale_slots_allowed = allowed
+
+        def look(now, sched, arrived, started):
+            heap.append(len(sched._slots))
+            queue.append(len(sched.queue))
+
+        simulate(jobs_of(*rows), scheduler, estimator=est, watch=Watch(on_instant=look))
+        bound = 2 * max(queue) + Scheduler.stale_slots_allowed
+        assert (max(heap) <= bound) == (allowed is None), (max(heap), bound)
+
+
+def test_a_compression_that_finds_a_reservation_past_asks_for_a_rebuild():
+    """A scheduler called late (a live cluster's pass after a busy spell): B's reservation
+    at 100 has passed by 120, when the compression for A's early end runs. It sets nothing
+    and says so; the pass then makes every reservation again and B starts at once."""
+    a, b, c = jobs_of((0, 4, 40), (0, 4, 50), (0, 4, 50))
+    a.estimate, b.estimate, c.estimate = 100, 50, 50
+    scheduler = Scheduler(4, "conservative")
+    for job in (a, b, c):
+        scheduler.submit(job, 0)
+    assert scheduler.schedule(0) == [a] and (b.slot, c.slot) == (100, 150)
+    scheduler.finish(a, 40)
+    assert scheduler._compress_slots(120) is False and (b.slot, c.slot) == (100, 150)
+    scheduler._compress = True
+    assert scheduler.schedule(120) == [b] and c.slot == 170
+    d = jobs_of((130, 4, 10))[0]
+    d.estimate = 10
+    scheduler.submit(d, 130)
+    scheduler.finish(b, 130)  # early: a compression with nothing past moves c and d up
+    assert scheduler._compress_slots(130) is True and (c.slot, d.slot) == (130, 180)
+
+
 # -- the command -----------------------------------------------------------------------------
 
 
