@@ -18,7 +18,7 @@ Workloads and traces (SWF; England and Weissman's model)
     offered_utilization,
     fit_model, sample_jobs, read_model
 The batch scheduler
-    Job, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
+    Job, Owner, jobs_from_trace, compress_arrivals, Scheduler, POLICIES, simulate_schedule,
     schedule_trace, TraceRunOptions, Simulation, Watch, schedule_summary, make_order, Order,
     SitePolicy, Credential, read_policy_file, ReservationRequest, Actual, Requested,
     EstimateFunction, estimator
@@ -100,6 +100,7 @@ _API = {
     "read_model": (".workload.model", "read_model"),
     # the batch scheduler
     "Job": (".scheduling.job", "Job"),
+    "Owner": (".scheduling.job", "Owner"),
     "jobs_from_trace": (".scheduling.job", "jobs_from_trace"),
     "compress_arrivals": (".scheduling.job", "compress_arrivals"),
     "Scheduler": (".scheduling.scheduler", "Scheduler"),

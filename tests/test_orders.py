@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
-from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
+from emulator.scheduling.job import Job, Owner, compress_arrivals, jobs_from_trace
 from emulator.scheduling.orders import FairShare, FairShareSettings, Order, make_order
 from emulator.scheduling.policyfile import policy_from_dict, policy_from_maui
 from emulator.scheduling.scheduler import Scheduler
@@ -65,8 +65,8 @@ def test_a_class_order_keeps_state_through_its_hooks(tmp_path):
         "    def finished(self, job, now):\n"
         "        self.ended += 1\n")
     # one processor: user 1 submits three jobs at 0, user 2 one at 1
-    jobs = [Job(1, 0, 1, 10, user=1, index=0), Job(2, 0, 1, 10, user=1, index=1),
-            Job(3, 0, 1, 10, user=1, index=2), Job(4, 1, 1, 10, user=2, index=3)]
+    jobs = [Job(1, 0, 1, 10, owner=Owner(1), index=0), Job(2, 0, 1, 10, owner=Owner(1), index=1),
+            Job(3, 0, 1, 10, owner=Owner(1), index=2), Job(4, 1, 1, 10, owner=Owner(2), index=3)]
     scheduler = Scheduler(1, order=f"{path}:Fewest", backfill="none")
     assert starts(jobs, scheduler) == [0, 20, 30, 10]  # user 2 passes user 1's second job
     assert scheduler.order.obj.ended == 4
@@ -108,18 +108,18 @@ def test_a_broken_order_file_is_one_line(tmp_path, capsys):
 
 def test_fair_share_puts_the_lighter_user_first_and_decays():
     fs = FairShare(FairShareSettings(interval=100.0, depth=2, decay=0.5))
-    heavy, light = Job(1, 0, 4, 100, user=1), Job(2, 0, 1, 100, user=2)
+    heavy, light = Job(1, 0, 4, 100, owner=Owner(user=1)), Job(2, 0, 1, 100, owner=Owner(user=2))
     for job in (heavy, light):
         fs.started(job, 0.0)
     for job in (heavy, light):
         fs.finished(job, 100.0)
     # window 0: user 1 used 400, user 2 100 processor-seconds: 80% and 20%
     assert fs.usage(100.0)[("user", 1)] == pytest.approx(80.0)
-    waiting1, waiting2 = Job(3, 100, 1, 10, user=1), Job(4, 100, 1, 10, user=2)
+    waiting1, waiting2 = Job(3, 100, 1, 10, owner=Owner(1)), Job(4, 100, 1, 10, owner=Owner(2))
     assert fs.key(waiting2, 100.0) < fs.key(waiting1, 100.0)
     assert fs.key(waiting2, 100.0) == pytest.approx(20.0)  # -(0 target - 20% used)
     # a running job counts up to now: user 2 runs 4 processors for 150 s in windows 1 and 2
-    later = Job(5, 100, 4, 300, user=2)
+    later = Job(5, 100, 4, 300, owner=Owner(user=2))
     fs.started(later, 100.0)
     shares = fs.usage(250.0)  # windows 2 (weight 1: 200 of user 2) and 1 (weight 0.5: 400)
     assert shares[("user", 2)] == pytest.approx(100.0)
@@ -133,7 +133,7 @@ def test_fair_share_puts_the_lighter_user_first_and_decays():
     fs.finished(later, 260.0)
     assert fs.usage(299.0)[("user", 2)] == pytest.approx(100.0)
     assert fs.usage(299.0).get(("user", 1), 0.0) == pytest.approx(0.0)
-    fs.started(Job(6, 300, 2, 50, user=1), 300.0)  # window 3: user 2's window 2 at half
+    fs.started(Job(6, 300, 2, 50, owner=Owner(1)), 300.0)  # window 3: user 2's window 2 at half
     # user 2: 240 in window 2 -> 120; user 1: 2 x 50 = 100 in window 3 at 350
     assert fs.usage(350.0)[("user", 1)] == pytest.approx(100 * 100 / 220)
 
@@ -265,8 +265,8 @@ def test_fair_share_kept_up_to_date_equals_the_usage_counted_from_scratch(seed):
             fs.finished(job, now)
             spans[index] = (job, spans[index][1], now)
         else:
-            job = Job(step, now, int(rng.integers(1, 9)), 100.0, user=int(rng.integers(3)),
-                      group=int(rng.integers(2)))
+            job = Job(step, now, int(rng.integers(1, 9)), 100.0,
+                      owner=Owner(user=int(rng.integers(3)), group=int(rng.integers(2))))
             fs.started(job, now)
             running.append((job, len(spans)))
             spans.append((job, now, None))
@@ -275,7 +275,7 @@ def test_fair_share_kept_up_to_date_equals_the_usage_counted_from_scratch(seed):
         got = fs.usage(at)
         assert {o: got.get(o, 0.0) for o in want} == pytest.approx(want, abs=1e-9), step
         if step % 7 == 0:  # and the key of a waiting job follows the same usage
-            waiting = Job(-1, at, 1, 10.0, user=0, group=1)
+            waiting = Job(-1, at, 1, 10.0, owner=Owner(user=0, group=1))
             assert fs.key(waiting, at) == pytest.approx(-(0.0 - want.get(("user", 0), 0.0)))
 
 
@@ -307,8 +307,9 @@ def test_sorting_only_when_the_groups_order_changes_starts_every_job_alike(backf
     n = 400
     submit = np.cumsum(rng.exponential(40.0, n)).round()
     jobs = [Job(i, float(submit[i]), int(rng.choice([1, 2, 4, 8, 16, 32])),
-                float(rng.integers(1, 2000)), user=int(rng.integers(6)),
-                group=int(rng.integers(3)), index=i) for i in range(n)]
+                float(rng.integers(1, 2000)),
+                owner=Owner(user=int(rng.integers(6)), group=int(rng.integers(3))), index=i)
+            for i in range(n)]
     settings = {"interval": 3600.0, "depth": 3, "decay": 0.7, "group_weight": 0.5,
                 "user_targets": {"2": 30.0}}
     fast = simulate(jobs, Scheduler(32, order=FairShare(FairShareSettings(**settings)),

@@ -19,14 +19,16 @@ from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li,
 from emulator.prediction.search import TemplateSearch, Training, search_templates
 from emulator.prediction.waits import Source, WaitStudy, evaluate_waits, work_error
 from emulator.scheduling.estimates import Actual
-from emulator.scheduling.job import Job
+from emulator.scheduling.job import Job, Owner
 from emulator.scheduling.policyfile import Credential, SitePolicy
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
 
 
 def job(i, submit, procs, run, **kw):
-    return Job(i, submit, procs, run, **kw)
+    """A job; ``user``, ``group``, ``executable``, ``queue`` given as keywords too."""
+    owner = {k: kw.pop(k) for k in Owner._fields if k in kw}
+    return Job(i, submit, procs, run, owner=Owner(**owner), **kw)
 
 
 # -- estimators, by hand -------------------------------------------------------------------
@@ -690,8 +692,8 @@ def test_published_starts_worked_by_hand(kill, waits, state):
     from emulator.prediction.starts import Machine, published_starts
     from emulator.scheduling.estimates import estimator
 
-    jobs = [Job(1, 0, 4, 100.0, requested=50, user=1, group=1, index=0),
-            Job(2, 10, 3, 40.0, requested=40, user=2, group=2, index=1)]
+    jobs = [Job(1, 0, 4, 100.0, requested=50, owner=Owner(user=1, group=1), index=0),
+            Job(2, 10, 3, 40.0, requested=40, owner=Owner(user=2, group=2), index=1)]
     result = published_starts(jobs, Machine(4, "easy", kill_at_requested=kill),
                               estimator("actual"), Source("actual"), 60)
     assert [(r["entity"], r["wait_seconds"]) for r in result["starts"]] == list(zip(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from emulator.cli import main
 from emulator.errors import InputFileError
 from emulator.scheduling.estimates import Function, Requested
-from emulator.scheduling.job import Job, compress_arrivals, jobs_from_trace
+from emulator.scheduling.job import Job, Owner, compress_arrivals, jobs_from_trace
 from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_maui,
                                             read_policy_file)
 from emulator.scheduling.profile import Profile
@@ -31,7 +31,8 @@ def jobs_of(*rows, **extra):
         kw = dict(extra)
         if len(row) > 3:
             kw.update(row[3])
-        out.append(Job(i, submit, procs, run, index=i - 1, **kw))
+        owner = {k: kw.pop(k) for k in Owner._fields if k in kw}  # user=..., group=...
+        out.append(Job(i, submit, procs, run, index=i - 1, owner=Owner(**owner), **kw))
     return out
 
 
@@ -381,9 +382,9 @@ def test_policy_files_toml_and_maui(tmp_path):
                    "USERCFG[svens] PRIORITY=100 MAXPROC=2   # a comment\n")
     maui = read_policy_file(cfg)
     for s in (site, maui):
-        job = Job(1, 0, 1, 1, user="svens", group="atlas")
+        job = Job(1, 0, 1, 1, owner=Owner(user="svens", group="atlas"))
         assert s.priority(job) == 400 and s.maxproc(job) == (2, 4)
-        other = Job(2, 0, 1, 1, user="bob", group="cms")
+        other = Job(2, 0, 1, 1, owner=Owner(user="bob", group="cms"))
         assert s.priority(other) == 100 and s.maxproc(other) == (None, None)
     assert site.mode == "restartable" and site.reservations[0].procs == 32
 

@@ -11,7 +11,7 @@ import pytest
 from emulator.cli import main
 from emulator.errors import InputFileError
 from emulator.scheduling.estimates import estimator
-from emulator.scheduling.job import Job
+from emulator.scheduling.job import Job, Owner
 from emulator.scheduling.multifactor import Multifactor
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
@@ -128,7 +128,7 @@ def read_slurm_conf_partitions(tmp_path):
 
 def used(mf):
     """User 1 runs 4 processors over [0, 600), user 2 two over [0, 300); no decay."""
-    a, b = Job(100, 0, 4, 600, user=1, group=10), Job(101, 0, 2, 300, user=2, group=10)
+    a, b = Job(100, 0, 4, 600, owner=Owner(1, 10)), Job(101, 0, 2, 300, owner=Owner(2, 10))
     mf.started(a, 0.0)
     mf.started(b, 0.0)
     mf.finished(b, 300.0)
@@ -138,7 +138,7 @@ def used(mf):
 def test_fair_tree_ranks_users_level_by_level(tmp_path):
     mf = order(tmp_path)
     used(mf)
-    alice, bob, carol = (Job(i, 100, 2, 60, user=u, group=g)
+    alice, bob, carol = (Job(i, 100, 2, 60, owner=Owner(user=u, group=g))
                          for i, (u, g) in enumerate([(1, 10), (2, 10), (3, 20)]))
     # usage at the tick of 600: user 1 2,400, user 2 600; account 10 3,000, account 20 0.
     # Root level (accounts 10 and 20, and sacctmgr's root user, 60 + 40 + 1 shares):
@@ -152,7 +152,7 @@ def test_fair_tree_ranks_users_level_by_level(tmp_path):
 def test_classic_fair_share_is_two_to_the_minus_effective_usage_over_shares(tmp_path):
     mf = order(tmp_path, flags=frozenset({"NO_FAIR_TREE"}))
     used(mf)
-    alice, bob, carol = (Job(i, 100, 2, 60, user=u, group=g)
+    alice, bob, carol = (Job(i, 100, 2, 60, owner=Owner(user=u, group=g))
                          for i, (u, g) in enumerate([(1, 10), (2, 10), (3, 20)]))
     # alice: shares 60/101 x 1/4; effective 0.8 + (1.0 - 0.8) x 1/4 = 0.85
     # bob: 60/101 x 3/4; 0.2 + (1.0 - 0.2) x 3/4 = 0.8; carol: no usage
@@ -165,7 +165,7 @@ def test_every_factor_and_the_whole_number_priority(tmp_path):
     mf = order(tmp_path)
     used(mf)
     # bob's job: 2 processors, queue 1 (factor 10 of 20), submitted at 100, asked 1,800 s
-    job = Job(7, 100, 2, 60, requested=1800, user=2, group=10, queue=1)
+    job = Job(7, 100, 2, 60, requested=1800, owner=Owner(user=2, group=10, queue=1))
     f = mf.factors(job, 600.0)
     assert f["age"] == pytest.approx(0.5)  # 500 s of PriorityMaxAge 1,000 s
     assert f["job_size"] == pytest.approx((2 / 8 + 2 / 8) / 2)
@@ -179,7 +179,7 @@ def test_every_factor_and_the_whole_number_priority(tmp_path):
                                        "partition": 1000, "qos": 500})
     used(heavier)
     assert heavier.priority(job, 600.0) == 6250 + 333
-    elsewhere = Job(8, 100, 2, 60, user=2, group=10, queue=7)  # no such partition: default
+    elsewhere = Job(8, 100, 2, 60, owner=Owner(user=2, group=10, queue=7))  # no such partition
     assert mf.factors(elsewhere, 600.0)["partition"] == 1.0
     row = mf.sprio(job, 600.0)
     assert (row["user"], row["account"], row["priority"], row["age"]) == ("2", "10", 6250,
@@ -187,7 +187,7 @@ def test_every_factor_and_the_whole_number_priority(tmp_path):
 
 
 def test_job_size_favouring_small_and_relative_to_time(tmp_path):
-    job = Job(7, 100, 2, 60, requested=1800, user=2, group=10)
+    job = Job(7, 100, 2, 60, requested=1800, owner=Owner(user=2, group=10))
     assert order(tmp_path, favor_small=True).factors(job, 100.0)["job_size"] == \
         pytest.approx(((8 - 2) / 8 + (8 - 2) / 8) / 2)
     relative = order(tmp_path, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
@@ -203,7 +203,7 @@ def test_usage_decays_by_its_half_life_on_each_calc_period(tmp_path):
     d = 2 ** -0.5
     for steps in ([300.0, 600.0, 900.0], [900.0]):  # tick by tick, or all at once
         mf = order(tmp_path, decay_half_life_seconds=600.0)
-        job = Job(1, 0, 1, 900, user=3, group=20)
+        job = Job(1, 0, 1, 900, owner=Owner(user=3, group=20))
         mf.started(job, 0.0)
         for t in steps:
             mf.usage.advance(t)
@@ -230,7 +230,7 @@ def test_usage_kept_as_a_rate_equals_each_jobs_periods_decayed(seed):
     for k in range(60):
         start = float(rng.integers(0, 4000))
         jobs.append((Job(k, start, int(rng.integers(1, 9)), 1,
-                         user=int(rng.integers(20)), group=int(rng.integers(3))),
+                         owner=Owner(user=int(rng.integers(20)), group=int(rng.integers(3)))),
                      start, start + float(rng.integers(1, 1500))))
     nodes = {job: tree.user_of(job.user, job.group) for job, _, _ in jobs}
     events = sorted([(s, 1, j) for j, s, _ in jobs] + [(e, 0, j) for j, _, e in jobs]
@@ -265,11 +265,11 @@ def test_priorities_are_recomputed_on_the_calc_period(tmp_path):
     mf = order(tmp_path, flags=frozenset({"NO_FAIR_TREE"}),
                weights={"age": 0, "fairshare": 10000, "job_size": 0, "partition": 0, "qos": 0})
     sched = Scheduler(8, order=mf, backfill="none")
-    blocker = Job(0, 0, 8, 1000, estimate=1000, user=3, group=20, index=0)
+    blocker = Job(0, 0, 8, 1000, estimate=1000, owner=Owner(user=3, group=20), index=0)
     sched.submit(blocker, 0.0)
     sched.schedule(0.0)
-    sched.submit(Job(1, 0, 8, 10, estimate=10, user=3, group=20, index=1), 0.0)
-    sched.submit(Job(2, 10, 8, 10, estimate=10, user=1, group=10, index=2), 10.0)
+    sched.submit(Job(1, 0, 8, 10, estimate=10, owner=Owner(user=3, group=20), index=1), 0.0)
+    sched.submit(Job(2, 10, 8, 10, estimate=10, owner=Owner(user=1, group=10), index=2), 10.0)
     sched.schedule(10.0)
     sched.schedule(299.0)
     assert [j.id for j in sched.waiting()] == [1, 2]
@@ -293,11 +293,11 @@ def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path):
                                   "partition": 0, "qos": 0}, max_age_seconds=1000.0)
     sched = Scheduler(8, order=Multifactor(config, 8, read_associations(str(path))),
                       backfill="easy")
-    sched.submit(Job(0, 0, 8, 1000, estimate=1000, user=3, group=20, index=0), 0.0)
+    sched.submit(Job(0, 0, 8, 1000, estimate=1000, owner=Owner(user=3, group=20), index=0), 0.0)
     sched.schedule(0.0)
-    j1 = Job(1, 0, 8, 10, estimate=10, user=3, group=20, index=1)
+    j1 = Job(1, 0, 8, 10, estimate=10, owner=Owner(user=3, group=20), index=1)
     sched.submit(j1, 0.0)
-    sched.submit(Job(2, 10, 8, 10, estimate=10, user=1, group=10, index=2), 10.0)
+    sched.submit(Job(2, 10, 8, 10, estimate=10, owner=Owner(user=1, group=10), index=2), 10.0)
     sched.schedule(300.0)
     keys = sched.order.keys(sched.waiting(), 400.0)
     assert not isinstance(sched.order._fair[2][1], (list, np.ndarray))  # C's
@@ -344,7 +344,8 @@ def whole_second_jobs(seed, n=300):
     rng = np.random.default_rng(seed)
     submit = np.cumsum(rng.exponential(30.0, n)).round()
     return [Job(i, float(submit[i]), int(rng.choice([1, 2, 4, 8, 16, 32])),
-                float(rng.integers(1, 3000)), user=int(rng.integers(5)), group=0, index=i)
+                float(rng.integers(1, 3000)), owner=Owner(user=int(rng.integers(5)), group=0),
+                index=i)
             for i in range(n)]
 
 
@@ -487,7 +488,7 @@ def test_fair_tree_in_c_ranks_and_sums_priorities_as_numpy_and_python_do(seed, m
     associations = random_associations(rng)
     credits = [float(rng.choice([0.0, 100.0, 250.0, 1000.0])) for _ in associations.users]
     jobs = [Job(i, float(rng.integers(0, 2000)), int(rng.integers(1, 65)), 10.0,
-                user=user, group=account)
+                owner=Owner(user=user, group=account))
             for i, (account, user) in enumerate(rng.permutation(list(associations.users)))]
 
     def made():

@@ -20,7 +20,7 @@ simplest forecast of the workload to come.
 import heapq
 
 from ..scheduling.estimates import extended_estimate
-from ..scheduling.job import Job
+from ..scheduling.job import Job, Owner
 from ..scheduling.scheduler import RESOLUTION_SECONDS
 
 
@@ -175,7 +175,7 @@ def probe_starts(scheduler, now, probes, run_of, *, knows_estimates=True,
     jobs = {}
     for k, (label, user, group, procs) in enumerate(probes):
         probe = Job(f"probe-{label}", now, procs, probe_seconds, estimate=probe_seconds,
-                    user=user, group=group, index=10**12 + k)
+                    owner=Owner(user, group), index=10**12 + k)
         sim.submit(probe, now)
         jobs[label] = probe
     starts = run_forward(sim, now, list(jobs.values()))

@@ -23,8 +23,8 @@ SOURCES = ("predictor", "requested", "history mean", "default")
 
 def blind(job):
     """A copy of ``job`` as submitted, without its run time."""
-    copy = Job(job.id, job.submit, job.procs, None, requested=job.requested, user=job.user,
-               group=job.group, executable=job.executable, queue=job.queue, index=job.index)
+    copy = Job(job.id, job.submit, job.procs, None, requested=job.requested, owner=job.owner,
+               index=job.index)
     return copy
 
 

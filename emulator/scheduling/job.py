@@ -7,11 +7,28 @@ live cluster until it ends). The scheduler fills in ``start`` and ``end``.
 """
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ..workload.swf import COLUMN
+
+
+class Owner(NamedTuple):
+    """Who submitted a job, and where: SWF's user, group, executable and queue (fields 12
+    to 15; Slurm's user, account, job name and partition); -1 where not known.
+
+    >>> Job(1, 0, 4, 60.0, owner=Owner(user=3, queue=1)).owner
+    Owner(user=3, group=-1, executable=-1, queue=1)
+    """
+
+    user: Any = -1
+    group: Any = -1
+    executable: Any = -1
+    queue: Any = -1
+
+
+NOBODY = Owner()
 
 
 class Job:
@@ -25,8 +42,7 @@ class Job:
 
     def __init__(self, id: Any, submit: float, procs: int, run: Optional[float] = None, *,
                  requested: Optional[float] = None, estimate: Optional[float] = None,
-                 user: Any = -1, group: Any = -1, executable: Any = -1, queue: Any = -1,
-                 index: Optional[int] = None) -> None:
+                 owner: Sequence = NOBODY, index: Optional[int] = None) -> None:
         self.id = id
         self.index = id if index is None else index
         self.submit = float(submit)
@@ -34,7 +50,7 @@ class Job:
         self.run = None if run is None else float(run)
         self.requested = None if requested is None or requested < 0 else float(requested)
         self.estimate = estimate
-        self.user, self.group, self.executable, self.queue = user, group, executable, queue
+        self.user, self.group, self.executable, self.queue = owner
         self.priority = 0
         self.start = self.end = self.est_end = self.reserved = self.slot = None
         self.killed = False
@@ -45,6 +61,10 @@ class Job:
     def __repr__(self) -> str:
         return (f"Job({self.id}, submit={self.submit:g}, procs={self.procs}, run={self.run}, "
                 f"estimate={self.estimate}, start={self.start})")
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.user, self.group, self.executable, self.queue)
 
     @property
     def wait(self) -> Optional[float]:
@@ -58,8 +78,7 @@ class Job:
     def fresh(self) -> "Job":
         """A copy as submitted: same attributes, no schedule."""
         copy = Job(self.id, self.submit, self.procs, self.run, requested=self.requested,
-                   estimate=self.estimate, user=self.user, group=self.group,
-                   executable=self.executable, queue=self.queue, index=self.index)
+                   estimate=self.estimate, owner=self.owner, index=self.index)
         copy.priority = self.priority
         copy.info = self.info
         return copy
@@ -93,7 +112,7 @@ def jobs_from_trace(trace: Any) -> list:
             ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")}
     procs = np.asarray(procs).astype(int).tolist()
     return [Job(int(cols["job"][i]), cols["submit"][i], procs[i], cols["run"][i],
-                requested=cols["requested_time"][i], user=int(cols["user"][i]),
-                group=int(cols["group"][i]), executable=int(cols["executable"][i]),
-                queue=int(cols["queue"][i]), index=i)
+                requested=cols["requested_time"][i],
+                owner=(int(cols["user"][i]), int(cols["group"][i]),
+                       int(cols["executable"][i]), int(cols["queue"][i])), index=i)
             for i in range(len(data))]

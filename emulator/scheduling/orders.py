@@ -133,11 +133,12 @@ class FairShare(Order):
     FSUSERWEIGHT, FSGROUPWEIGHT; targets FSTARGET in percent of the machine, 0 where none
     is set, so that usage alone then counts against a user); the highest goes first.
 
-    >>> from emulator.scheduling.job import Job
+    >>> from emulator.scheduling.job import Job, Owner
     >>> fs = FairShare(FairShareSettings(interval=100, depth=2, decay=0.5))
-    >>> a, b = Job(1, 0, 4, 50, user=1), Job(2, 0, 4, 50, user=2)
+    >>> a, b = Job(1, 0, 4, 50, owner=Owner(user=1)), Job(2, 0, 4, 50, owner=Owner(user=2))
     >>> fs.started(a, 0.0); fs.finished(a, 50.0)
-    >>> fs.key(Job(3, 60, 1, 10, user=1), 60.0) > fs.key(Job(4, 60, 1, 10, user=2), 60.0)
+    >>> fs.key(Job(3, 60, 1, 10, owner=Owner(1)), 60.0) > fs.key(Job(4, 60, 1, 10, owner=Owner(2)),
+    ...                                                          60.0)
     True
     """
 
