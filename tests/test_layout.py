@@ -102,6 +102,32 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles[:5]}"
 
 
+MAX_FUNCTION_LINES, MAX_PARAMETERS, MAX_MODULE_LINES = 80, 8, 600
+
+
+def test_functions_fit_on_a_screen_and_take_few_parameters():
+    """No function of ``emulator/`` over 80 lines or with more than 8 parameters (``self``
+    and ``cls`` not counted), no module over 600 lines."""
+    too_long, too_many, big = [], [], []
+    for name, path in _modules():
+        if not name.startswith("emulator"):
+            continue
+        text = open(path).read()
+        if text.count("\n") > MAX_MODULE_LINES:
+            big.append(name)
+        for node in ast.walk(ast.parse(text, path)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs
+                      if p.arg not in ("self", "cls")] + [v for v in (a.vararg, a.kwarg) if v]
+            if len(params) > MAX_PARAMETERS:
+                too_many.append(f"{name}.{node.name} ({len(params)})")
+            if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                too_long.append(f"{name}.{node.name} ({node.end_lineno - node.lineno + 1})")
+    assert (too_long, too_many, big) == ([], [], [])
+
+
 def test_every_module_says_what_it_does():
     missing = [name for name, path in _modules()
                if not ast.get_docstring(ast.parse(open(path).read()))]
