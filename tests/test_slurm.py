@@ -33,7 +33,7 @@ PriorityDecayHalfLife=0
 PriorityCalcPeriod=5
 PriorityFlags=SMALL_RELATIVE_TO_TIME,MAX_TRES
 SchedulerType=sched/backfill
-SchedulerParameters=bf_window=60,bf_resolution=30,bf_max_job_test=50,bf_continue,bf_yield_interval=2
+SchedulerParameters=bf_window=60,bf_resolution=30,bf_max_job_test=50,bf_interval=45,bf_continue,bf_yield_interval=2
 NodeName=n[1-8] CPUs=1 State=UNKNOWN
 PartitionName=1 Nodes=ALL PriorityJobFactor=10
 PartitionName=2 Nodes=ALL PriorityJobFactor=20 Default=YES
@@ -62,6 +62,8 @@ def test_slurm_conf_is_read_in_slurms_words(tmp_path):
     assert c.flags == {"SMALL_RELATIVE_TO_TIME"} and c.fair_tree
     assert (c.bf_window_seconds, c.bf_resolution_seconds, c.bf_max_job_test, c.bf_continue) \
         == (3600.0, 30.0, 50, True)
+    assert c.bf_interval_seconds == 45.0 and SlurmConfig().bf_interval_seconds == 30.0
+    assert BackfillParams.from_config(c).interval_seconds == 45.0
     assert [(p.name, p.priority_job_factor, p.default) for p in c.partitions] == \
         [("1", 10, False), ("2", 20, True)]
     assert c.unused == ("ClusterName", "PriorityFlags=MAX_TRES",
@@ -309,7 +311,8 @@ def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path):
 # -- sched/backfill ------------------------------------------------------------------------
 
 def backfill_case(params, second):
-    """3 of 4 processors busy until 100; at 1 a 4-processor job queues, then ``second``."""
+    """3 of 4 processors busy until 100; at 1 a 4-processor job queues, then ``second``
+    (``params`` with a pass at every event: the pass's own rules)."""
     sched = Scheduler(4, order="fcfs", backfill="slurm", slurm=params)
     running = Job(0, 0, 3, 100, estimate=100, index=0)
     sched.submit(running, 0.0)
@@ -321,23 +324,56 @@ def backfill_case(params, second):
 
 def test_a_job_beyond_the_window_holds_nothing():
     long_one = Job(2, 1, 1, 200, estimate=200, index=2)  # would delay the 4-processor job
-    assert backfill_case(BackfillParams(3600.0, 1.0, 500), long_one) == []
+    assert backfill_case(BackfillParams(3600.0, 1.0, 500, 0.0), long_one) == []
     # its start (100) is 99 s away: a 60-s window does not keep it
-    assert backfill_case(BackfillParams(60.0, 1.0, 500), long_one.fresh()) == [2]
+    assert backfill_case(BackfillParams(60.0, 1.0, 500, 0.0), long_one.fresh()) == [2]
 
 
 def test_only_max_job_test_jobs_are_tried():
     short = Job(2, 1, 1, 10, estimate=10, index=2)  # ends before 100: fits
-    assert backfill_case(BackfillParams(3600.0, 1.0, 2), short) == [2]
-    assert backfill_case(BackfillParams(3600.0, 1.0, 1), short.fresh()) == []
+    assert backfill_case(BackfillParams(3600.0, 1.0, 2, 0.0), short) == [2]
+    assert backfill_case(BackfillParams(3600.0, 1.0, 1, 0.0), short.fresh()) == []
 
 
 def test_times_are_planned_at_the_resolution():
     # 110 s from 1 ends at 111, after the running job's end (100): not at 1-s resolution;
     # at 60 s the running job ends at 121 in the plan and the job takes 120 s: it fits
     job = Job(2, 1, 1, 110, estimate=110, index=2)
-    assert backfill_case(BackfillParams(3600.0, 1.0, 500), job) == []
-    assert backfill_case(BackfillParams(3600.0, 60.0, 500), job.fresh()) == [2]
+    assert backfill_case(BackfillParams(3600.0, 1.0, 500, 0.0), job) == []
+    assert backfill_case(BackfillParams(3600.0, 60.0, 500, 0.0), job.fresh()) == [2]
+
+
+def test_between_backfill_passes_only_the_main_scheduler_starts_jobs():
+    """bf_interval 30: 3 of 4 processors busy until 100; at 1 a 4-processor job queues, then
+    a 1-processor job of 10 s that fits beside it. The main scheduler stops at the blocked
+    head; the short job waits for the pass at 30. At 100 the head starts at once (the main
+    scheduler, at the end's event). A 1-processor job arriving at 31 waits for the pass at
+    60. With a pass at every event both short ones start on arrival."""
+    def run(interval):
+        jobs = [Job(0, 0, 3, 100), Job(1, 1, 4, 100), Job(2, 1, 1, 10), Job(3, 31, 1, 5)]
+        sched = Scheduler(4, order="fcfs", backfill="slurm",
+                          slurm=BackfillParams(86400.0, 1.0, 500, interval))
+        return [j.start for j in simulate(jobs, sched).jobs]
+
+    assert run(30.0) == [0, 100, 30, 60]
+    assert run(0.0) == [0, 100, 1, 31]
+    assert run(7.0) == [0, 100, 7, 35]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_off_the_backfill_grid_only_jobs_in_priority_order_start(seed):
+    """FCFS with bf_interval 60 on random jobs: a job that starts off the 60-s grid of
+    passes was started by the main scheduler, so every job ahead of it had started by then;
+    jobs do start both ways."""
+    jobs = whole_second_jobs(seed)
+    for j in jobs:
+        j.submit += 7  # off the grid
+    done = simulate(jobs, Scheduler(32, order="fcfs", backfill="slurm",
+                                    slurm=BackfillParams(86400.0, 60.0, 500, 60.0))).jobs
+    off = [j for j in done if j.start % 60]
+    assert off and len(off) < len(done)
+    for j in off:
+        assert all(i.start <= j.start for i in done if (i.submit, i.index) < (j.submit, j.index))
 
 
 def whole_second_jobs(seed, n=300):
@@ -355,7 +391,7 @@ def test_unbounded_slurm_backfill_starts_jobs_as_conservative_backfilling(order_
     """With no window, no test limit, a 1-s resolution and exact estimates, the plan made
     again at every pass is the one conservative backfilling keeps."""
     jobs = whole_second_jobs(seed)
-    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9)
+    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9, 0.0)  # a pass at every event
     slurm = simulate(jobs, Scheduler(32, order=order_name, backfill="slurm",
                                      slurm=unbounded)).jobs
     conservative = simulate(jobs, Scheduler(32, order=order_name,
@@ -371,7 +407,7 @@ def test_with_early_ends_slurm_plans_again_where_conservative_compresses():
     jobs = whole_second_jobs(0)
     for j in jobs:
         j.requested = j.run * 3
-    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9)
+    unbounded = BackfillParams(math.inf, 1.0, 10 ** 9, 0.0)  # a pass at every event
     run = {rule: simulate(jobs, Scheduler(32, order="fcfs", backfill=rule, slurm=unbounded),
                           estimator=estimator("requested")).jobs
            for rule in ("slurm", "conservative")}

@@ -22,7 +22,9 @@ your own) and a backfilling rule:
                   its estimate, or one that enters the queue ahead of others, makes every
                   reservation again in queue order.
 ``slurm``         Slurm's backfill: the plan made again at every pass, reservations only
-                  within a window, a test limit, a time resolution (:mod:`.slurmbackfill`).
+                  within a window, a test limit, a time resolution; a pass every
+                  ``bf_interval`` seconds, Slurm's main scheduler (priority order until
+                  one waits) at every event between (:mod:`.slurmbackfill`).
 
 The policy names of Smith §3.1 and England and Weissman §IV.A are shorthands: ``fcfs``
 (fcfs, none), ``lwf`` (lwf, none), ``easy`` (fcfs, easy), ``conservative`` (fcfs,
@@ -50,7 +52,7 @@ from .estimates import extended_estimate
 from .orders import check_key, make_order
 from .profile import Profile
 from .ranks import GroupRanks
-from .slurmbackfill import BackfillParams, slurm_pass
+from .slurmbackfill import BackfillParams, slurm_schedule
 
 POLICIES = ("fcfs", "lwf", "easy", "conservative")
 SHORTHANDS = {"fcfs": ("fcfs", "none"), "lwf": ("lwf", "none"), "easy": ("fcfs", "easy"),
@@ -124,6 +126,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
         self._dirty = True
         self._compress = False  # conservative: a job ended early, the profile knows
+        self._bf_due = None  # slurm: when the next backfill pass runs, if one is due
         self._next_reorder = -math.inf  # an order whose keys change: the next sort
         # an order whose jobs share their group's key: the groups' ranks (see .ranks)
         self._ranks = GroupRanks() if hasattr(self.order, "group_keys") else None
@@ -299,13 +302,14 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         """Start every job the policy allows at ``now``; returns them in start order."""
         self._extend_overruns(now)
         if not self.queue:
+            self._bf_due = None  # Slurm's backfill: nothing waits, no pass due
             return []
         if not self.order.static and now >= self._next_reorder:
             self._reorder(now)
         if self.backfill == "conservative":
             started = self._conservative(now)
         elif self.backfill == "slurm":
-            started = slurm_pass(self, now, self.slurm)
+            started = slurm_schedule(self, now, self.slurm)
         elif self.granted or self._pending_reservations(now):
             started = self._general(now, DEPTH[self.backfill])
         elif self.backfill == "easy":
@@ -421,6 +425,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             heapq.heappop(slots)  # stale: reserved again since, or started
         if slots and not self._dirty and (wake is None or slots[0][0] < wake):
             wake = slots[0][0]
+        if self._bf_due is not None and self._sizes and (wake is None or self._bf_due < wake):
+            wake = self._bf_due  # Slurm's next backfill pass, something having changed
         return wake
 
     # -- a copy to simulate forward -------------------------------------------------------
@@ -459,4 +465,5 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             other._count_group(c, 1)
         other.queue.sort(key=lambda e: e[0])
         other.granted = [dataclasses.replace(r) for r in self.granted]
+        other._bf_due = self._bf_due
         return other, mapping

@@ -12,6 +12,14 @@ the plan is conservative backfilling's. A pass stops early once fewer processors
 now than the smallest queued job needs: nothing more could start, and the plan is made
 again at the next pass. The pass runs in C (``Profile.plan``).
 The first planned start a job is given is kept as its ``reserved`` time.
+
+Passes come every ``interval_seconds`` (``bf_interval``, Slurm's 30 s), on a grid from time
+0, as Slurm's backfill thread wakes; a pass with nothing changed since the last (no job
+submitted or ended) would find the plan it found, so only the first grid time after a
+change runs one. Between passes Slurm's main scheduler runs at every event: jobs in
+priority order start while they fit, and the first that does not stops it (its partition
+is blocked); a job held by a limit is passed over. An interval of 0 runs a pass at every
+event instead (the plan at every event, as conservative backfilling keeps it).
 """
 
 import math
@@ -23,14 +31,35 @@ from .profile import Profile, round_up
 
 @dataclass(frozen=True)
 class BackfillParams:
+    """``bf_window``, ``bf_resolution``, ``bf_max_job_test`` and ``bf_interval`` (Slurm's
+    defaults; ``interval_seconds`` 0: a pass at every event)."""
+
     window_seconds: float = 86400.0
     resolution_seconds: float = 60.0
     max_job_test: int = 500
+    interval_seconds: float = 30.0
 
     @classmethod
     def from_config(cls, config: Any) -> "BackfillParams":
         return cls(config.bf_window_seconds, config.bf_resolution_seconds,
-                   config.bf_max_job_test)
+                   config.bf_max_job_test, config.bf_interval_seconds)
+
+
+def slurm_schedule(sched: Any, now: float, params: BackfillParams) -> list:
+    """Slurm's two schedulers at ``now`` (see the module): the main one, then the backfill
+    pass if one is due; returns the jobs started."""
+    interval = params.interval_seconds
+    if not interval > 0:
+        return slurm_pass(sched, now, params)
+    # the main scheduler: priority order until one waits (advance reservations granted:
+    # only the pass, which holds them, starts jobs)
+    started = [] if sched.granted else sched._in_order(now)
+    if sched._bf_due is None:  # something changed: a pass at the next grid time
+        sched._bf_due = math.ceil(now / interval) * interval
+    if now >= sched._bf_due:
+        sched._bf_due = None
+        started += slurm_pass(sched, now, params)
+    return started
 
 
 def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:

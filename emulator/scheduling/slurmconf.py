@@ -14,7 +14,8 @@ From ``slurm.conf`` (keys are case-insensitive, ``#`` starts a comment):
                          Fair Tree otherwise, Slurm's default); others are listed as unused
 ``SchedulerType``        ``sched/backfill`` (default) or ``sched/builtin``
 ``SchedulerParameters``  ``bf_window`` (minutes, default 1440), ``bf_resolution`` (seconds,
-                         default 60), ``bf_max_job_test`` (default 500), ``bf_continue``
+                         default 60), ``bf_max_job_test`` (default 500), ``bf_interval``
+                         (seconds between backfill passes, default 30), ``bf_continue``
 ``PartitionName=NAME ... PriorityJobFactor=N [Default=YES]``  the partition factor
 ``NodeName=... CPUs=N``  processors per node (the job size factor counts nodes too)
 
@@ -43,7 +44,8 @@ DURATIONS = {"prioritymaxage": ("max_age_seconds", 60.0),
 FLAGS = ("SMALL_RELATIVE_TO_TIME", "NO_FAIR_TREE")
 BACKFILL = {"bf_window": ("bf_window_seconds", 60.0), "bf_resolution": ("bf_resolution_seconds",
                                                                         1.0),
-            "bf_max_job_test": ("bf_max_job_test", 1)}
+            "bf_max_job_test": ("bf_max_job_test", 1),
+            "bf_interval": ("bf_interval_seconds", 1.0)}
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class SlurmConfig:
     bf_window_seconds: float = 1440 * 60.0
     bf_resolution_seconds: float = 60.0
     bf_max_job_test: int = 500
+    bf_interval_seconds: float = 30.0
     bf_continue: bool = False
     partitions: tuple = ()
     cpus_per_node: int = 1
