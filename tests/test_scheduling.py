@@ -3,6 +3,7 @@ advance reservations, and properties on random workloads."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -539,6 +540,22 @@ def test_dropping_stale_reservations_changes_no_schedule():
         got.append([j.start for j in jobs])
     assert got[0] == got[1] == got[2]
     assert max(j.start - j.submit for j in jobs) > 5000  # a long queue
+
+
+def test_a_scheduler_says_what_it_runs_and_refuses_what_it_cannot():
+    """No policy given: EASY; an order alone runs without backfilling, a rule alone in
+    arrival order; unknown names are refused with the choices listed."""
+    assert [Scheduler(4, **kw).policy for kw in ({}, {"order": "sjf"}, {"backfill": "easy"},
+                                                  {"order": "lwf"}, {"policy": "fcfs"})] == \
+        ["easy", "sjf+none", "easy", "lwf", "fcfs"]
+    for kw, says in (({"policy": "nope"}, "unknown policy 'nope'; choose from fcfs, lwf, easy, "
+                      "conservative"),
+                     ({"backfill": "x"}, "unknown backfilling 'x'; choose from none, easy, "
+                      "conservative, slurm")):
+        with pytest.raises(ValueError, match=f"^{re.escape(says)}$"):
+            Scheduler(4, **kw)
+    with pytest.raises(ValueError, match="^processors must be >= 1, got 0$"):
+        Scheduler(0)
 
 
 def test_the_reservations_heap_stays_within_twice_the_queue():
