@@ -180,3 +180,13 @@ def test_damaged_files_get_one_line_naming_the_file(fmt, tmp_path_factory, helpe
 
     check()
     assert TRIED[fmt] >= min(EXAMPLES, 10)  # hypothesis really generated the examples
+
+
+def test_a_line_separator_inside_a_file_keeps_the_error_on_one_line(tmp_path):
+    """Found by the fuzzing above: a node named with U+0085 (a line break to Python's
+    splitlines) split the error in two. It is written as an escape."""
+    path = tmp_path / "s.csv"
+    path.write_bytes("time_seconds,a,b,bandwidth_mbps\n0,n\u00851,n2,50\n".encode())
+    status, err = run_command(["scenario", "show", str(path)])
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"nodesel: error: {path}: line 2: n\\x851-n2 is not a link")

@@ -82,6 +82,15 @@ def _run(args, ranks):
         runtime.call_off(status)
 
 
+def one_line(message: str) -> str:
+    """``message`` with whatever would break it over lines (a newline, or U+0085 and the
+    other separators a file's own text may carry) written as an escape."""
+    parts = message.splitlines()
+    if len(parts) <= 1 and not message.endswith(("\n", "\r")):
+        return message
+    return "".join(ch if ch.isprintable() or ch in " \t" else repr(ch)[1:-1] for ch in message)
+
+
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -96,7 +105,7 @@ def main(argv=None):
     try:
         return _run(args, under_mpiexec())
     except UserError as e:
-        print(f"nodesel: error: {e}", file=sys.stderr)
+        print(f"nodesel: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         signum = stop.signum_of(e)
@@ -118,5 +127,5 @@ def main(argv=None):
     except OSError as e:
         # a path the user gave that cannot be used (missing, a folder, unreadable, full)
         where = f"{e.filename}: " if e.filename else ""
-        print(f"nodesel: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"nodesel: error: {one_line(where + str(e.strerror or e))}", file=sys.stderr)
         return 2
