@@ -1,6 +1,7 @@
 """Run-time, wait and start-time predictions: estimators worked by hand, the predictors'
 online discipline, technique 1 against the real schedule, probe jobs, and the commands."""
 
+import dataclasses
 import json
 import math
 
@@ -12,17 +13,23 @@ from emulator.prediction.attributes import available, category_key, node_bucket
 from emulator.prediction.estimators import (interval_from_sums, linear_regression,
                                             mean_interval, windowed_mean)
 from emulator.prediction.evaluate import evaluate_runtimes, predictor_names
-from emulator.prediction.forward import predict_start, probe_starts, replayed_arrivals
+from emulator.prediction.forward import (predict_start, probe_starts, replayed_arrivals,
+                                         run_forward)
 from emulator.prediction.online import blind, completion_times, events, run_online
 from emulator.prediction.runtime import (Categories, InstanceBased, LastTwo, Li, LiBank, Mean,
                                          Requested, Template, li_templates)
 from emulator.prediction.search import TemplateSearch, Training, search_templates
 from emulator.prediction.waits import Source, WaitStudy, evaluate_waits, work_error
 from emulator.scheduling.estimates import Actual
+from emulator.scheduling.estimates import Requested as RequestedTimes
 from emulator.scheduling.job import Job, Owner
-from emulator.scheduling.policyfile import Credential, SitePolicy
+from emulator.scheduling.multifactor import Multifactor
+from emulator.scheduling.policyfile import Credential, SitePolicy, policy_from_dict
+from emulator.scheduling.reservations import ReservationRequest
 from emulator.scheduling.scheduler import Scheduler
+from emulator.scheduling.slurmbackfill import BackfillParams
 from emulator.scheduling.simulate import simulate
+from emulator.scheduling.slurmconf import SlurmConfig
 
 
 def job(i, submit, procs, run, **kw):
@@ -393,6 +400,82 @@ def test_technique1_is_exact_with_exact_run_times_and_the_real_later_arrivals(po
                                 knows_estimates=False) != truth[q.index].start
     if policy != "fcfs":  # later jobs backfill (easy) or jump the queue (lwf)
         assert missed > 0
+
+
+def _multifactor():
+    weights = {"age": 1000, "fairshare": 10000, "job_size": 1000, "partition": 0, "qos": 0}
+    return Multifactor(SlurmConfig(weights=weights, max_age_seconds=600.0,
+                                   decay_half_life_seconds=900.0), 8)
+
+
+SNAPSHOT_CASES = {  # name -> the scheduler's keywords, made anew for each scheduler
+    "fcfs": lambda: dict(policy="fcfs"), "lwf": lambda: dict(policy="lwf"),
+    "easy": lambda: dict(policy="easy"), "conservative": lambda: dict(policy="conservative"),
+    "fairshare+easy": lambda: dict(order="fairshare", backfill="easy"),
+    "fairshare+easy, sorted every 300 s": lambda: dict(
+        order="fairshare", backfill="easy",
+        site=policy_from_dict({"fairshare": {"RMPOLLINTERVAL": 300, "FSINTERVAL": 600}})),
+    "fairshare+conservative": lambda: dict(order="fairshare", backfill="conservative"),
+    "multifactor+easy": lambda: dict(order=_multifactor(), backfill="easy"),
+    "multifactor+conservative": lambda: dict(order=_multifactor(), backfill="conservative"),
+    "sjf+slurm": lambda: dict(order="sjf", backfill="slurm",
+                              slurm=BackfillParams(3600.0, 60.0, 500, 300.0)),
+    "easy, limits and priorities": lambda: dict(policy="easy", site=SitePolicy(
+        users={"1": Credential(maxproc=4)}, groups={"2": Credential(priority=5)})),
+    "conservative, limits": lambda: dict(policy="conservative", site=SitePolicy(
+        groups={"1": Credential(maxproc=5)})),
+    "easy, a reservation": lambda: dict(policy="easy", site=SitePolicy()),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SNAPSHOT_CASES))
+def test_a_snapshot_goes_on_as_the_scheduler_it_copies(case):
+    """Mid-trace, a copy of the scheduler (its queue, running jobs, limits, order state,
+    backfill pass and granted reservations) given the real later arrivals starts every job
+    when the real run does; jobs end before their requested times, so ended-early
+    estimates are copied too; the scheduler copied is left as it was."""
+    rng = np.random.default_rng(23)
+    jobs = []
+    for i in range(70):
+        run = float(rng.integers(20, 400))
+        jobs.append(job(i, float(i * 9), int(rng.integers(1, 8)), run,
+                        requested=run * float(rng.choice([1.0, 1.5, 3.0])),
+                        user=int(rng.integers(0, 3)), group=int(rng.integers(0, 3))))
+    reservations = [ReservationRequest(100.0, 900.0, 4, 150.0, id=1)] \
+        if case.endswith("reservation") else []
+    now = jobs[45].submit
+
+    def run_until(until):
+        sched = Scheduler(8, **SNAPSHOT_CASES[case]())
+        done = simulate(jobs, sched, estimator=RequestedTimes(), until=until,
+                        reservations=[dataclasses.replace(r) for r in reservations])
+        return sched, done.jobs
+
+    truth = run_until(None)[1]
+    sched, _ = run_until(now)
+    waiting = sched.waiting()
+    assert len(waiting) > 3 and len(sched.running) > 1
+    before = ([j.id for j in waiting], sched.free, sorted(j.id for j in sched.running))
+    sim, mapping = sched.snapshot(now)
+    assert sim.policy == sched.policy and sim.free == sched.free
+    assert [(c.id, c.reserved) for c in sim.waiting()] == [(j.id, j.reserved) for j in waiting]
+    later = []
+    for j in jobs[46:]:
+        c = j.fresh()
+        c.estimate = c.requested
+        later.append(c)
+    starts = run_forward(sim, now, [mapping[j] for j in waiting] + later, arrivals=later)
+    assert {c.id: t for c, t in starts.items()} == \
+        {j.id: truth[j.index].start for j in waiting + jobs[46:]}
+    assert before == ([j.id for j in sched.waiting()], sched.free,
+                      sorted(j.id for j in sched.running))
+    assert all(j.start is None for j in waiting)
+    # new arrivals of every owner queue in a copy where they queue in the scheduler copied
+    other, _ = sched.snapshot(now)
+    for k in range(9):
+        for s in (sched, other):
+            s.submit(job(100 + k, now, 8, 50.0, estimate=50.0, user=k % 3, group=k // 3), now)
+    assert [j.id for j in other.waiting()] == [j.id for j in sched.waiting()]
 
 
 def test_replayed_arrivals_are_the_last_horizons_jobs_one_horizon_later():

@@ -436,34 +436,64 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         times) and queued jobs are copies (``job_copy(job) -> Job``, default
         :meth:`Job.fresh`, with the schedule fields carried over). With ``job_copy`` and
         ``now``, a running copy's estimated end follows its own ``estimate`` (extended if
-        already past). Returns (scheduler, map from original job to copy)."""
-        order = self.order if self.order.static else copy.deepcopy(self.order)
+        already past). Where every copy keeps its job's estimate and estimated end, the
+        copy keeps the queue's order and conservative backfilling's reservations as they
+        are; otherwise it sorts its queue at ``now`` and makes the reservations again.
+        Returns (scheduler, map from original job to copy)."""
+        clone = job_copy or (lambda j: j.fresh())
+        mapping = {job: clone(job) for job in (*self.running, *self.waiting())}
+        # an order's state names jobs (fair share's running ones): it names the copies
+        order = self.order if self.order.static else copy.deepcopy(
+            self.order, {id(job): c for job, c in mapping.items()})
         other = Scheduler(self.total, order=order, backfill=self.backfill, site=self.site,
                           nodes=None, slurm=self.slurm)
-        clone = job_copy or (lambda j: j.fresh())
-        mapping = {}
+        self._copy_running(other, mapping, now if job_copy is not None else None)
+        exact = all(c.estimate == job.estimate and c.est_end == job.est_end
+                    for job, c in mapping.items())
+        self._copy_queue(other, mapping, now, exact)
+        other.granted = [dataclasses.replace(r) for r in self.granted]
+        other._due_tried, other._bf_due = self._due_tried, self._bf_due
+        other._next_reorder = self._next_reorder
+        return other, mapping
+
+    def _copy_running(self, other, mapping, now):
+        """The running jobs' copies into ``other``; with ``now``, each copy's estimated end
+        follows its own estimate."""
         for job in self.running:
-            c = clone(job)
+            c = mapping[job]
             c.start, c.est_end, c.reserved = job.start, job.est_end, job.reserved
-            if job_copy is not None and now is not None:
+            if now is not None:
                 c.est_end = c.start + max(c.estimate, RESOLUTION_SECONDS)
                 if c.est_end <= now:
                     c.est_end = c.start + extended_estimate(c, now)
-            mapping[job] = c
             other.running[c] = None
             other.free -= c.procs
             bisect.insort(other.releases, (c.est_end, c.index, c))
             if other._limits:
                 other.used_users[c.user] = other.used_users.get(c.user, 0) + c.procs
                 other.used_groups[c.group] = other.used_groups.get(c.group, 0) + c.procs
-        for job in self.waiting():
-            c = clone(job)
+
+    def _copy_queue(self, other, mapping, now, exact):
+        """The queued jobs' copies into ``other``: in the queue's own order with their
+        reservations where ``exact``, else sorted by their keys at ``now``."""
+        if self._ranks is not None:
+            other._ranks = copy.deepcopy(self._ranks)
+        for key, job in self.queue:
+            if job.start is not None:
+                continue
+            c = mapping[job]
             c.reserved = job.reserved
-            mapping[job] = c
-            other.queue.append((other._key(c, job.submit if now is None else now), c))
+            if not exact:
+                key = other._key(c, job.submit if now is None else now)
+            other.queue.append((key, c))
             other._sizes[c.procs] = other._sizes.get(c.procs, 0) + 1
             other._count_group(c, 1)
-        other.queue.sort(key=lambda e: e[0])
-        other.granted = [dataclasses.replace(r) for r in self.granted]
-        other._bf_due = self._bf_due
-        return other, mapping
+        other.queue.sort(key=itemgetter(0))
+        if exact and self._profile is not None:
+            for job, c in mapping.items():
+                c.slot = job.slot
+            other._profile = self._profile.copy()
+            other._slots = [(t, i, mapping[j]) for t, i, j in self._slots
+                            if j in mapping and j.start is None and j.slot == t]
+            heapq.heapify(other._slots)
+            other._dirty, other._compress = self._dirty, self._compress
