@@ -1,6 +1,7 @@
 """The batch scheduler: schedules worked out by hand for every policy, priorities and limits,
 advance reservations, and properties on random workloads."""
 
+import collections
 import json
 import math
 import re
@@ -556,6 +557,57 @@ def test_a_scheduler_says_what_it_runs_and_refuses_what_it_cannot():
             Scheduler(4, **kw)
     with pytest.raises(ValueError, match="^processors must be >= 1, got 0$"):
         Scheduler(0)
+
+
+def _bookkeeping(sched):
+    """What a scheduler counts, recounted from its queue and running jobs."""
+    waiting = sched.waiting()
+    stale = [job for _, job in sched.queue if job.start is not None]
+    by_owner = (collections.Counter(), collections.Counter())
+    for job in sched.running:
+        by_owner[0][job.user] += job.procs
+        by_owner[1][job.group] += job.procs
+    assert not sched.queue or sched.queue[0][1].start is None  # started heads go at once
+    assert len(stale) <= 32 or 4 * len(stale) <= len(sched.queue)  # compacted past that
+    assert [k for k, _ in sched.queue] == sorted(k for k, _ in sched.queue)
+    assert sched.free == sched.total - sum(job.procs for job in sched.running)
+    assert sched.releases == sorted((j.est_end, j.index, j) for j in sched.running)
+    if sched._limits:
+        assert {u: n for u, n in sched.used_users.items() if n} == dict(by_owner[0])
+        assert {g: n for g, n in sched.used_groups.items() if n} == dict(by_owner[1])
+    assert sched._sizes == dict(collections.Counter(job.procs for job in waiting))
+    if sched._ranks is not None:
+        assert sched._groups == dict(collections.Counter(map(sched.order.group, waiting)))
+    return len(waiting)
+
+
+@pytest.mark.parametrize("kw", [dict(policy="fcfs"), dict(policy="easy"),
+                                dict(policy="conservative"),
+                                dict(order="fairshare", backfill="easy"),
+                                dict(order="sjf", backfill="slurm"),
+                                dict(policy="easy", site=SitePolicy(
+                                    users={"1": Credential(maxproc=8)},
+                                    groups={"0": Credential(maxproc=12, priority=3)}))],
+                         ids=["fcfs", "easy", "conservative", "fairshare", "slurm", "limits"])
+def test_what_the_scheduler_counts_matches_its_queue_at_every_instant(kw):
+    """Free processors, the releases, the queued sizes and groups, the users' and groups'
+    processors in use, and the started jobs left in the queue (at most 32, or a quarter of
+    it) agree at every instant with the queue and the running jobs, in the scheduler and in
+    copies of it; 600 jobs on 16 processors, a long queue, estimates up to 3x too long."""
+    rng = np.random.default_rng(11)
+    rows = [(int(t), int(rng.integers(1, 17)), int(rng.integers(1, 400)),
+             {"user": int(rng.integers(0, 4)), "group": int(rng.integers(0, 3))})
+            for t in np.cumsum(rng.integers(0, 12, 600))]
+    est = Function(lambda job, now: job.run * (1 + job.id % 3))
+    longest = []
+
+    def look(now, sched, arrived, started):
+        longest.append(_bookkeeping(sched))
+        if len(longest) % 50 == 0:
+            _bookkeeping(sched.snapshot(now)[0])
+
+    simulate(jobs_of(*rows), Scheduler(16, **kw), estimator=est, watch=Watch(on_instant=look))
+    assert max(longest) > 150  # the queue grew long enough to be compacted
 
 
 def test_the_reservations_heap_stays_within_twice_the_queue():
