@@ -21,6 +21,7 @@ from emulator.scheduling.profile import Profile
 from emulator.scheduling.reservations import ReservationRequest
 from emulator.scheduling.scheduler import DEPTH, POLICIES, Scheduler
 from emulator.scheduling.simulate import Watch, simulate
+from emulator.scheduling.slurmbackfill import BackfillParams
 from emulator.workload.swf import read_swf
 from emulator.workload.traces import resolve_trace
 
@@ -357,6 +358,20 @@ def test_a_scheduled_job_is_refused_by_a_second_scheduler():
     with pytest.raises(ValueError, match="job 1 was already scheduled"):
         Scheduler(2, "easy").submit(ran, 0.0)
     Scheduler(2, "easy").submit(ran.fresh(), 0.0)  # a fresh copy is welcome
+    ended = Job(2, 0, 1, 5.0, estimate=5.0)
+    ended.end = 5.0  # an end alone marks a schedule too
+    for job, says in ((ran, "job 1 was already scheduled (start 0.0); submit a fresh copy "
+                            "(Job.fresh) to schedule it again"),
+                      (ended, "job 2 was already scheduled (start None); submit a fresh "
+                              "copy (Job.fresh) to schedule it again"),
+                      (Job(3, 0, 3, 5.0, estimate=5.0), "job 3 asks for 3 processors, more "
+                                                        "than the machine's 2"),
+                      (Job(4, 0, 1, 5.0), "job 4 has no estimate")):
+        with pytest.raises(ValueError, match=f"^{re.escape(says)}$"):
+            Scheduler(2, "easy").submit(job, 0.0)
+    short = Job(5, 0, 1, 0.0, estimate=0.25)
+    Scheduler(2, "easy").submit(short, 0.0)
+    assert short.estimate == 1.0  # SWF's resolution: a job holds its processors a second
 
 
 def test_a_job_past_its_estimate_gets_a_longer_one():
@@ -608,6 +623,49 @@ def test_what_the_scheduler_counts_matches_its_queue_at_every_instant(kw):
 
     simulate(jobs_of(*rows), Scheduler(16, **kw), estimator=est, watch=Watch(on_instant=look))
     assert max(longest) > 150  # the queue grew long enough to be compacted
+
+
+def test_the_scheduler_wakes_for_reservations_and_backfill_passes_by_hand():
+    """4 processors, conservative. J1 (all 4, estimated 100) runs; J2 (2) is reserved at
+    100: the scheduler wakes then. An advance reservation granted at 170 wakes nothing
+    earlier; J3 of a user of higher priority enters ahead of J2 and, until the pass makes the
+    reservations again, only the advance reservation is known. J1 ends at 40: J2 and J3
+    start (their reservations are stale). J5 waits for J3's end at 45, starts, and runs past
+    170 on 2 processors: the advance reservation tried at 170 waits and wakes nothing more.
+    Slurm's backfill wakes on its 30-s grid when something waits, not after a pass."""
+    sched = Scheduler(4, "conservative", site=SitePolicy(users={"9": Credential(priority=5)}))
+    assert sched.next_wakeup() is None
+    j1, j2 = Job(1, 0, 4, 40, estimate=100), Job(2, 0, 2, 50, estimate=50)
+    for job in (j1, j2):
+        sched.submit(job, 0)
+    assert sched.schedule(0) == [j1] and sched.next_wakeup() == 100
+    req = ReservationRequest(0, 170, 4, 10, id=1)
+    assert sched.request_reservation(req, 0) == 170 and sched.next_wakeup() == 170
+    sched.schedule(0)
+    assert sched.next_wakeup() == 100
+    j3 = Job(3, 1, 1, 5, estimate=5, owner=Owner(user=9))
+    sched.submit(j3, 1)
+    assert sched.next_wakeup() == 170
+    assert sched.schedule(1) == [] and sched.next_wakeup() == 100
+    sched.finish(j1, 40)
+    assert sched.schedule(40) == [j2, j3] and sched.next_wakeup() == 170
+    j5 = Job(5, 41, 2, 500, estimate=10)
+    sched.submit(j5, 41)
+    assert sched.schedule(41) == [] and sched.next_wakeup() == 45
+    sched.finish(j3, 45)
+    assert sched.schedule(45) == [j5] and sched.next_wakeup() == 170
+    sched.finish(j2, 90)
+    assert sched.start_reservations(170) == ([], []) and sched.next_wakeup() is None
+    slurm = Scheduler(4, order="fcfs", backfill="slurm",
+                      slurm=BackfillParams(86400.0, 60.0, 500, 30.0))
+    a, b = Job(1, 0, 4, 100, estimate=100), Job(2, 1, 4, 10, estimate=10)
+    slurm.submit(a, 0)
+    assert slurm.schedule(0) == [a] and slurm.next_wakeup() is None
+    slurm.submit(b, 1)
+    assert slurm.schedule(1) == [] and slurm.next_wakeup() == 30
+    assert slurm.schedule(30) == [] and slurm.next_wakeup() is None
+    slurm.finish(a, 100)
+    assert slurm.schedule(100) == [b] and slurm.next_wakeup() is None
 
 
 def test_the_reservations_heap_stays_within_twice_the_queue():
