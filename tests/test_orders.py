@@ -380,3 +380,26 @@ def test_group_ranks_order_groups_as_their_keys(steps):
                 got = ranks.rank_of(group, key)
                 assert got == held if held is not None else got == ranks.rank[group]
         assert ordered(ranks.rank, ranks.key)
+
+
+@pytest.mark.parametrize("backfill", ["none", "conservative"])
+def test_two_users_swap_places_as_their_usage_changes(backfill):
+    """User 1 runs the whole machine from 0 and queues J1 at 1; user 2, who has used
+    nothing, queues J2 at 1.5. The pass then sorts the queue again, with only two groups in
+    it: J2 goes first; conservative backfilling makes its reservations again (J2 at 100,
+    J1 after it), and J2 starts when the machine frees."""
+    sched = Scheduler(4, order="fairshare", backfill=backfill)
+    first = Job(0, 0, 4, 100, estimate=100, owner=Owner(user=1))
+    j1 = Job(1, 1, 4, 10, estimate=10, owner=Owner(user=1))
+    j2 = Job(2, 1.5, 4, 10, estimate=10, owner=Owner(user=2))
+    sched.submit(first, 0)
+    assert sched.schedule(0) == [first]
+    sched.submit(j1, 1)
+    sched.schedule(1)
+    sched.submit(j2, 1.5)
+    sched.schedule(1.5)
+    assert sched.waiting() == [j2, j1]
+    if backfill == "conservative":
+        assert (j2.slot, j1.slot) == (100, 110)
+    sched.finish(first, 100)
+    assert sched.schedule(100) == [j2]
