@@ -668,6 +668,26 @@ def test_the_scheduler_wakes_for_reservations_and_backfill_passes_by_hand():
     assert slurm.schedule(100) == [b] and slurm.next_wakeup() is None
 
 
+@pytest.mark.parametrize("policy", ["easy", "conservative"])
+def test_maxproc_holds_a_job_until_its_owners_jobs_end_by_hand(policy):
+    """8 processors. User 1 may hold 2 of them, group 7 three. J1 (user 1, 2 processors)
+    and J4 (group 7, 3) start at 0, each exactly at its limit; J2 (user 1) and J5 (group 7)
+    wait with 3 processors free until J1 ends early, at 50, and J4 at 60."""
+    site = SitePolicy(users={"1": Credential(maxproc=2)}, groups={"7": Credential(maxproc=3)})
+    sched = Scheduler(8, policy, site=site)
+    j1, j2 = (Job(i, 0, 2, run, estimate=est, owner=Owner(user=1))
+              for i, run, est in ((1, 50, 100), (2, 10, 10)))
+    j4, j5 = (Job(i, 0, procs, run, estimate=run, owner=Owner(user=i, group=7))
+              for i, procs, run in ((4, 3, 60), (5, 1, 10)))
+    for job in (j1, j2, j4, j5):
+        sched.submit(job, 0)
+    assert sched.schedule(0) == [j1, j4] and sched.free == 3
+    sched.finish(j1, 50)
+    assert sched.schedule(50) == [j2]
+    sched.finish(j4, 60)
+    assert sched.schedule(60) == [j5]
+
+
 def test_the_reservations_heap_stays_within_twice_the_queue():
     """The same long queue: stale entries of the reservations' heap are dropped as it goes,
     so it never holds more than twice the longest queue plus the allowance; never pruned, it
