@@ -118,10 +118,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         self.releases = []  # (estimated end, index, job), ordered
         self.used_users, self.used_groups = {}, {}
         self._limits = bool(site and site.has_limits)
-        self._priorities = bool(site and site.has_priorities)
         self.granted = []  # advance reservations granted, not yet started (ReservationRequest)
         self._due_tried = -math.inf  # the last instant the due reservations were tried
-        self.reserving = bool(site and site.reservations)
         self._profile = None  # conservative: the reservations of the queue
         self._slots = []  # conservative: (slot, index, job), a heap; stale entries skipped
         self._dirty = True
