@@ -688,6 +688,41 @@ def test_maxproc_holds_a_job_until_its_owners_jobs_end_by_hand(policy):
     assert sched.schedule(60) == [j5]
 
 
+def test_easys_shadow_time_and_the_processors_left_then_by_hand():
+    """8 processors, all busy: 3 and 2 until an estimated 100, 3 until 200. A job of 5 can
+    start at 100 with none to spare, one of 4 with 1; 6 and 8 wait for 200; 9 never fit;
+    none are needed at once. Asked at 150, after the first two ends were due (no pass has
+    extended them), the shadow time is now."""
+    sched = Scheduler(8, "fcfs")
+    jobs = [Job(i, 0, procs, 500, estimate=est)
+            for i, (procs, est) in enumerate(((3, 100), (2, 100), (3, 200)), start=1)]
+    for job in jobs:
+        sched.submit(job, 0)
+    assert sched.schedule(0) == jobs and sched.free == 0
+    assert [sched.shadow(now, procs) for now, procs in (
+        (10, 5), (10, 4), (10, 6), (10, 8), (10, 9), (10, 0), (150, 5))] == \
+        [(100, 0), (100, 1), (200, 2), (200, 0), (math.inf, 0), (10, 0), (150, 0)]
+
+
+def test_a_running_job_is_extended_when_its_estimate_is_reached():
+    """Estimated at 10 s, J1 runs on: at 10 its estimate becomes twice what it has run
+    (20), at 15 it is left alone, at 20 it doubles again (40); a job of one processor then
+    cannot backfill past it (4 processors, the queue head needs all of them)."""
+    sched = Scheduler(4, "easy")
+    j1 = Job(1, 0, 3, 50, estimate=10)
+    sched.submit(j1, 0)
+    sched.schedule(0)
+    ends = []
+    for now in (10, 15, 20):
+        sched.schedule(now)
+        ends.append(j1.est_end)
+    assert ends == [20, 20, 40]
+    head, short = Job(2, 20, 4, 10, estimate=10), Job(3, 20, 1, 25, estimate=25)
+    sched.submit(head, 20)
+    sched.submit(short, 20)
+    assert sched.schedule(20) == [] and head.reserved == 40
+
+
 def test_the_reservations_heap_stays_within_twice_the_queue():
     """The same long queue: stale entries of the reservations' heap are dropped as it goes,
     so it never holds more than twice the longest queue plus the allowance; never pruned, it
