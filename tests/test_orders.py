@@ -12,7 +12,8 @@ from emulator.cli import main
 from emulator.errors import InputFileError, UserError
 from emulator.scheduling.job import Job, Owner, compress_arrivals, jobs_from_trace
 from emulator.scheduling.orders import FairShare, FairShareSettings, Order, make_order
-from emulator.scheduling.policyfile import policy_from_dict, policy_from_maui
+from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_dict,
+                                            policy_from_maui)
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
 from emulator.workload.swf import prepare, read_swf
@@ -403,3 +404,19 @@ def test_two_users_swap_places_as_their_usage_changes(backfill):
         assert (j2.slot, j1.slot) == (100, 110)
     sched.finish(first, 100)
     assert sched.schedule(100) == [j2]
+
+
+def test_a_site_priority_comes_before_fair_share():
+    """User 9 has the site's priority 5 and runs the whole machine: its J2 still goes
+    ahead of user 1's J1, who has used nothing, at submission and after the pass sorts."""
+    sched = Scheduler(4, order="fairshare", backfill="easy",
+                      site=SitePolicy(users={"9": Credential(priority=5)}))
+    sched.submit(Job(0, 0, 4, 100, estimate=100, owner=Owner(user=9)), 0)
+    sched.schedule(0)
+    j1 = Job(1, 1, 4, 10, estimate=10, owner=Owner(user=1))
+    j2 = Job(2, 2, 4, 10, estimate=10, owner=Owner(user=9))
+    sched.submit(j1, 1)
+    sched.submit(j2, 2)
+    assert sched.waiting() == [j2, j1]
+    sched.schedule(2)
+    assert sched.waiting() == [j2, j1]
