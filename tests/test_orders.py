@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from emulator.cli import main
 from emulator.errors import InputFileError, UserError
 from emulator.scheduling.job import Job, Owner, compress_arrivals, jobs_from_trace
+from emulator.scheduling.multifactor import Multifactor
 from emulator.scheduling.orders import FairShare, FairShareSettings, Order, make_order
 from emulator.scheduling.policyfile import (Credential, SitePolicy, policy_from_dict,
                                             policy_from_maui)
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
+from emulator.scheduling.slurmconf import SlurmConfig
 from emulator.workload.swf import prepare, read_swf
 from emulator.workload.traces import resolve_trace
 
@@ -420,3 +422,26 @@ def test_a_site_priority_comes_before_fair_share():
     assert sched.waiting() == [j2, j1]
     sched.schedule(2)
     assert sched.waiting() == [j2, j1]
+    # the same under Slurm's multifactor, when the priorities are computed again at 300
+    weights = {"age": 1000, "fairshare": 10000, "job_size": 0, "partition": 0, "qos": 0}
+    sched = Scheduler(4, order=Multifactor(SlurmConfig(weights=weights), 4), backfill="none",
+                      site=SitePolicy(users={"9": Credential(priority=5)}))
+    sched.submit(Job(0, 0, 4, 1000, estimate=1000, owner=Owner(user=9)), 0)
+    sched.schedule(0)
+    j1, j2 = j1.fresh(), j2.fresh()
+    sched.submit(j1, 1)
+    sched.submit(j2, 2)
+    sched.schedule(300)
+    assert sched.waiting() == [j2, j1]
+
+
+def test_fair_share_charges_a_job_until_it_ends_and_reads_the_sites_settings():
+    """4 processors. User 1's J0 runs 0-100, user 2's J1 100-300; J3 (user 2) queues at 50,
+    J2 (user 1) at 60. At 300 user 1 has used 400 processor-seconds and user 2 800: J2
+    goes first. The site's RMPOLLINTERVAL reaches the scheduler's order."""
+    jobs = [Job(0, 0, 4, 100, owner=Owner(user=1)), Job(1, 0, 4, 200, owner=Owner(user=2)),
+            Job(3, 50, 4, 10, owner=Owner(user=2)), Job(2, 60, 4, 10, owner=Owner(user=1))]
+    done = simulate(jobs, Scheduler(4, order="fairshare", backfill="easy")).jobs
+    assert [(j.id, j.start) for j in done] == [(0, 0), (1, 100), (3, 310), (2, 300)]
+    site = policy_from_dict({"fairshare": {"RMPOLLINTERVAL": 300}})
+    assert Scheduler(4, order="fairshare", site=site).order.period_seconds == 300
