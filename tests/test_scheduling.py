@@ -635,7 +635,7 @@ def test_the_scheduler_wakes_for_reservations_and_backfill_passes_by_hand():
     Slurm's backfill wakes on its 30-s grid when something waits, not after a pass."""
     sched = Scheduler(4, "conservative", site=SitePolicy(users={"9": Credential(priority=5)}))
     assert sched.next_wakeup() is None
-    j1, j2 = Job(1, 0, 4, 40, estimate=100), Job(2, 0, 2, 50, estimate=50)
+    j1, j2 = Job(1, 0, 4, 40, estimate=100), Job(2, 0, 2, 50, estimate=50, index=1000)
     for job in (j1, j2):
         sched.submit(job, 0)
     assert sched.schedule(0) == [j1] and sched.next_wakeup() == 100
@@ -648,7 +648,7 @@ def test_the_scheduler_wakes_for_reservations_and_backfill_passes_by_hand():
     assert sched.next_wakeup() == 170
     assert sched.schedule(1) == [] and sched.next_wakeup() == 100
     sched.finish(j1, 40)
-    assert sched.schedule(40) == [j2, j3] and sched.next_wakeup() == 170
+    assert sched.schedule(40) == [j3, j2] and sched.next_wakeup() == 170
     j5 = Job(5, 41, 2, 500, estimate=10)
     sched.submit(j5, 41)
     assert sched.schedule(41) == [] and sched.next_wakeup() == 45
@@ -692,8 +692,10 @@ def test_easys_shadow_time_and_the_processors_left_then_by_hand():
     """8 processors, all busy: 3 and 2 until an estimated 100, 3 until 200. A job of 5 can
     start at 100 with none to spare, one of 4 with 1; 6 and 8 wait for 200; 9 never fit;
     none are needed at once. Asked at 150, after the first two ends were due (no pass has
-    extended them), the shadow time is now."""
-    sched = Scheduler(8, "fcfs")
+    extended them), the shadow time is now. A head of 5 queued on the full machine is
+    given 100; once 2 processors are free (at 50), jobs of 1 and 2 start now with 1 and 0
+    to spare."""
+    sched = Scheduler(8, "easy")
     jobs = [Job(i, 0, procs, 500, estimate=est)
             for i, (procs, est) in enumerate(((3, 100), (2, 100), (3, 200)), start=1)]
     for job in jobs:
@@ -702,6 +704,32 @@ def test_easys_shadow_time_and_the_processors_left_then_by_hand():
     assert [sched.shadow(now, procs) for now, procs in (
         (10, 5), (10, 4), (10, 6), (10, 8), (10, 9), (10, 0), (150, 5))] == \
         [(100, 0), (100, 1), (200, 2), (200, 0), (math.inf, 0), (10, 0), (150, 0)]
+    head = Job(4, 10, 5, 10, estimate=10)
+    sched.submit(head, 10)
+    assert sched.schedule(10) == [] and head.reserved == 100
+    sched.finish(jobs[1], 50)
+    assert sched.schedule(50) == [] and sched.free == 2
+    assert [sched.shadow(50, procs) for procs in (1, 2, 5)] == [(50, 1), (50, 0), (100, 0)]
+
+
+def test_easy_backfills_past_a_held_job_a_job_that_ends_at_the_shadow_time():
+    """6 processors; R (3, estimated to 100) and user 1's U (1) run. The head H (4) waits
+    for 100, with 1 to spare then. X (user 1, at its MAXPROC of 1) is passed over; E (1
+    processor, 90 s from 10) ends exactly at the shadow time and starts without the spare
+    one, which F (1, 200 s) then takes."""
+    sched = Scheduler(6, "easy", site=SitePolicy(users={"1": Credential(maxproc=1)}))
+    running = [Job(1, 0, 3, 100, estimate=100), Job(5, 0, 1, 500, estimate=500,
+                                                    owner=Owner(user=1))]
+    for job in running:
+        sched.submit(job, 0)
+    assert sched.schedule(0) == running
+    h, x = Job(2, 10, 4, 10, estimate=10), Job(3, 10, 1, 5, estimate=5, owner=Owner(user=1))
+    e, f = (Job(i, 10, 1, run, estimate=run, owner=Owner(user=2)) for i, run in ((4, 90),
+                                                                                (6, 200)))
+    for job in (h, x, e, f):
+        sched.submit(job, 10)
+    assert sched.shadow(10, 4) == (100, 1)
+    assert sched.schedule(10) == [e, f] and h.reserved == 100
 
 
 def test_a_running_job_is_extended_when_its_estimate_is_reached():
