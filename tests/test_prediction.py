@@ -478,6 +478,33 @@ def test_a_snapshot_goes_on_as_the_scheduler_it_copies(case):
     assert [j.id for j in other.waiting()] == [j.id for j in sched.waiting()]
 
 
+def test_a_copys_running_jobs_end_by_their_own_estimates():
+    """A (estimated 10 s, running on) was extended to 50 by the passes at 10 and 25; B is
+    estimated to 300. A plain copy at 50 keeps what the scheduler believes (50); a copy
+    whose jobs carry their own estimates ends A at 0 + 80 for 80, and for 50, 30 or the
+    same 10 s (reached by 50) extends it from 50: 100. B is left at 300."""
+    sched = Scheduler(8, "easy")
+    a, b = Job(1, 0, 2, 500, estimate=10), Job(2, 0, 2, 500, estimate=300)
+    for job in (a, b, Job(3, 0, 8, 10, estimate=10)):
+        sched.submit(job, 0)
+    for now in (0, 10, 25):
+        sched.schedule(now)
+    assert (a.est_end, b.est_end) == (50, 300)
+
+    def ends(estimate):
+        def copy(job):
+            c = job.fresh()
+            if job is a and estimate is not None:
+                c.estimate = estimate
+            return c
+        _, mapping = sched.snapshot(50, job_copy=copy)
+        return mapping[a].est_end, mapping[b].est_end
+
+    _, plain = sched.snapshot(50)
+    assert (plain[a].est_end, plain[b].est_end) == (50, 300)
+    assert [ends(e) for e in (80, 50, 30, None)] == [(80, 300)] + [(100, 300)] * 3
+
+
 def test_replayed_arrivals_are_the_last_horizons_jobs_one_horizon_later():
     jobs = [job(i, float(t), 2, 100.0 * (i + 1), estimate=500.0)
             for i, t in enumerate((0, 400, 950, 1000, 1000))]
