@@ -279,3 +279,25 @@ def test_grid_stopped_between_replications_keeps_the_finished_ones(tmp_path):
     assert summary["complete"] is False and 1 <= summary["replications_done"] < 200
     rows = (out / "replications.csv").read_text().splitlines()
     assert len(rows) > 1 and not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_ranks_that_die_moments_apart_are_named_together(monkeypatch):
+    """Ranks 2 and 4 of a machine die while the coordinator looks: it finds rank 2 dead
+    first and, a moment later, names both, not the first alone."""
+    from emulator.coordinator import runtime
+
+    coordinator = runtime.Coordinator.__new__(runtime.Coordinator)
+    looks = []
+
+    def alive(rank):
+        looks.append(rank)
+        return rank not in ((2,) if len(looks) <= 4 else (2, 4))
+
+    slept = []
+    monkeypatch.setattr(coordinator, "_alive", alive)
+    monkeypatch.setattr(runtime.time, "sleep", slept.append)
+    assert coordinator._dead([1, 2, 3, 4]) == [2, 4]
+    assert slept == [runtime.DEATH_SETTLE_SECONDS] and runtime.DEATH_SETTLE_SECONDS <= 1
+    looks.clear()
+    monkeypatch.setattr(coordinator, "_alive", lambda rank: True)
+    assert coordinator._dead([1, 2]) == [] and slept == [runtime.DEATH_SETTLE_SECONDS]

@@ -41,9 +41,9 @@ from ..shaping import doorbell
 from . import stop, supervise
 from .launch import report_started
 from .node import leave_cpu_group, machine, serve_node
-from .settings import (CONTROL_TAG, GRACE_SECONDS, IDLE_BELL_MAX_SECONDS, IDLE_POLL_MAX_SECONDS,
-                       IDLE_POLL_MIN_SECONDS, JOB_TAG_BASE, JOB_TAGS, SEND_POLL_SECONDS,
-                       STOP_GRACE_SECONDS, Settings)
+from .settings import (CONTROL_TAG, DEATH_SETTLE_SECONDS, GRACE_SECONDS, IDLE_BELL_MAX_SECONDS,
+                       IDLE_POLL_MAX_SECONDS, IDLE_POLL_MIN_SECONDS, JOB_TAG_BASE, JOB_TAGS,
+                       SEND_POLL_SECONDS, STOP_GRACE_SECONDS, Settings)
 from .tasks import WORK, flows, probe, skeleton, transfer, work
 
 __all__ = ["Coordinator", "Settings", "WORK", "call_off", "flows", "launch", "probe", "serve",
@@ -140,6 +140,16 @@ class Coordinator:
         except Exception:
             return False
 
+    def _dead(self, ranks):
+        """The ranks of ``ranks`` found dead. When one is, all are looked at again a moment
+        later: the ranks of a machine that dies (or is killed) go within moments of each
+        other, and the failure names them all."""
+        dead = [r for r in ranks if not self._alive(r)]
+        if dead:
+            time.sleep(DEATH_SETTLE_SECONDS)
+            dead = [r for r in ranks if not self._alive(r)]
+        return dead
+
     def _collect(self, reqs, what, timeout=None):
         """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout.
 
@@ -168,7 +178,7 @@ class Coordinator:
             elapsed = time.monotonic() - start
             if elapsed - last_check > 0.25:
                 last_check = elapsed
-                dead = [r for r in reqs if r not in replies and not self._alive(r)]
+                dead = self._dead([r for r in reqs if r not in replies])
                 if dead:
                     failure = NodeFailure(", ".join(self.node(r) for r in dead),
                                           f"rank {', '.join(map(str, dead))} died during {what}",
@@ -240,7 +250,7 @@ class Coordinator:
             now = time.monotonic()
             if now - handle.get("checked", 0.0) > 0.5:
                 handle["checked"] = now
-                dead = [r for r in reqs if r not in got and not self._alive(r)]
+                dead = self._dead([r for r in reqs if r not in got])
                 if dead:
                     names = [self.node(r) for r in dead]
                     self.down.update(names)

@@ -17,6 +17,8 @@ JOB_TAGS = 1 << 20
 GRACE_SECONDS = 2.0
 SEND_POLL_SECONDS = 0.0005  # between tests of control messages not yet taken
 STOP_GRACE_SECONDS = 1.5  # a node failure waits this long for a stop that would explain it
+DEATH_SETTLE_SECONDS = 0.5  # ranks found dead are looked at again after this: a machine's
+# ranks die together, and are named together
 
 
 @dataclass
