@@ -410,7 +410,8 @@ def test_two_users_swap_places_as_their_usage_changes(backfill):
 
 def test_a_site_priority_comes_before_fair_share():
     """User 9 has the site's priority 5 and runs the whole machine: its J2 still goes
-    ahead of user 1's J1, who has used nothing, at submission and after the pass sorts."""
+    ahead of user 1's J1, who has used nothing, at submission and after the pass sorts,
+    under Maui's fair share and under Slurm's multifactor (sorted again at 300)."""
     sched = Scheduler(4, order="fairshare", backfill="easy",
                       site=SitePolicy(users={"9": Credential(priority=5)}))
     sched.submit(Job(0, 0, 4, 100, estimate=100, owner=Owner(user=9)), 0)
