@@ -94,3 +94,29 @@ def test_a_node_named_as_the_coordinators_group_is_refused(tmp_path):
 
     with pytest.raises(UserError, match="may not be named 'coordinator'"):
         cgroups.CpuGroups(["n1", "coordinator"], 8, root=str(tmp_path), version="v1")
+
+
+def test_pinning_binds_every_thread_of_a_node_and_what_it_starts_to_one_core():
+    """A node's rank has threads before it joins its group (MPI's, the serving loop's): all
+    of them, and a process it starts after, run on the node's core alone."""
+    import subprocess
+    import sys
+
+    core = cgroups.core_of(1)
+    code = (
+        "import os, sys, threading, time\n"
+        "from emulator.kernel import cgroups\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        f"cgroups.pin({core})\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    time.sleep(30); os._exit(0)\n"
+        "tasks = [(os.getpid(), t) for t in os.listdir('/proc/self/task')]\n"
+        "tasks += [(child, t) for t in os.listdir(f'/proc/{child}/task')]\n"
+        "for pid, t in tasks:\n"
+        "    print(sorted(os.sched_getaffinity(int(t))))\n"
+        "os.kill(child, 9)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split("\n")
+    masks = [line for line in out if line]
+    assert len(masks) == 3 and set(masks) == {f"[{core}]"}, masks

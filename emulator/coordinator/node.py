@@ -103,6 +103,8 @@ def _node_cpu(settings, model, node):
             from ..kernel import cgroups
 
             cgroups.join(groups, node)
+            if cgroups.binds(settings.dilation):  # a node with a core of its own runs there
+                cgroups.pin(cgroups.core_of(clusters.node_names(settings.cluster).index(node)))
         return KernelCPU(settings.extra["work_units_per_second"])
     if model is None or getattr(model, "served", False):
         from ..network.sharing import ClusterModel, node_plan

@@ -11,6 +11,15 @@ of 2/K ms of emulated time, 2 - 2/K ms apart; below K = 2 the period is longer, 
 :func:`period_us`). The node's rank and its local user join the node's
 group; every process in a group shares its quota by the kernel's fair scheduler.
 
+Where a node's quota is one whole core (dilation 1), the node's rank is also bound to a core
+of its own (:func:`pin`, :func:`binds`), and its local user and task threads with it: an
+emulated node is one CPU. Unbound, a node's two task threads ran on both cores at once,
+spent the period's quota in half of it, and beside two busy loops lost up to a fifth of
+their share to them (the loops ran while both nodes were throttled). Where nodes share a
+core (dilation above 1) they are left unbound: bound, the groups on a core were all
+throttled at once now and then, and a job of EP on every node took 10% longer than the
+model's (5% unbound).
+
 The coordinator (rank 0) has a group of its own beside the nodes', ``coordinator``, with no
 quota and the largest CPU weight (``cpu.shares`` 262144, v2 ``cpu.weight`` 10000, against
 the nodes' 1024 and 100): a cluster's front end is a machine of its own, so when it has work
@@ -164,6 +173,38 @@ def join(run_path, node, pid=None):
     """Put process ``pid`` (default this one) and its threads in ``node``'s group of the run
     at ``run_path`` (:data:`COORDINATOR`: the coordinator's)."""
     _write(os.path.join(run_path, _name(node), "cgroup.procs"), str(pid or os.getpid()))
+
+
+def core_of(index, cores=None):
+    """The core node number ``index`` (from 0, in the cluster's order) runs on: the cores
+    this process may run on (default: its affinity), taken in turn.
+
+    >>> core_of(0, {2, 3}), core_of(1, {2, 3}), core_of(2, {2, 3})
+    (2, 3, 2)
+    """
+    allowed = sorted(os.sched_getaffinity(0) if cores is None else cores)
+    return allowed[index % len(allowed)]
+
+
+def binds(dilation):
+    """Whether the nodes' ranks are bound to a core each: where a node's quota is a whole
+    core, neither more nor shared.
+
+    >>> binds(1.0), binds(4.0), binds(0.5)
+    (True, False, False)
+    """
+    return float(dilation) == 1.0
+
+
+def pin(core, pid=None):
+    """Bind every thread of process ``pid`` (default this one) to ``core``; the threads and
+    processes it starts later inherit the binding."""
+    pid = pid or os.getpid()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
 
 
 def leave(run_path, pid=None):
