@@ -139,6 +139,57 @@ def test_cluster_show_json_is_node_link():
     assert sum(1 for n in data["nodes"] if n["kind"] == "compute") == 10
 
 
+@pytest.mark.parametrize("name", ["cluster10.toml", "tree16.toml", "racks12.toml",
+                                  "mpich4.hosts", "simgrid-4clusters.xml"])
+def test_what_cluster_show_json_prints_loads_as_the_same_cluster(tmp_path, name):
+    """A crossbar, trees (one with FATPIPE fabrics), a hostfile's slots and a SimGrid
+    platform's own latencies all come back as they were."""
+    original = clusters.load_cluster(os.path.join(HOSTFILES, name))
+    path = tmp_path / "c.json"
+    path.write_text(clusters.dumps(original))
+    again = clusters.load_cluster(path)
+    assert clusters.to_json(again) == clusters.to_json(original)
+    proc = nodesel("cluster", "show", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == clusters.to_json(original)
+
+
+def node_link(**changes):
+    data = clusters.to_json(clusters.crossbar(2))
+    data = json.loads(json.dumps(data))
+    for key, edit in changes.items():
+        edit(data)
+    return data
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (lambda d: d.update(directed=True), "directed: a cluster is an undirected graph"),
+    (lambda d: d["graph"].update(topology="ring"), "graph.topology: must be 'crossbar' or"),
+    (lambda d: d["nodes"][1].update(capacity_mbps=0), "nodes[1]: capacity_mbps must be a pos"),
+    (lambda d: d["nodes"][2].update(memory_mb="lots"), "nodes[2]: memory_mb must be a pos"),
+    (lambda d: d["nodes"][1].update(slots=0), "nodes[1]: slots must be a whole number"),
+    (lambda d: d["nodes"][1].update(kind="toaster"), "nodes[1]: unknown kind 'toaster'"),
+    (lambda d: [x.update({k: "n 1" for k in x if x[k] == "n1"})
+                for x in d["nodes"] + d["links"]], "nodes[1]: invalid name 'n 1'"),
+    (lambda d: d["links"].append({"source": "n1", "target": "n2", "capacity_mbps": 10}),
+     "nodes[1]: compute node 'n1' needs one link"),
+    (lambda d: d["links"][0].pop("capacity_mbps"), "capacity_mbps must be a positive number"),
+    (lambda d: d["links"][1].update(sharing="half"), "sharing must be one of"),
+    (lambda d: d["links"].append({"source": "n1", "target": "sw9"}), "unknown node 'sw9'"),
+    (lambda d: (d["nodes"].append({"id": "sw1", "kind": "switch"}), d["links"].append(
+        {"source": "sw0", "target": "sw1", "capacity_mbps": 10})),
+     "nodes: a crossbar has one switch, not 2"),
+    (lambda d: (d["graph"].update(topology="tree"), d["nodes"].append(
+        {"id": "sw1", "kind": "switch"})), "the graph is not connected"),
+])
+def test_a_bad_node_link_cluster_gets_one_line_naming_the_field(tmp_path, edit, fragment):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(node_link(edit=edit)))
+    with pytest.raises(InputFileError):
+        clusters.load_cluster(path)
+    assert_clean_error(nodesel("cluster", "show", str(path)), str(path), fragment)
+
+
 # -- scenarios ---------------------------------------------------------------------------
 
 

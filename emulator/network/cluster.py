@@ -7,7 +7,8 @@ and routers have ``kind="switch"``/``"router"``. Edges are physical links with
 full-crossbar switch: every pair of nodes is its own path, as in Goteti and Subhlok's testbed) or
 ``"tree"`` (switches/routers with per-link capacities).
 
-Cluster files are TOML or JSON::
+Cluster files are TOML or JSON (that form, or networkx node-link JSON as ``nodesel cluster
+show --json`` prints it)::
 
     topology = "tree"            # or "crossbar" (then only nodes and defaults are needed)
     capacity_mbps = 100          # default port capacity
@@ -352,6 +353,62 @@ def _tree_links(graph, links, cap, latency, path):
             **({} if sharing == "duplex" else {"sharing": sharing}))
 
 
+def cluster_from_node_link(data, path="<cluster>"):
+    """A cluster in networkx node-link JSON, as ``nodesel cluster show --json`` prints it,
+    checked as a cluster: compute nodes with a positive port and memory, each on one link to a
+    switch or router; links with a capacity; one switch for a crossbar, a tree otherwise."""
+    import networkx as nx
+
+    from .netgraph import graph_from_node_link
+
+    for key in ("directed", "multigraph"):
+        if data.get(key):
+            raise InputFileError(path, key, "a cluster is an undirected graph of single links")
+    graph = graph_from_node_link(data, path, require_bandwidth=False)
+    topology = graph.graph.setdefault("topology", "crossbar")
+    if topology not in ("crossbar", "tree"):
+        raise InputFileError(path, "graph.topology",
+                             f"must be 'crossbar' or 'tree', got {topology!r}")
+    latency = _defaults(graph.graph, path)[2]
+    for i, (name, d) in enumerate(graph.nodes(data=True)):
+        _node_link_node(graph, path, f"nodes[{i}]", name, d)
+    for i, (a, b, d) in enumerate(graph.edges(data=True)):
+        where = f"links[{i}] ({a}-{b})"
+        d["capacity_mbps"] = float(_positive(path, where, d.get("capacity_mbps"),
+                                             "capacity_mbps"))
+        d.setdefault("latency_ms", latency)
+        if d.get("sharing", "duplex") not in SHARINGS:
+            raise InputFileError(path, where, f"sharing must be one of {', '.join(SHARINGS)}, "
+                                 f"got {d['sharing']!r}")
+    switches = [n for n, kind in graph.nodes(data="kind") if kind != "compute"]
+    if topology == "crossbar" and len(switches) != 1:
+        raise InputFileError(path, "nodes", f"a crossbar has one switch, not {len(switches)}")
+    if not nx.is_tree(graph):
+        problem = "has a cycle" if nx.is_connected(graph) else "is not connected"
+        raise InputFileError(path, "links", f"the switches and nodes must form a tree, but "
+                             f"the graph {problem}")
+    return graph
+
+
+def _node_link_node(graph, path, where, name, d):
+    """One node of :func:`cluster_from_node_link`, checked and given its defaults."""
+    _check_name(path, where, name)
+    if d["kind"] != "compute":
+        return
+    d["capacity_mbps"] = float(_positive(path, where, d.get("capacity_mbps",
+                                                             DEFAULT_CAPACITY_MBPS),
+                                         "capacity_mbps"))
+    d["memory_mb"] = int(_positive(path, where, d.get("memory_mb", DEFAULT_MEMORY_MB),
+                                   "memory_mb"))
+    slots = d.setdefault("slots", 1)
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        raise InputFileError(path, where, f"slots must be a whole number >= 1, got {slots!r}")
+    ends = [graph.nodes[other]["kind"] for other in graph[name]]
+    if ends == ["compute"] or len(ends) != 1:
+        raise InputFileError(path, where, f"compute node {name!r} needs one link, to a switch "
+                             f"or router (it has {len(ends)})")
+
+
 _OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
 _MPICH = re.compile(r"^(?P<host>[^\s:]+)(:(?P<slots>\S+))?\s*$")
 
@@ -412,7 +469,10 @@ def load_cluster(path=None):
     if path.endswith(".json"):
         from .netgraph import load_json
 
-        return cluster_from_dict(load_json(path), path)
+        data = load_json(path)
+        if isinstance(data, dict) and {"directed", "multigraph", "graph"} & set(data):
+            return cluster_from_node_link(data, path)
+        return cluster_from_dict(data, path)
     if path.endswith(".xml"):
         from .simgrid import read_platform
 
