@@ -171,8 +171,10 @@ def test_the_owner_reports_the_ends_its_model_gives(skew_seconds):
     for g, w, f in zip(got, want, flows):
         # the owner is the model: an end differs by how late its start reached the owner
         assert g == pytest.approx(w, abs=0.005), (f, g, w)
-    # the uplinks are shared: the two first flows end together, later than alone
-    assert got[0] == pytest.approx(got[1], abs=0.002) and got[0] > 2e6 * 8 / 100e6
+    # the uplinks are shared: the two first flows end together in the model, later than
+    # alone, and each reported end is the model's (above; their starts may reach the owner
+    # a few ms apart on a busy host, so the two reported ends differ by as much)
+    assert want[0] == pytest.approx(want[1], rel=1e-9) and want[0] > 2e6 * 8 / 100e6 + 0.05
     # a sender of more than its socket buffer is released when the rest fits, before the end
     for (end, release), f in zip(reported, flows):
         if f.size_bytes * 8 > BUFFER_BITS:
