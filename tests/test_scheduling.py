@@ -947,6 +947,25 @@ def test_the_c_compression_moves_reservations_as_its_reference(rows, ends):
     assert list(c.free) == [int(x) for x in py.free]
 
 
+@pytest.mark.parametrize("procs", [2, 1])
+def test_compression_moves_a_job_into_a_hole_before_a_full_stretch(procs):
+    """4 processors, all running until 10. B (4 procs, 5 s) is promised 10, C (``procs``,
+    5 s) 15, after it. A running job of 2 ends at 0, 10 s early: C fits in [0, 5), before
+    B's full stretch, with exactly as many processors free as it needs (2) or more (1);
+    B cannot move."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    for kind in {Profile, PyProfile}:
+        profile = kind(0.0, 0, [(10.0, 4)])  # none free now, 4 at 10
+        profile.reserve(10.0, 5.0, 4)
+        profile.reserve(15.0, 5.0, procs)
+        profile.reserve(0.0, 10.0, -2)
+        assert profile.compress([(4, 5.0, 10.0), (procs, 5.0, 15.0)], 0.0) == [False, 0.0], \
+            kind
+        assert list(profile.times)[:3] == [0.0, 5.0, 10.0], kind
+        assert [int(f) for f in profile.free][:3] == [2 - procs, 2, 0], kind
+
+
 @settings(max_examples=100, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 30), st.sampled_from(
     ["reserved", "new", "started"]), st.booleans()), min_size=1, max_size=12),
