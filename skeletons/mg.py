@@ -20,6 +20,7 @@ over p.
 import numpy as np
 
 from emulator.selection.patterns import (
+    MG_ZRAN3_CHARGES,
     mg_comm3_levels,
     mg_face_doubles,
     mg_grid,
@@ -28,8 +29,6 @@ from emulator.selection.patterns import (
 
 from . import register
 from .comm import wait_all
-
-ZRAN3_ROUNDS = 10  # mm in zran3: ten +1 and ten -1 charges
 
 
 @register
@@ -69,7 +68,7 @@ def mg(run):
     def zran3():
         with run.phase("zran3"):
             comm.Barrier()
-            for _ in range(ZRAN3_ROUNDS):  # the globally best charges, one by one
+            for _ in range(MG_ZRAN3_CHARGES):  # the globally best charges, one by one
                 comm.Allreduce(scalar, got)
                 comm.Allreduce(four, four_got)
                 comm.Allreduce(scalar, got)

@@ -107,7 +107,9 @@ def write_trace(base, bytes_by_call, messages_by_call, *, benchmark, npb_class, 
     """Write the communication matrix (JSON and CSV) and the pattern it gives.
 
     The pattern keeps edges with at least ``threshold`` of the heaviest edge's bytes and at
-    least ``min_bytes`` per iteration (so a few scalar reductions do not make edges).
+    least ``min_bytes`` per iteration (so a few scalar reductions do not make edges). Its
+    rounds are the most messages a rank sends per iteration, every call's: a trace cannot
+    tell which of them overlap, so each is taken to wait its latency after the last.
     """
     files = trace_files(base)
     total = bytes_by_call.sum(axis=0)
@@ -125,7 +127,9 @@ def write_trace(base, bytes_by_call, messages_by_call, *, benchmark, npb_class, 
     write_text_atomic(files["csv"], "\n".join(lines) + "\n")
     sym = per_iteration + per_iteration.T
     matrix = np.where(sym >= min_bytes, per_iteration, 0)
-    pattern = pattern_from_matrix(matrix, threshold=threshold, name=f"{benchmark} (traced)")
+    rounds = messages_by_call.sum(axis=(0, 2)).max(initial=0) / max(iterations, 1)
+    pattern = pattern_from_matrix(matrix, threshold=threshold, name=f"{benchmark} (traced)",
+                                  rounds=rounds)
     write_json_atomic(files["pattern"], to_node_link(pattern))
     return files, pattern
 

@@ -232,7 +232,7 @@ class Simulator:
         if not message_seconds >= 0:
             raise ValueError(f"message_seconds must be at least 0, got {message_seconds}")
         self.message_seconds = float(message_seconds)
-        self._latency_rows: dict = {}
+        self._latency = None
         for node, fraction in (local_cpu or {}).items():
             if fraction > 0:
                 self.model.fluid.add(0.0, self.index[node], self.index[node], 0.0,
@@ -249,12 +249,11 @@ class Simulator:
         """The one-way latency of a message from node ``a`` to node ``b``."""
         if self.latency_seconds is not None:
             return self.latency_seconds
-        if a not in self._latency_rows:
-            from emulator.network.cluster import latencies_from, node_names
+        if self._latency is None:
+            from emulator.network.cluster import latency_function
 
-            names = node_names(self.cluster)
-            self._latency_rows[a] = dict(zip(names, latencies_from(self.cluster, a, names)))
-        return self._latency_rows[a][b]
+            self._latency = latency_function(self.cluster)
+        return self._latency(a, b)
 
     def add_job(self, name, npb_class, nodes, *, start_seconds=0.0, iterations=None,
                 node_mflops=NODE_MFLOPS):

@@ -123,3 +123,30 @@ def test_bad_pattern_files(tmp_path):
     ranks.write_text(json.dumps({"nodes": [{"id": 1}, {"id": 2}], "links": []}))
     with pytest.raises(InputFileError, match="0..m-1"):
         load_pattern(ranks)
+
+
+def test_a_pattern_file_gives_its_rounds_or_is_taken_at_its_largest_degree(tmp_path):
+    from emulator.network.sharing import pattern_rounds
+
+    star = nx.node_link_data(generic_pattern("star", 5), edges="links")
+    plain = tmp_path / "star.json"
+    plain.write_text(json.dumps(star))
+    assert pattern_rounds(load_pattern(plain)) == 4.0  # the hub's four partners
+    star["graph"]["rounds"] = 7
+    given = tmp_path / "rounds.json"
+    given.write_text(json.dumps(star))
+    assert pattern_rounds(load_pattern(given)) == 7.0
+    for bad in (-1, "many", True):
+        star["graph"]["rounds"] = bad
+        given.write_text(json.dumps(star))
+        with pytest.raises(InputFileError, match="graph.rounds"):
+            load_pattern(given)
+    assert pattern_rounds(pattern_from_matrix([[0, 5], [5, 0]], rounds=3)) == 3.0
+
+
+@pytest.mark.parametrize("name", NAS_BENCHMARKS)
+def test_every_nas_pattern_counts_its_rounds_by_its_process_grid(name):
+    """More ranks, more rounds (wider collectives, longer pipelines); one rank waits none."""
+    few, many = (builtin_pattern(name, n, npb_class="S").graph["rounds"] for n in (4, 16))
+    assert 0 < few < many
+    assert builtin_pattern(name, 1, npb_class="S").graph["rounds"] == 0

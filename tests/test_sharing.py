@@ -29,15 +29,16 @@ MB = 1_000_000
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def racks(uplink_mbps=150.0, per_rack=4, count=3, port_mbps=100.0):
+def racks(uplink_mbps=150.0, per_rack=4, count=3, port_mbps=100.0, latency_ms=0.0,
+          uplink_latency_ms=0.0):
     """``count`` racks of ``per_rack`` nodes under one core switch."""
     names = [f"r{r}n{i}" for r in range(1, count + 1) for i in range(1, per_rack + 1)]
     return cluster_from_dict({
-        "topology": "tree", "capacity_mbps": port_mbps, "latency_ms": 0.0,
+        "topology": "tree", "capacity_mbps": port_mbps, "latency_ms": latency_ms,
         "switches": ["core"] + [f"rack{r}" for r in range(1, count + 1)],
         "nodes": [{"name": n, "switch": f"rack{n[1]}"} for n in names],
-        "links": [{"a": f"rack{r}", "b": "core", "capacity_mbps": uplink_mbps}
-                  for r in range(1, count + 1)]})
+        "links": [{"a": f"rack{r}", "b": "core", "capacity_mbps": uplink_mbps,
+                   "latency_ms": uplink_latency_ms} for r in range(1, count + 1)]})
 
 
 def static(cluster, bandwidth):
@@ -434,3 +435,40 @@ def test_model_simulation_takes_flows_in_any_order():
     again = simulate(crossbar(3), sorted(flows), latency_seconds=0.0, bucket=False)
     assert ends == pytest.approx([again[2], again[0], again[1]])
     assert ends[1] > 1.0 and len(set(ends)) == 3  # slowed by the two that share with it
+
+
+def test_pattern_seconds_charges_each_round_its_placed_latency_and_cost():
+    """Rounds wait the mean latency over the pattern's edges as placed, plus the message
+    cost: across racks a chain pays the rack link's latency, within one it does not; ranks
+    on one node wait none; a pattern that gives no rounds waits its largest degree; the
+    flows overlap the waits."""
+    import networkx as nx
+
+    from emulator.network.cluster import latency_function
+
+    latency = latency_function(racks(per_rack=2, count=2, latency_ms=0.1,
+                                     uplink_latency_ms=0.5))
+    a, b, c = "r1n1", "r1n2", "r2n1"  # 0.2 ms from a to b, 1.2 ms from a to c
+    chain = nx.Graph(rounds=10)
+    chain.add_edges_from([(0, 1), (1, 2)], bytes=0)
+    free = lambda u, v: 1e9  # noqa: E731
+    near = pattern_seconds(chain, {0: a, 1: b, 2: a}, free, latency_seconds=latency)
+    assert near == pytest.approx(10 * 0.0002)
+    far = pattern_seconds(chain, {0: a, 1: b, 2: c}, free, latency_seconds=latency)
+    assert far == pytest.approx(10 * (0.0002 + 0.0012) / 2)
+    assert pattern_seconds(chain, {0: a, 1: b, 2: c}, free, latency_seconds=latency,
+                           message_seconds=0.001) == pytest.approx(far + 10 * 0.001)
+    assert pattern_seconds(chain, {0: a, 1: a, 2: a}, free, latency_seconds=latency,
+                           message_seconds=0.001) == 0.0
+    del chain.graph["rounds"]
+    assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free,
+                           latency_seconds=latency) == pytest.approx(2 * 0.0002)
+    assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free) == 0.0
+    # flows and waits overlap: the iteration lasts the longer of the two
+    chain.graph["rounds"] = 10
+    chain.edges[0, 1]["bytes"] = 2_500_000  # 1 s at 10 Mbit/s
+    ten = lambda u, v: 10.0  # noqa: E731
+    assert pattern_seconds(chain, {0: a, 1: b, 2: c}, ten,
+                           latency_seconds=latency) == pytest.approx(1.0)
+    assert pattern_seconds(chain, {0: a, 1: b, 2: c}, ten, latency_seconds=latency,
+                           message_seconds=0.2) == pytest.approx(far + 10 * 0.2)

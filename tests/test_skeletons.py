@@ -268,6 +268,11 @@ def test_traced_pattern_matches_the_library(tmp_path, name, n):
         per_iteration = (data["bytes"][a][b] + data["bytes"][b][a]) / data["iterations"]
         assert per_iteration == pytest.approx(nbytes, rel=BYTES_TOLERANCE), (a, b)
     assert open(files["csv"]).readline().strip() == ",".join(str(i) for i in range(n))
+    # the trace takes every message a rank sends to wait its latency: at least the rounds
+    # the library counts on the critical path (all but the harness's barriers)
+    sent = max(sum(row) for row in data["messages"]) / data["iterations"]
+    assert traced.graph["rounds"] == pytest.approx(sent)
+    assert sent >= 0.95 * library.graph["rounds"]
 
 
 def test_trace_plot(tmp_path):

@@ -162,6 +162,36 @@ def latencies_from(cluster, node, nodes):
     return [lengths[b] / 1000.0 for b in nodes]
 
 
+
+def latency_function(graph):
+    """``latency(u, v)``, one-way seconds between two nodes of ``graph``: a cluster's (or
+    view's) as :func:`latencies_from` has them, or a status graph's along its links'
+    ``latency_ms``; None for a status graph whose links give no latency. Each source's row
+    is computed once."""
+    if isinstance(graph, ClusterView) or "topology" in graph.graph:
+        names = node_names(graph)
+
+        def row(a):
+            return dict(zip(names, latencies_from(graph, a, names)))
+    elif any(ms is not None for *_, ms in graph.edges(data="latency_ms")):
+        import networkx as nx
+
+        def row(a):
+            lengths = nx.single_source_dijkstra_path_length(
+                graph, a, weight=lambda u, v, d: d.get("latency_ms", 0.0))
+            return {b: ms / 1000.0 for b, ms in lengths.items()}
+    else:
+        return None
+    rows = {}
+
+    def latency(u, v):
+        if u not in rows:
+            rows[u] = row(u)
+        return rows[u][v]
+
+    return latency
+
+
 # -- files -------------------------------------------------------------------------------
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

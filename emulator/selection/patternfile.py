@@ -13,11 +13,12 @@ from ..files import read_input_text
 from .patterns import UNIT_BYTES, builtin_pattern, new_pattern, pattern_names
 
 
-def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix"):
+def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix", rounds=None):
     """Pattern from a communication matrix of bytes sent from rank i to rank j.
 
     The two directions are added; edges whose bytes are below ``threshold`` times the
-    heaviest edge are dropped, so only the dominant communication is kept.
+    heaviest edge are dropped, so only the dominant communication is kept. ``rounds``, if
+    given, is the pattern's (:func:`emulator.network.sharing.pattern_rounds`).
     """
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2 or m.shape[0] != m.shape[1]:
@@ -30,6 +31,8 @@ def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix"):
     np.fill_diagonal(sym, 0)
     nprocs = m.shape[0]
     graph = new_pattern(name, nprocs)
+    if rounds is not None:
+        graph.graph["rounds"] = float(rounds)
     heaviest = sym.max() if sym.size else 0
     if heaviest <= 0:
         return graph
@@ -92,6 +95,11 @@ def _pattern_from_node_link(data, path):
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes < 0:
             raise InputFileError(path, f"edge {u}-{v}",
                                  f"bytes must be a number >= 0, got {nbytes!r}")
+    rounds = graph.graph.get("rounds")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, float))
+                               or not 0 <= rounds < float("inf")):
+        raise InputFileError(path, "graph.rounds",
+                             f"rounds must be a finite number >= 0, got {rounds!r}")
     graph.graph.setdefault("nprocs", len(ids))
     return graph
 

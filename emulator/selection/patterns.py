@@ -2,14 +2,18 @@
 
 A pattern graph has the ranks ``0..m-1`` as vertices. An edge joins two ranks that exchange
 data in the application's dominant communication; its ``bytes`` attribute is the number of
-bytes the two ranks exchange per iteration, both directions together.
+bytes the two ranks exchange per iteration, both directions together. The graph attribute
+``rounds`` (:func:`emulator.network.sharing.pattern_rounds`) counts the messages per
+iteration that each wait their path's latency, one after another: the application's
+critical path of latencies.
 
 The NAS patterns follow the structure of the NPB 3.x MPI sources: which ranks talk, and how
 much per iteration of the main loop, for the class named in the graph attribute ``npb_class``
 (default A, the application size). What a benchmark exchanges outside its main loop (the
 untimed first iteration of CG, IS, LU and MG, MG's set-up, LU's ``erhs``) is spread over the
-iterations. Small collectives (scalar allreduces for norms and checksums) are left out: they
-are not the dominant communication. Patterns from matrices and files: :mod:`.patternfile`.
+iterations. Small collectives (scalar allreduces for norms and checksums) are left out of the bytes:
+they are not the dominant communication; ``rounds`` counts them, where they weigh. Patterns
+from matrices and files: :mod:`.patternfile`.
 """
 
 import math
@@ -46,6 +50,7 @@ CLASS_PARAMS = {
 NAS_BENCHMARKS = ("bt", "cg", "ep", "ft", "is", "lu", "mg", "sp")
 GENERIC_PATTERNS = ("ring", "chain", "grid", "torus", "all-to-all", "pairs", "star")
 MAX_NPROCS = 4096
+MG_ZRAN3_CHARGES = 10  # mm in mg.f's zran3: ten +1 and ten -1 charges, found one by one
 
 
 def is_power_of_two(n):
@@ -89,6 +94,28 @@ def new_pattern(name, nprocs, npb_class=None):
     if npb_class:
         graph.graph["npb_class"] = npb_class
     graph.add_nodes_from(range(nprocs))
+    return graph
+
+
+def log_rounds(nprocs):
+    """Rounds of a dissemination barrier or a binomial tree: ceil(log2 p)."""
+    return (nprocs - 1).bit_length()
+
+
+def allreduce_rounds(nprocs):
+    """Rounds of an ``Allreduce`` as :mod:`emulator.shaping.collectives` runs it: recursive
+    doubling on a power of two, else a reduce then a broadcast."""
+    return log_rounds(nprocs) * (1 if is_power_of_two(nprocs) else 2)
+
+
+def alltoall_rounds(nprocs):
+    """Rounds of a pairwise-exchange ``Alltoall(v)``: p - 1."""
+    return nprocs - 1
+
+
+def _set_rounds(graph, per_run, niter):
+    """Spread a run's rounds over its iterations, as its bytes are."""
+    graph.graph["rounds"] = per_run / niter
     return graph
 
 
@@ -170,7 +197,12 @@ def cg_pattern(nprocs, npb_class="A"):
                            2 * runs * (matvecs * seg + scalars) * DOUBLE_BYTES)
         if exch > me:
             _add_bytes(graph, me, exch, 2 * runs * matvecs * seg * DOUBLE_BYTES)
-    return graph
+    # a step per reduce partner and the transpose per mat-vec; a step per reduce partner
+    # per row sum (53: the 52 scalars, then the pair of norms); the barrier and the time
+    per_iteration = max(matvecs * (len(reduce) + (exch != me)) + (scalars - 1) * len(reduce)
+                        for me, (reduce, exch) in enumerate(cg_partners(nprocs)))
+    return _set_rounds(graph, (p["niter"] + 1) * per_iteration + 2 * log_rounds(nprocs),
+                       p["niter"])
 
 
 def is_pattern(nprocs, npb_class="A"):
@@ -191,7 +223,11 @@ def is_pattern(nprocs, npb_class="A"):
             if r < r ^ mask:
                 _add_bytes(graph, r, r ^ mask, 2 * bucket_bytes)
         mask <<= 1
-    return graph
+    # each ranking: the allreduce, the alltoall, the alltoallv; then the time, the
+    # verification's chain to the next rank and its count
+    ranking = allreduce_rounds(nprocs) + 2 * alltoall_rounds(nprocs)
+    return _set_rounds(graph, (p["niter"] + 1) * ranking + 2 * log_rounds(nprocs)
+                       + (nprocs > 1), p["niter"])
 
 
 def ft_pattern(nprocs, npb_class="A"):
@@ -202,13 +238,16 @@ def ft_pattern(nprocs, npb_class="A"):
     p = CLASS_PARAMS["ft"][npb_class]
     per_pair = p["nx"] * p["ny"] * p["nz"] * COMPLEX_BYTES * (p["niter"] + 2) \
         // (nprocs * nprocs * p["niter"])
-    return _all_pairs(new_pattern("ft", nprocs, npb_class), 2 * per_pair)
+    graph = _all_pairs(new_pattern("ft", nprocs, npb_class), 2 * per_pair)
+    # a transpose per FFT (niter + 2 of them), a checksum's allreduce per iteration
+    return _set_rounds(graph, (p["niter"] + 2) * alltoall_rounds(nprocs)
+                       + p["niter"] * allreduce_rounds(nprocs), p["niter"])
 
 
 def ep_pattern(nprocs, npb_class="A"):
     """EP: no dominant communication (only three scalar reductions at the end)."""
     check_nprocs("ep", nprocs)
-    return new_pattern("ep", nprocs, npb_class)
+    return _set_rounds(new_pattern("ep", nprocs, npb_class), 3 * allreduce_rounds(nprocs), 1)
 
 
 def mg_grid(nprocs):
@@ -279,7 +318,14 @@ def mg_pattern(nprocs, npb_class="A"):
             face = sum(mg_face_doubles(p["n"], dims, level)[axis] for level in levels)
             # what ``me`` sends over the run, per iteration; the peer adds its own
             _add_bytes(graph, me, other, face * DOUBLE_BYTES / p["niter"])
-    return graph
+    # a comm3 waits for its axes one after another, both neighbours of an axis at once;
+    # zran3 (twice) has 4 allreduces per charge and 2 barriers, norm2u3 (3 times) 2
+    # allreduces; a barrier after the warm-up, the time's reduce
+    axes = sum(d > 1 for d in dims)
+    allreduces = 2 * 4 * MG_ZRAN3_CHARGES + 3 * 2
+    per_run = len(levels) * axes + allreduces * allreduce_rounds(nprocs) \
+        + (2 * 2 + 1 + 1) * log_rounds(nprocs)
+    return _set_rounds(graph, per_run, p["niter"])
 
 
 def lu_grid(nprocs):
@@ -313,7 +359,11 @@ def lu_pattern(nprocs, npb_class="A"):
             sweeps = (steps + 1) * 2 * (n - 2) * 5 * (length - lost) * DOUBLE_BYTES
             ghosts = (steps + 4) * 2 * 10 * length * n * DOUBLE_BYTES
             _add_bytes(graph, me, other, (sweeps + ghosts) / steps)
-    return graph
+    # each sweep's wavefront crosses the grid corner to corner (later planes follow in its
+    # wake); every ghost swap is one round; 12 allreduces (norms, the time, verification)
+    per_run = (steps + 1) * 2 * (xdim + ydim - 2) + (steps + 4) * (nprocs > 1) \
+        + 12 * allreduce_rounds(nprocs)
+    return _set_rounds(graph, per_run, steps)
 
 
 def multipartition_neighbours(nprocs):
@@ -397,13 +447,17 @@ def _multipartition_pattern(name, nprocs, npb_class):
                 # what ``me`` sends; the peer adds its own. The untimed first step spread
                 _add_bytes(graph, me, other,
                            doubles * DOUBLE_BYTES * (p["niter"] + 1) / p["niter"])
-    return graph
+    # per step: copy_faces at once, then each direction's solve forward and back, stage by
+    # stage; the untimed first step spread
+    per_step = (q > 1) + 3 * 2 * (q - 1)
+    return _set_rounds(graph, (p["niter"] + 1) * per_step, p["niter"])
 
 
 def bt_pattern(nprocs, npb_class="A"):
     """BT: multi-partition on a sqrt(p) x sqrt(p) grid. ``copy_faces`` and the pipelined
     ``x/y/z_solve`` talk to the successor and predecessor cell in each of three directions
-    (the third is the diagonal). On 4 ranks every pair talks: all-to-all, as Goteti and Subhlok says."""
+    (the third is the diagonal). On 4 ranks every pair talks: all-to-all, as Goteti and
+    Subhlok say."""
     return _multipartition_pattern("bt", nprocs, npb_class)
 
 
