@@ -552,3 +552,23 @@ def test_complete_patterns_of_three_ranks_or_more_take_the_clique_search(name, m
     matrix = np.full((5, 5), 10.0)
     np.fill_diagonal(matrix, -np.inf)
     assert matcher.Matcher(matrix, generic_pattern(name, m), math.inf).complete is complete
+
+
+def test_groups_tied_on_bandwidth_go_nearest_first_by_their_links_latency():
+    """Every pair has 100 Mbit/s; a-b are 0.1 ms apart, every other pair 5 ms. The predicted
+    time charges the pattern's round its latency, so a-b come first."""
+    g = nx.complete_graph(["c", "d", "a", "b"])
+    nx.set_edge_attributes(g, 100.0, "bandwidth_mbps")
+    nx.set_edge_attributes(g, 5.0, "latency_ms")
+    g["a"]["b"]["latency_ms"] = 0.1
+    pattern = generic_pattern("pairs", 2)
+    pattern.edges[0, 1]["bytes"] = 0
+    got = max_min_select(g, pattern, candidates=2)
+    assert [sorted(c.nodes) for c in got.candidates][0] == ["a", "b"]
+    assert [c.predicted_seconds for c in got.candidates] == \
+        [pytest.approx(0.0001), pytest.approx(0.005)]
+    costly = max_min_select(g, pattern, candidates=1, message_seconds=0.001)
+    assert costly.candidates[0].predicted_seconds == pytest.approx(0.0011)
+    near = lambda u, v: 0.0  # noqa: E731
+    assert max_min_select(g, pattern, candidates=1,
+                          latency_seconds=near).candidates[0].predicted_seconds == 0.0

@@ -19,7 +19,7 @@ import time
 from ..errors import InputFileError
 from ..files import write_json_atomic
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6  # 6: comm_model_seconds charges latency
 
 
 def key(benchmark, npb_class, tasks, iterations, network):

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ..files import write_json_atomic, write_text_atomic
+from ..network.sharing import message_costs
 from ..prediction.estimators import mean_interval
 from . import report
 from .characterize import characterize
@@ -341,7 +342,8 @@ def run_experiment(coordinator: Any, plan: ExperimentPlan, out_dir: str, *,
     outputs.chars = characterize(
         coordinator, nodes, wanted, iterations=plan.base.iterations, network=plan.network_id,
         cache_path=plan.cache_path,
-        comm_model=comm_model_function(graph, lambda n: cluster.nodes[n]["capacity_mbps"]))
+        comm_model=comm_model_function(graph, lambda n: cluster.nodes[n]["capacity_mbps"],
+                                       message_costs(cluster, coordinator.settings.dilation)))
     total = sum(len(lists[r]) * len(todo(f, r)) for r in lists for f in plan.loaded_fractions)
     bar = None
     if progress:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import NodeFailure
-from ..network.sharing import pattern_seconds
+from ..network.sharing import message_costs, pattern_seconds
 from ..prediction.forward import forward_snapshot, run_forward
 from ..scheduling.job import Job
 from ..scheduling.scheduler import Scheduler
@@ -67,11 +67,12 @@ def job_pattern(benchmark, ranks, npb_class):
     return builtin_pattern(benchmark, ranks, npb_class=npb_class)
 
 
-def comm_model_function(graph, capacity_of):
+def comm_model_function(graph, capacity_of, costs=None):
     """``comm_model(benchmark, npb_class, nodes)``: the flow model's communication seconds
     per iteration of the benchmark's pattern with rank i on ``nodes[i]``, under the status
     graph ``graph`` (a run's, fixed while it lasts: each answer is kept, as ``net-net`` asks
-    again at every simulated start)."""
+    again at every simulated start), each message on its critical path charged ``costs``
+    (:func:`emulator.network.sharing.message_costs`)."""
     def pair(u, v):
         return graph[u][v]["bandwidth_mbps"] if graph.has_edge(u, v) else \
             min(capacity_of(u), capacity_of(v))
@@ -82,19 +83,20 @@ def comm_model_function(graph, capacity_of):
         key = (benchmark, npb_class, tuple(nodes))
         if key not in answers:
             answers[key] = pattern_seconds(job_pattern(benchmark, len(nodes), npb_class),
-                                           dict(enumerate(nodes)), pair, port_mbps=capacity_of)
+                                           dict(enumerate(nodes)), pair, port_mbps=capacity_of,
+                                           **(costs or {}))
         return answers[key]
 
     return model
 
 
-def comm_factor_function(graph, capacity_of):
+def comm_factor_function(graph, capacity_of, costs=None):
     """``comm_factor_of(info, nodes)`` for the ``net-net`` estimator: the flow model's
     communication time for the job's pattern on ``nodes`` under the status graph, over the
     same for the nodes it was characterized on under the graph of then (1 if unknown)."""
     if graph is None:
         return None
-    model = comm_model_function(graph, capacity_of)
+    model = comm_model_function(graph, capacity_of, costs)
 
     def factor(info, nodes):
         then = info.get("comm_model_seconds")
@@ -121,7 +123,8 @@ class BatchRun:
         self.loaded = loaded_nodes(names, settings.loaded_fraction, settings.seed)
         cluster = coordinator.settings.cluster
         self.capacity_of = lambda n: cluster.nodes[n]["capacity_mbps"]
-        self.comm_factor_of = comm_factor_function(graph, self.capacity_of)
+        costs = message_costs(cluster, coordinator.settings.dilation)
+        self.comm_factor_of = comm_factor_function(graph, self.capacity_of, costs)
         if graph is not None:  # the characterized applications' patterns, before any arrival
             for benchmark, npb_class, tasks in characterization:
                 job_pattern(benchmark, tasks, npb_class)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from ..errors import NodeFailure, UserError
-from ..network.sharing import pattern_seconds
+from ..network.sharing import message_costs, pattern_seconds
 from ..selection import METHODS
 from ..selection.maxmin import all_all_select, max_min_select, random_select
 from ..selection.patterns import CLASS_PARAMS, builtin_pattern
@@ -51,17 +51,19 @@ class JobSpec:
         return CLASS_PARAMS[self.benchmark][self.app_class].get("niter", 1)
 
 
-def select(method, graph, spec, *, seed=None):
-    """Candidate groups for ``spec`` on the status graph ``graph`` (a :class:`Selection`)."""
-    pattern = spec.pattern()
+def select(method, graph, spec, *, seed=None, costs=None):
+    """Candidate groups for ``spec`` on the status graph ``graph`` (a :class:`Selection`),
+    their predicted times charging ``costs``
+    (:func:`emulator.network.sharing.message_costs`) per message."""
+    pattern, costs = spec.pattern(), costs or {}
     if method == "pattern":
         return max_min_select(graph, pattern, candidates=spec.candidates,
-                              time_budget_seconds=spec.time_budget_seconds)
+                              time_budget_seconds=spec.time_budget_seconds, **costs)
     if method == "all-all":
         return all_all_select(graph, spec.nprocs, candidates=1,
-                              time_budget_seconds=spec.time_budget_seconds)
+                              time_budget_seconds=spec.time_budget_seconds, **costs)
     if method == "random":
-        return random_select(graph, pattern, seed=seed)
+        return random_select(graph, pattern, seed=seed, **costs)
     raise UserError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
 
@@ -86,13 +88,17 @@ def trial_rounds(groups):
     return sorted(rounds.values(), key=lambda r: r[0])
 
 
-def predicted_seconds(pattern, mapping, pair_mbps, port_mbps, iterations):
-    """Flow-model communication seconds of ``iterations`` iterations of ``pattern``."""
-    return iterations * pattern_seconds(pattern, mapping, pair_mbps, port_mbps=port_mbps)
+def predicted_seconds(pattern, mapping, pair_mbps, port_mbps, iterations, costs=None):
+    """Flow-model communication seconds of ``iterations`` iterations of ``pattern``, each
+    message on its critical path charged ``costs``
+    (:func:`emulator.network.sharing.message_costs`)."""
+    return iterations * pattern_seconds(pattern, mapping, pair_mbps, port_mbps=port_mbps,
+                                        **(costs or {}))
 
 
-def oracle(pattern, nodes, pair_mbps, port_mbps, iterations):
-    """The placement with the least predicted time, by exhaustive search.
+def oracle(pattern, nodes, pair_mbps, port_mbps, iterations, costs=None):
+    """The placement with the least predicted time (charging ``costs`` per message, as
+    :func:`predicted_seconds`), by exhaustive search.
 
     Every ordered choice of ``m`` of ``nodes`` is scored with the flow model under
     ``pair_mbps`` (the true bandwidths). The flow model lets every edge run at once, so port
@@ -118,7 +124,7 @@ def oracle(pattern, nodes, pair_mbps, port_mbps, iterations):
     best, best_key, best_seconds = None, None, None
     for perm in itertools.permutations(nodes, m):
         mapping = dict(zip(ranks, perm))
-        seconds = predicted_seconds(pattern, mapping, pair_mbps, port_mbps, iterations)
+        seconds = predicted_seconds(pattern, mapping, pair_mbps, port_mbps, iterations, costs)
         rates = [pair_mbps(mapping[a], mapping[b]) for a, b, _ in edges]
         serial = sum(n * 8 / (r * 1e6) if r > 0 else math.inf
                      for (_, _, n), r in zip(edges, rates))
@@ -179,7 +185,9 @@ def decide(coordinator, method, graph, spec, *, epoch, seed=None, timeout=None):
     and the seconds spent selecting and trying.
     """
     start = time.monotonic()
-    selection = select(method, graph, spec, seed=seed)
+    selection = select(method, graph, spec, seed=seed,
+                       costs=message_costs(coordinator.settings.cluster,
+                                           coordinator.settings.dilation))
     selected = time.monotonic()
     trials = []
     chosen = selection.candidates[0]

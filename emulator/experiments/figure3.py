@@ -34,10 +34,18 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..coordinator.measure import Monitor
-from ..coordinator.pipeline import METHODS, JobSpec, decide, oracle, predicted_seconds, run_skeleton
+from ..coordinator.pipeline import (
+    METHODS,
+    JobSpec,
+    decide,
+    oracle,
+    predicted_seconds,
+    run_skeleton,
+)
 from ..errors import NodeFailure, UserError
 from ..files import write_json_atomic, write_text_atomic
 from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
+from ..network.sharing import message_costs
 from ..selection.patterns import NAS_BENCHMARKS, allowed_nprocs
 from .report import markdown_table, plot_figure3, summarize
 from .resume import earlier_run
@@ -222,6 +230,8 @@ class Experiment:
         base = {"slot": j, "repeat": repeat, "benchmark": benchmark,
                 "scenario_start_seconds": round(decided_at, 3), "full_iterations": iterations}
 
+        costs = message_costs(coord.settings.cluster, coord.settings.dilation)
+
         def full(u, v):
             return self.full_pair(u, v, 0.0)
 
@@ -230,7 +240,7 @@ class Experiment:
 
         # the baseline: the best placement on the dedicated network
         def dedicated_attempt():
-            mapping, _ = oracle(pattern, coord.up, full, self.ports.get, iterations)
+            mapping, _ = oracle(pattern, coord.up, full, self.ports.get, iterations, costs)
             app = self._application(j, "dedicated", mapping, spec, epoch=None,
                                     timeout=10 * coord.timeout_seconds)
             return {"mapping": mapping}, app
@@ -241,9 +251,10 @@ class Experiment:
         ded["dedicated_seconds"] = dedicated_seconds
         ded["slowdown_pct"] = 0.0
         ded["predicted_seconds"] = predicted_seconds(pattern, _mapping(ded), full,
-                                                     self.ports.get, iterations)
+                                                     self.ports.get, iterations, costs)
         self._write(complete=False)
-        best, best_predicted = oracle(pattern, coord.up, truth, self.ports.get, iterations)
+        best, best_predicted = oracle(pattern, coord.up, truth, self.ports.get, iterations,
+                                      costs)
         # each run waits at most the timeout plus 20 dedicated runs (bandwidth >= 10% of it)
         timeout = coord.timeout_seconds + 20 * dedicated_seconds
         jobs = (["oracle"] if config.oracle else []) + list(config.methods)
@@ -255,7 +266,7 @@ class Experiment:
                     mapping = best
                     if any(n in coord.down for n in mapping.values()):
                         mapping, _ = oracle(pattern, coord.up, truth, self.ports.get,
-                                            iterations)
+                                            iterations, costs)
                     info = {"mapping": mapping}
                 else:
                     graph = self.graph.subgraph(coord.up).copy()
@@ -273,7 +284,7 @@ class Experiment:
             row["dedicated_seconds"] = dedicated_seconds
             row["slowdown_pct"] = 100.0 * (row["app_seconds"] / dedicated_seconds - 1.0)
             row["predicted_seconds"] = predicted_seconds(pattern, _mapping(row), truth,
-                                                         self.ports.get, iterations)
+                                                         self.ports.get, iterations, costs)
             row["oracle_predicted_seconds"] = best_predicted
             self._write(complete=False)  # a stop keeps every job that finished
 

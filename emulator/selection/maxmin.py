@@ -34,6 +34,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import PatternDoesNotFitError, TooManyProcessesError
+from ..network.cluster import latency_function
 from ..network.sharing import pattern_seconds
 from ..network.netgraph import COMPUTE, compute_nodes
 from .patterns import generic_pattern
@@ -172,18 +173,26 @@ def _port_lookup(network, nodes):
     return ports
 
 
-def _candidate(pattern, nodes, matrix, idx_by_rank, ports):
+def _costs(network, latency_seconds, message_seconds):
+    """What a candidate's predicted time charges each message: the given latency, else the
+    network graph's own (:func:`emulator.network.cluster.latency_function`)."""
+    if latency_seconds is None:
+        latency_seconds = latency_function(network)
+    return {"latency_seconds": latency_seconds, "message_seconds": message_seconds}
+
+
+def _candidate(pattern, nodes, matrix, idx_by_rank, ports, costs):
     index = {nodes[i]: i for i in idx_by_rank}
     mapping = {r: nodes[i] for r, i in enumerate(idx_by_rank)}
-    seconds = pattern_seconds(
-        pattern, mapping, lambda u, v: matrix[index[u], index[v]], port_mbps=ports.__getitem__)
+    seconds = pattern_seconds(pattern, mapping, lambda u, v: matrix[index[u], index[v]],
+                              port_mbps=ports.__getitem__, **costs)
     group = sorted((nodes[i] for i in idx_by_rank), key=lambda n: nodes.index(n))
     return Candidate(group, mapping, _bottleneck(pattern, idx_by_rank, matrix), seconds)
 
 
 def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
                    time_budget_seconds=DEFAULT_TIME_BUDGET_SECONDS, max_groups=None,
-                   method="pattern"):
+                   method="pattern", latency_seconds=None, message_seconds=0.0):
     """Select node groups that maximise the minimum bandwidth over the pattern's edges.
 
     Parameters
@@ -203,6 +212,10 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
         always searched to the end, since without it there is no answer.
     max_groups : int, optional
         How many groups to collect and rank at most (default ``max(8k, 64)``).
+    latency_seconds, message_seconds
+        What the predicted time charges each message on the critical path
+        (:func:`emulator.network.sharing.pattern_seconds`): ``latency_seconds(u, v)``
+        (default: the links' ``latency_ms`` of ``network``, if it has any) and a cost.
 
     Returns
     -------
@@ -246,16 +259,17 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     start = time.monotonic()
     _, matrix = pair_bandwidths(network, weight=weight)
     ports = _port_lookup(network, nodes)
+    costs = _costs(network, latency_seconds, message_seconds)
     pattern = nx.relabel_nodes(pattern, {r: i for i, r in enumerate(sorted(pattern.nodes))})
     if pattern.number_of_edges() == 0:
         groups = itertools.islice(itertools.combinations(range(len(nodes)), m), candidates)
-        cands = [_candidate(pattern, nodes, matrix, g, ports) for g in groups]
+        cands = [_candidate(pattern, nodes, matrix, g, ports, costs) for g in groups]
         return Selection(method, None, True, cands)
     values = _bandwidth_values(network, matrix, weight)
     found, exact = _embeddings(matrix, values, pattern, candidates,
                                max_groups or max(8 * candidates, 64), start,
                                time_budget_seconds)
-    cands = [_candidate(pattern, nodes, matrix, emb, ports) for emb in found]
+    cands = [_candidate(pattern, nodes, matrix, emb, ports, costs) for emb in found]
     cands.sort(key=lambda c: (-c.bottleneck_mbps, c.predicted_seconds, repr(c.nodes)))
     return Selection(method, cands[0].bottleneck_mbps, exact, cands[:candidates])
 
@@ -443,7 +457,8 @@ def all_all_select(network, nprocs, **kwargs):
                           **kwargs)
 
 
-def random_select(network, pattern, *, seed=None, candidates=1):
+def random_select(network, pattern, *, seed=None, candidates=1, latency_seconds=None,
+                  message_seconds=0.0):
     """The random baseline: a seeded uniform choice of m nodes and of the mapping.
 
     Examples
@@ -458,6 +473,7 @@ def random_select(network, pattern, *, seed=None, candidates=1):
     nodes, m = _check_request(network, pattern)
     _, matrix = pair_bandwidths(network)
     ports = _port_lookup(network, nodes)
+    costs = _costs(network, latency_seconds, message_seconds)
     pattern = nx.relabel_nodes(pattern, {r: i for i, r in enumerate(sorted(pattern.nodes))})
     rng = random.Random(seed)
     total = math.comb(len(nodes), m)
@@ -467,7 +483,7 @@ def random_select(network, pattern, *, seed=None, candidates=1):
         if frozenset(idx) in seen:
             continue
         seen.add(frozenset(idx))
-        cands.append(_candidate(pattern, nodes, matrix, tuple(idx), ports))
+        cands.append(_candidate(pattern, nodes, matrix, tuple(idx), ports, costs))
     bottleneck = cands[0].bottleneck_mbps
     if bottleneck is not None and not np.isfinite(bottleneck):
         bottleneck = None
@@ -511,7 +527,8 @@ def figure1_select(network, pattern, *, weight="bandwidth_mbps", deadline_second
         matcher = nx.algorithms.isomorphism.GraphMatcher(graph, pattern)
         g_to_p = next(matcher.subgraph_monomorphisms_iter())
         emb = tuple(g for _, g in sorted((p, g) for g, p in g_to_p.items()))
-    cand = _candidate(pattern, nodes, matrix, emb, _port_lookup(network, nodes))
+    cand = _candidate(pattern, nodes, matrix, emb, _port_lookup(network, nodes),
+                      _costs(network, None, 0.0))
     return Selection("figure1", cand.bottleneck_mbps, True, [cand])
 
 
