@@ -48,6 +48,15 @@ def test_reads_fields_and_header(tmp_path):
     assert trace.lines.tolist() == [5, 6]
 
 
+@pytest.mark.parametrize("value", ["1e999", "inf", "nan", "-8", "0", "many"])
+def test_a_header_size_that_is_no_finite_positive_number_gives_way_to_the_jobs(tmp_path, value):
+    """MaxProcs as the header gives it only if it is a finite positive number; else the
+    largest job's size (the header is a comment: a garbled one is not fatal)."""
+    path = write(tmp_path, swf_line(1, 0, 10, 4) + swf_line(2, 5, 0, 6),
+                 header=f"; MaxProcs: {value}\n")
+    assert read_swf(path).max_procs == 6
+
+
 def test_round_trip_plain_gz_and_zip(tmp_path):
     path = write(tmp_path, swf_line(1, 0, 10, 4) + swf_line(2, 5, 7, 2, requested=60))
     trace = read_swf(path)

@@ -82,14 +82,14 @@ class Trace:
         return out
 
     def header_number(self, *keys):
-        """The first of ``keys`` the header gives as a positive number, else None."""
+        """The first of ``keys`` the header gives as a positive finite number, else None."""
         fields = self.fields
         for key in keys:
             try:
                 value = float(fields[key].split()[0])
             except (KeyError, ValueError, IndexError):
                 continue
-            if value > 0:
+            if 0 < value < float("inf"):
                 return value
         return None
 
