@@ -567,8 +567,8 @@ def test_groups_tied_on_bandwidth_go_nearest_first_by_their_links_latency():
     assert [sorted(c.nodes) for c in got.candidates][0] == ["a", "b"]
     assert [c.predicted_seconds for c in got.candidates] == \
         [pytest.approx(0.0001), pytest.approx(0.005)]
-    costly = max_min_select(g, pattern, candidates=1, message_seconds=0.001)
-    assert costly.candidates[0].predicted_seconds == pytest.approx(0.0011)
-    near = lambda u, v: 0.0  # noqa: E731
-    assert max_min_select(g, pattern, candidates=1,
-                          latency_seconds=near).candidates[0].predicted_seconds == 0.0
+    near = {"latency_seconds": lambda u, v: 0.0, "message_seconds": 0.001}
+    costly = max_min_select(g, pattern, candidates=1, costs=near)
+    assert costly.candidates[0].predicted_seconds == pytest.approx(0.001)
+    assert random_select(g, pattern, seed=1, costs=near).candidates[0].predicted_seconds == \
+        pytest.approx(0.001)

@@ -55,15 +55,15 @@ def select(method, graph, spec, *, seed=None, costs=None):
     """Candidate groups for ``spec`` on the status graph ``graph`` (a :class:`Selection`),
     their predicted times charging ``costs``
     (:func:`emulator.network.sharing.message_costs`) per message."""
-    pattern, costs = spec.pattern(), costs or {}
+    pattern = spec.pattern()
     if method == "pattern":
         return max_min_select(graph, pattern, candidates=spec.candidates,
-                              time_budget_seconds=spec.time_budget_seconds, **costs)
+                              time_budget_seconds=spec.time_budget_seconds, costs=costs)
     if method == "all-all":
         return all_all_select(graph, spec.nprocs, candidates=1,
-                              time_budget_seconds=spec.time_budget_seconds, **costs)
+                              time_budget_seconds=spec.time_budget_seconds, costs=costs)
     if method == "random":
-        return random_select(graph, pattern, seed=seed, **costs)
+        return random_select(graph, pattern, seed=seed, costs=costs)
     raise UserError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
 

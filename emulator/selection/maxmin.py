@@ -173,12 +173,13 @@ def _port_lookup(network, nodes):
     return ports
 
 
-def _costs(network, latency_seconds, message_seconds):
-    """What a candidate's predicted time charges each message: the given latency, else the
-    network graph's own (:func:`emulator.network.cluster.latency_function`)."""
-    if latency_seconds is None:
-        latency_seconds = latency_function(network)
-    return {"latency_seconds": latency_seconds, "message_seconds": message_seconds}
+def _costs(network, costs):
+    """What a candidate's predicted time charges each message: ``costs``
+    (:func:`emulator.network.sharing.message_costs`), else the network graph's own links'
+    latency (:func:`emulator.network.cluster.latency_function`) and no cost."""
+    if costs is None:
+        return {"latency_seconds": latency_function(network), "message_seconds": 0.0}
+    return dict(costs)
 
 
 def _candidate(pattern, nodes, matrix, idx_by_rank, ports, costs):
@@ -192,7 +193,7 @@ def _candidate(pattern, nodes, matrix, idx_by_rank, ports, costs):
 
 def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
                    time_budget_seconds=DEFAULT_TIME_BUDGET_SECONDS, max_groups=None,
-                   method="pattern", latency_seconds=None, message_seconds=0.0):
+                   method="pattern", costs=None):
     """Select node groups that maximise the minimum bandwidth over the pattern's edges.
 
     Parameters
@@ -212,10 +213,8 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
         always searched to the end, since without it there is no answer.
     max_groups : int, optional
         How many groups to collect and rank at most (default ``max(8k, 64)``).
-    latency_seconds, message_seconds
-        What the predicted time charges each message on the critical path
-        (:func:`emulator.network.sharing.pattern_seconds`): ``latency_seconds(u, v)``
-        (default: the links' ``latency_ms`` of ``network``, if it has any) and a cost.
+    costs : dict, optional
+        Per message, for the predicted time (as ``message_costs``; default: links' latency).
 
     Returns
     -------
@@ -259,7 +258,7 @@ def max_min_select(network, pattern, *, candidates=3, weight="bandwidth_mbps",
     start = time.monotonic()
     _, matrix = pair_bandwidths(network, weight=weight)
     ports = _port_lookup(network, nodes)
-    costs = _costs(network, latency_seconds, message_seconds)
+    costs = _costs(network, costs)
     pattern = nx.relabel_nodes(pattern, {r: i for i, r in enumerate(sorted(pattern.nodes))})
     if pattern.number_of_edges() == 0:
         groups = itertools.islice(itertools.combinations(range(len(nodes)), m), candidates)
@@ -457,8 +456,7 @@ def all_all_select(network, nprocs, **kwargs):
                           **kwargs)
 
 
-def random_select(network, pattern, *, seed=None, candidates=1, latency_seconds=None,
-                  message_seconds=0.0):
+def random_select(network, pattern, *, seed=None, candidates=1, costs=None):
     """The random baseline: a seeded uniform choice of m nodes and of the mapping.
 
     Examples
@@ -473,7 +471,7 @@ def random_select(network, pattern, *, seed=None, candidates=1, latency_seconds=
     nodes, m = _check_request(network, pattern)
     _, matrix = pair_bandwidths(network)
     ports = _port_lookup(network, nodes)
-    costs = _costs(network, latency_seconds, message_seconds)
+    costs = _costs(network, costs)
     pattern = nx.relabel_nodes(pattern, {r: i for i, r in enumerate(sorted(pattern.nodes))})
     rng = random.Random(seed)
     total = math.comb(len(nodes), m)
@@ -528,7 +526,7 @@ def figure1_select(network, pattern, *, weight="bandwidth_mbps", deadline_second
         g_to_p = next(matcher.subgraph_monomorphisms_iter())
         emb = tuple(g for _, g in sorted((p, g) for g, p in g_to_p.items()))
     cand = _candidate(pattern, nodes, matrix, emb, _port_lookup(network, nodes),
-                      _costs(network, None, 0.0))
+                      _costs(network, None))
     return Selection("figure1", cand.bottleneck_mbps, True, [cand])
 
 
