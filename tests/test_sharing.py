@@ -472,3 +472,15 @@ def test_pattern_seconds_charges_each_round_its_placed_latency_and_cost():
                            latency_seconds=latency) == pytest.approx(1.0)
     assert pattern_seconds(chain, {0: a, 1: b, 2: c}, ten, latency_seconds=latency,
                            message_seconds=0.2) == pytest.approx(far + 10 * 0.2)
+
+
+def test_message_costs_are_the_clusters_latency_and_the_paths_cost_over_the_dilation():
+    from emulator.network.sharing import SKELETON_MESSAGE_SECONDS, message_costs
+
+    costs = message_costs(crossbar(3, latency_ms=0.25), 4.0, 2e-5)
+    assert costs["message_seconds"] == pytest.approx(5e-6)
+    assert costs["latency_seconds"]("n1", "n3") == pytest.approx(0.00025)
+    assert costs["latency_seconds"]("n2", "n2") == 0.0
+    far = message_costs(racks(per_rack=1, count=2, uplink_latency_ms=1.0))
+    assert far["latency_seconds"]("r1n1", "r2n1") == pytest.approx(0.002)
+    assert far["message_seconds"] == SKELETON_MESSAGE_SECONDS

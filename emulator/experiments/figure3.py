@@ -45,7 +45,7 @@ from ..coordinator.pipeline import (
 from ..errors import NodeFailure, UserError
 from ..files import write_json_atomic, write_text_atomic
 from ..network.scenario import full_capacity_timeline, pair_bandwidth_function
-from ..network.sharing import message_costs
+from ..network.sharing import PROGRAM_MESSAGE_SECONDS, SKELETON_MESSAGE_SECONDS, message_costs
 from ..selection.patterns import NAS_BENCHMARKS, allowed_nprocs
 from .report import markdown_table, plot_figure3, summarize
 from .resume import earlier_run
@@ -230,7 +230,9 @@ class Experiment:
         base = {"slot": j, "repeat": repeat, "benchmark": benchmark,
                 "scenario_start_seconds": round(decided_at, 3), "full_iterations": iterations}
 
-        costs = message_costs(coord.settings.cluster, coord.settings.dilation)
+        path_seconds = PROGRAM_MESSAGE_SECONDS if benchmark in config.programs \
+            else SKELETON_MESSAGE_SECONDS  # the application's message path
+        costs = message_costs(coord.settings.cluster, coord.settings.dilation, path_seconds)
 
         def full(u, v):
             return self.full_pair(u, v, 0.0)

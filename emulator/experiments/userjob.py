@@ -31,6 +31,7 @@ from ..errors import UserError
 from ..files import write_json_atomic, write_text_atomic
 from ..network.allocation import write_placement
 from ..network.netgraph import graph_from_node_link
+from ..network.sharing import PROGRAM_MESSAGE_SECONDS, message_costs
 from ..selection.maxmin import max_min_select
 
 PLACEHOLDERS = ("{machinefile}", "{nprocs}")
@@ -253,7 +254,9 @@ def run_job(graph, pattern, job: UserJob, *, host_of, out_dir, progress=print, e
     ``out_dir``. With ``emulated`` (an :class:`EmulatedCluster`) the commands are programs
     run on it, and their times emulated seconds."""
     skeleton_cmd, app_cmd, timeout_seconds = job.skeleton_cmd, job.app_cmd, job.timeout_seconds
-    selection = max_min_select(graph, pattern, candidates=job.candidates)
+    costs = None if emulated is None else message_costs(
+        emulated.cluster, emulated.dilation, PROGRAM_MESSAGE_SECONDS)
+    selection = max_min_select(graph, pattern, candidates=job.candidates, costs=costs)
     progress(f"{len(selection.candidates)} candidate group(s); bottleneck "
              f"{selection.bottleneck_mbps} Mbit/s")
     if emulated is not None:

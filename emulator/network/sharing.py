@@ -50,9 +50,11 @@ from . import cluster as clusters
 # as the message path's SEND_BUFFER_BYTES)
 BUFFER_BITS = 512 * 1024 * 8.0
 DEFAULT_MAX_FLOWS = 16384
-# What the skeletons' message path adds to a message behind its latency, in wall seconds
-# (scripts/calibrate_messages): predictions charge it divided by the dilation
+# What a message path adds to a message behind its latency, in wall seconds
+# (scripts/calibrate_messages): the skeletons' and a real program's under the interposition
+# library. Predictions charge it divided by the dilation.
 SKELETON_MESSAGE_SECONDS = 1.7e-6
+PROGRAM_MESSAGE_SECONDS = 26e-6
 maxmin = _fluid.maxmin  # maxmin(capacities, backgrounds, paths, bounds=None) -> rates
 
 
@@ -434,12 +436,13 @@ def pattern_seconds(pattern, mapping, pair_mbps, *, port_mbps=None, latency_seco
                _latency_seconds(pattern, mapping, latency_seconds, message_seconds))
 
 
-def message_costs(cluster, dilation=1.0):
+def message_costs(cluster, dilation=1.0, path_seconds=SKELETON_MESSAGE_SECONDS):
     """What predictions charge each message on the critical path of a job on ``cluster``
-    emulated at ``dilation``: its path's latency and the skeletons' per-message cost, in
-    emulated seconds (keyword arguments of :func:`pattern_seconds`)."""
+    emulated at ``dilation``: its path's latency and the message path's cost
+    (``path_seconds``, wall), in emulated seconds (keyword arguments of
+    :func:`pattern_seconds`)."""
     return {"latency_seconds": clusters.latency_function(cluster),
-            "message_seconds": SKELETON_MESSAGE_SECONDS / dilation}
+            "message_seconds": path_seconds / dilation}
 
 
 def pattern_rounds(pattern):
