@@ -464,6 +464,11 @@ def test_pattern_seconds_charges_each_round_its_placed_latency_and_cost():
     assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free,
                            latency_seconds=latency) == pytest.approx(2 * 0.0002)
     assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free) == 0.0
+    collectives = nx.Graph(rounds=3)  # EP's: no edges, three allreduces' rounds
+    collectives.add_nodes_from([0, 1, 2])
+    assert pattern_seconds(collectives, {0: a, 1: b, 2: c}, free, latency_seconds=latency) \
+        == pytest.approx(3 * (0.0002 + 0.0012 + 0.0012) / 3)
+    assert pattern_seconds(collectives, {0: a, 1: a, 2: a}, free, latency_seconds=latency) == 0
     # flows and waits overlap: the iteration lasts the longer of the two
     chain.graph["rounds"] = 10
     chain.edges[0, 1]["bytes"] = 2_500_000  # 1 s at 10 Mbit/s

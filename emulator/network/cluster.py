@@ -162,7 +162,6 @@ def latencies_from(cluster, node, nodes):
     return [lengths[b] / 1000.0 for b in nodes]
 
 
-
 def latency_function(graph):
     """``latency(u, v)``, one-way seconds between two nodes of ``graph``: a cluster's (or
     view's) as :func:`latencies_from` has them, or a status graph's along its links'

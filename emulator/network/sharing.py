@@ -484,11 +484,14 @@ def _bandwidth_seconds(pattern, mapping, pair_mbps, port_mbps):
 
 
 def _latency_seconds(pattern, mapping, latency_seconds, message_seconds):
-    """The rounds' waits: a round a mean placed edge's latency plus the message cost."""
+    """The rounds' waits: a round a mean placed edge's latency plus the message cost (a
+    pattern without edges, whose rounds are collectives: the mean over its ranks' pairs)."""
     rounds = pattern_rounds(pattern)
     if rounds <= 0 or (latency_seconds is None and message_seconds <= 0):
         return 0.0
-    apart = [(mapping[a], mapping[b]) for a, b in pattern.edges if mapping[a] != mapping[b]]
+    pairs = pattern.edges if pattern.number_of_edges() else \
+        [(a, b) for a in pattern.nodes for b in pattern.nodes if a < b]
+    apart = [(mapping[a], mapping[b]) for a, b in pairs if mapping[a] != mapping[b]]
     if not apart:  # every rank on one node: no network
         return 0.0
     mean = 0.0 if latency_seconds is None else \
