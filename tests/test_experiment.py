@@ -130,12 +130,14 @@ def leftovers(patience_seconds=5.0):
 
 
 def test_tiny_experiment_end_to_end(tmp_path, experiment):
+    """Every method, the oracle and the dedicated run in each slot, with class-S
+    applications (a quick check; class A is what the tests that stop runs mid-way use)."""
     out = tmp_path / "exp"
-    run = experiment(out)
+    run = experiment(out, "--app-class", "S")
     stdout, stderr = run.finish()
     assert run.proc.returncode == 0, stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["complete"] is True
+    assert summary["complete"] is True and summary["config"]["app_class"] == "S"
     for benchmark in ("cg", "is"):
         for method in METHODS:  # every method produced a slowdown
             assert isinstance(summary["slowdown_pct"][benchmark][method], float)

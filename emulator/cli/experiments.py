@@ -32,11 +32,14 @@ def experiment_options(p, *, benchmarks, repeats, out):
     p.add_argument("--nprocs", type=int, default=4, help="nodes per job (default 4)")
     p.add_argument("--candidates", type=positive_int, default=3,
                    help="candidate groups tried with the skeleton (default 3)")
+    p.add_argument("--app-class", choices=("S", "W", "A", "B"), default="A",
+                   help="NPB class of the applications (default A, as Goteti and Subhlok; "
+                        "S for a quick check)")
     p.add_argument("--app-iterations", type=positive_int, default=3,
-                   help="iterations of the class-A application actually run; its full "
-                        "time is extrapolated from them (default 3)")
+                   help="iterations of the application actually run; its full time is "
+                        "extrapolated from them (default 3)")
     p.add_argument("--full-app", action="store_true",
-                   help="run the class-A applications to their full iteration count")
+                   help="run the applications to their full iteration count")
     p.add_argument("--trial-iterations", type=positive_int,
                    help="cut the class-S skeleton trials to this many iterations")
     p.add_argument("--spacing-seconds", type=positive_float, default=600.0,
@@ -157,7 +160,7 @@ def experiment_config(args):
     config = ExperimentConfig(
         benchmarks=names(args.benchmarks), methods=names(args.methods), repeats=args.repeats,
         seed=args.seed, nprocs=args.nprocs, candidates=args.candidates,
-        app_iterations=None if args.full_app else args.app_iterations,
+        app_class=args.app_class, app_iterations=None if args.full_app else args.app_iterations,
         trial_iterations=args.trial_iterations, spacing_seconds=args.spacing_seconds,
         measure_interval_seconds=args.measure_interval_seconds, probe_bytes=args.probe_bytes,
         oracle=not args.no_oracle, time_scale=args.time_scale,

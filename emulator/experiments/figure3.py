@@ -67,6 +67,7 @@ class ExperimentConfig:
     seed: int = 1
     nprocs: int = 4
     candidates: int = 3
+    app_class: str = "A"
     app_iterations: int | None = 3
     trial_iterations: int | None = None
     spacing_seconds: float = 600.0
@@ -222,7 +223,7 @@ class Experiment:
 
     def _slot(self, j, repeat, benchmark):
         config, coord = self.config, self.coordinator
-        spec = JobSpec(benchmark, config.nprocs, config.candidates,
+        spec = JobSpec(benchmark, config.nprocs, config.candidates, app_class=config.app_class,
                        app_iterations=config.app_iterations,
                        trial_iterations=config.trial_iterations)
         pattern, iterations = spec.pattern(), spec.full_iterations()
@@ -291,7 +292,7 @@ class Experiment:
             self._write(complete=False)  # a stop keeps every job that finished
 
     def _application(self, j, method, mapping, spec, *, epoch, timeout):
-        """The slot's application on ``mapping``: the benchmark's class-A skeleton, or its
+        """The slot's application on ``mapping``: the benchmark's skeleton (its app class), or its
         real program under the interposition library; ``{"seconds", "iterations"}``. With
         ``epoch`` None, on the dedicated network."""
         coord = self.coordinator
