@@ -445,6 +445,7 @@ def test_pattern_seconds_charges_each_round_its_placed_latency_and_cost():
     import networkx as nx
 
     from emulator.network.cluster import latency_function
+    from emulator.network.sharing import pattern_rounds
 
     latency = latency_function(racks(per_rack=2, count=2, latency_ms=0.1,
                                      uplink_latency_ms=0.5))
@@ -464,6 +465,12 @@ def test_pattern_seconds_charges_each_round_its_placed_latency_and_cost():
     assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free,
                            latency_seconds=latency) == pytest.approx(2 * 0.0002)
     assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free) == 0.0
+    assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free,
+                           message_seconds=0.001) == pytest.approx(2 * 0.001)  # cost alone
+    chain.graph["rounds"] = 1
+    assert pattern_seconds(chain, {0: a, 1: b, 2: a}, free,
+                           latency_seconds=latency) == pytest.approx(0.0002)
+    assert pattern_rounds(nx.Graph()) == 0.0  # no ranks, no rounds
     collectives = nx.Graph(rounds=3)  # EP's: no edges, three allreduces' rounds
     collectives.add_nodes_from([0, 1, 2])
     assert pattern_seconds(collectives, {0: a, 1: b, 2: c}, free, latency_seconds=latency) \
