@@ -922,6 +922,20 @@ def test_the_c_profile_answers_as_its_numpy_reference(ops, releases):
         assert list(c.free) == [int(x) for x in py.free]
 
 
+def _queued(rows, c, py):
+    """(procs, estimate, slot) of each (procs, estimate, reserved) row in queue order: the
+    reserved ones given their earliest slot on both profiles, the others none (new)."""
+    jobs = []
+    for procs, estimate, reserved in rows:
+        slot = None
+        if reserved:
+            slot = py.earliest(procs, float(estimate), 0.0)
+            for p in (c, py):
+                p.reserve(slot, float(estimate), procs)
+        jobs.append((procs, float(estimate), slot))
+    return jobs
+
+
 @settings(max_examples=200, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 30), st.booleans()),
                      min_size=1, max_size=12),
@@ -932,14 +946,7 @@ def test_the_c_compression_moves_reservations_as_its_reference(rows, ends):
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
     c, py = Profile(0.0, 8, ends), PyProfile(0.0, 8, ends)
-    jobs = []
-    for procs, estimate, reserved in rows:  # some reserved in queue order, some new
-        slot = None
-        if reserved:
-            slot = py.earliest(procs, float(estimate), 0.0)
-            for p in (c, py):
-                p.reserve(slot, float(estimate), procs)
-        jobs.append((procs, float(estimate), slot))
+    jobs = _queued(rows, c, py)
     for p in (c, py):  # a job ends early: its processors come back
         p.reserve(0.0, 5.0, -2)
     assert c.compress(jobs, 1.0) == py.compress(jobs, 1.0)
@@ -964,6 +971,44 @@ def test_compression_moves_a_job_into_a_hole_before_a_full_stretch(procs):
             kind
         assert list(profile.times)[:3] == [0.0, 5.0, 10.0], kind
         assert [int(f) for f in profile.free][:3] == [2 - procs, 2, 0], kind
+
+
+def test_compression_fills_a_hole_exactly_as_long_as_the_job():
+    """As above with C 10 s long: the hole [0, 10) before B's full stretch holds it exactly
+    (a hole that ends where the job would is a fit)."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    for kind in {Profile, PyProfile}:
+        profile = kind(0.0, 0, [(10.0, 4)])  # none free now, 4 at 10
+        profile.reserve(10.0, 5.0, 4)
+        profile.reserve(15.0, 10.0, 2)
+        profile.reserve(0.0, 10.0, -2)
+        assert profile.compress([(4, 5.0, 10.0), (2, 10.0, 15.0)], 0.0) == [False, 0.0], kind
+        assert list(profile.times)[:2] == [0.0, 15.0], kind  # full until B ends
+        assert [int(f) for f in profile.free][:2] == [0, 4], kind
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.booleans()),
+                     min_size=10, max_size=40),
+       ends=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 8)), max_size=8),
+       freed=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40), st.integers(1, 8)),
+                      min_size=1, max_size=4))
+def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
+    """Queues long enough for several passes, more processor counts than the C side keeps
+    runs for at once, and several early ends."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    c, py = Profile(0.0, 16, ends), PyProfile(0.0, 16, ends)
+    jobs = _queued(rows, c, py)
+    for start, length, procs in freed:  # jobs end early: their processors come back
+        for p in (c, py):
+            p.reserve(float(start), float(length), -procs)
+    assert c.compress(jobs, 0.0) == py.compress(jobs, 0.0)
+    assert list(c.times) == [float(x) for x in py.times]
+    assert list(c.free) == [int(x) for x in py.free]
 
 
 @settings(max_examples=100, deadline=None)

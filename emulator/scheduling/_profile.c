@@ -64,15 +64,15 @@ static Py_ssize_t search_right(const Profile *p, double x)
 
 static Py_ssize_t search_left(const Profile *p, double x)
 {
-    Py_ssize_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (p->t[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* without branches on the data: compression asks this of every queued job */
+    const double *b = p->t;
+    Py_ssize_t len = p->n;
+    while (len > 1) {
+        Py_ssize_t half = len / 2;
+        b = b[half - 1] < x ? b + half : b;
+        len -= half;
     }
-    return lo;
+    return (b - p->t) + (len == 1 && *b < x);
 }
 
 /* -- the operations ----------------------------------------------------------------- */
@@ -164,9 +164,142 @@ static double earliest(const Profile *p, long long procs, double duration, doubl
     return k == 0 ? start0 : p->t[i + k];
 }
 
-static double earlier_start(const Profile *p, long long procs, double duration, double slot)
+/* The runs of a profile at one processor count: each maximal stretch of segments with at
+ * least `procs` free, by its start and end time, and the longest run up to each (so the first
+ * run at least a duration long is a binary search). Compression asks for the few counts its
+ * queue holds, again and again: the runs are found from the front as far as asked, and a
+ * change to the profile drops only those from the changed time on. */
+#define RUN_CACHE 8
+typedef struct {
+    long long procs;
+    double upto; /* every run that starts before this time is known (-inf: none looked at) */
+    Py_ssize_t n, cap;
+    double *start, *end, *longest;
+} Runs;
+
+typedef struct {
+    Runs r[RUN_CACHE];
+    int used, next;
+} RunCache;
+
+static void runs_free(RunCache *c)
 {
-    Py_ssize_t i = search_left(p, slot);
+    for (int i = 0; i < RUN_CACHE; i++) {
+        free(c->r[i].start);
+        free(c->r[i].end);
+        free(c->r[i].longest);
+    }
+}
+
+/* The profile changed from time `from` on: a run that ends there or later may differ now. */
+static void runs_changed(RunCache *c, double from)
+{
+    for (int i = 0; i < c->used; i++) {
+        Runs *r = &c->r[i];
+        if (r->upto < from)
+            continue;
+        while (r->n && r->end[r->n - 1] >= from)
+            r->n--;
+        r->upto = r->n ? r->end[r->n - 1] : -INFINITY;
+    }
+}
+
+static int runs_add(Runs *r, double start, double end)
+{
+    if (r->n == r->cap) {
+        Py_ssize_t cap = r->cap ? 2 * r->cap : 64;
+        double *a = realloc(r->start, (size_t)cap * sizeof(double));
+        if (a)
+            r->start = a;
+        double *b = a ? realloc(r->end, (size_t)cap * sizeof(double)) : NULL;
+        if (b)
+            r->end = b;
+        double *m = b ? realloc(r->longest, (size_t)cap * sizeof(double)) : NULL;
+        if (!m)
+            return -1;
+        r->longest = m;
+        r->cap = cap;
+    }
+    double len = end - start, before = r->n ? r->longest[r->n - 1] : -INFINITY;
+    r->start[r->n] = start;
+    r->end[r->n] = end;
+    r->longest[r->n] = len > before ? len : before;
+    r->n++;
+    return 0;
+}
+
+/* The runs at `procs` that start before segment j, which has fewer free; NULL if out of
+ * memory. */
+static Runs *runs_before(RunCache *c, const Profile *p, long long procs, Py_ssize_t j)
+{
+    Runs *r = NULL;
+    for (int i = 0; i < c->used && !r; i++)
+        if (c->r[i].procs == procs)
+            r = &c->r[i];
+    if (!r) {
+        r = &c->r[c->next];
+        c->next = (c->next + 1) % RUN_CACHE;
+        if (c->used < RUN_CACHE)
+            c->used++;
+        r->procs = procs;
+        r->upto = -INFINITY;
+        r->n = 0;
+    }
+    if (r->upto >= p->t[j])
+        return r;
+    /* from the segment where the known runs stop (it has too few free) to segment j */
+    Py_ssize_t a = -1;
+    for (Py_ssize_t k = r->upto == -INFINITY ? 0 : search_left(p, r->upto); k <= j; k++) {
+        if (p->f[k] >= procs) {
+            if (a < 0)
+                a = k;
+        } else if (a >= 0) {
+            if (runs_add(r, p->t[a], p->t[k])) {
+                r->procs = -1; /* unusable */
+                return NULL;
+            }
+            a = -1;
+        }
+    }
+    r->upto = p->t[j];
+    return r;
+}
+
+/* first_fit(p, 0, j, procs, duration, t[0]) from the runs: the start of the first run at
+ * least `duration` long (end >= start + duration, as first_fit tests it) that begins
+ * before segment j; NAN if none (and *err set if out of memory). */
+static double run_fit(RunCache *c, const Profile *p, Py_ssize_t j, long long procs,
+                      double duration, int *err)
+{
+    Runs *r = runs_before(c, p, procs, j);
+    if (!r) {
+        *err = 1;
+        return NAN;
+    }
+    /* the first run whose length passes a bound a little below `duration` (the lengths are
+     * differences, the test a sum: they may round apart), then the test itself */
+    double bound = duration - 1e-9 * fabs(duration) - 1e-9;
+    Py_ssize_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (r->longest[mid] >= bound)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (Py_ssize_t x = lo; x < r->n && r->start[x] < p->t[j]; x++)
+        if (r->end[x] >= r->start[x] + duration)
+            return r->start[x];
+    return NAN;
+}
+
+/* The earliest start of a job that holds [slot, slot + duration) (slot at segment i, the
+ * first at or after it): the free stretch that ends at its slot, if any, or a hole before
+ * the last segment j ahead of it with too few free, long enough on its own (found from the
+ * runs, or with c NULL by scanning segments [0, j)). */
+static double earlier_at(const Profile *p, RunCache *c, long long procs, double duration,
+                         double slot, Py_ssize_t i, int *err)
+{
     if (i == 0)
         return slot;
     Py_ssize_t j = -1;
@@ -179,11 +312,22 @@ static double earlier_start(const Profile *p, long long procs, double duration, 
         return p->t[0];
     if (j == 0)
         return i > 1 ? p->t[1] : slot;
-    /* a hole before segment j long enough on its own: segments [0, j), bound t[j] */
-    Py_ssize_t k = first_fit(p, 0, j, procs, duration, p->t[0]);
-    if (k >= 0)
-        return p->t[k];
+    double t;
+    if (c) {
+        t = run_fit(c, p, j, procs, duration, err);
+    } else {
+        Py_ssize_t k = first_fit(p, 0, j, procs, duration, p->t[0]);
+        t = k >= 0 ? p->t[k] : NAN;
+    }
+    if (!isnan(t))
+        return t;
     return j + 1 < i ? p->t[j + 1] : slot;
+}
+
+static double earlier_start(const Profile *p, long long procs, double duration, double slot)
+{
+    int err = 0;
+    return earlier_at(p, NULL, procs, duration, slot, search_left(p, slot), &err);
 }
 
 static int fits(const Profile *p, long long procs, double duration, double start)
@@ -495,18 +639,31 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
  * merged. A job with no slot (NAN: queued since the last pass) is reserved behind the
  * others. slot[] is updated in place, moved[] marks the jobs given a new slot (NAN where
  * nothing fits). Returns 0, 1 if a reservation lies in the past (rebuild instead), -1 on
- * error. */
-static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
-                         double *slot, char *moved, double now)
+ * error.
+ *
+ * The first pass tries every job (what the ended job freed is not known here). After it,
+ * only a move frees processors: a job moved from `old` to t frees from max(old, t + d) on,
+ * and a job whose slot is no later than every such start met since it was last tried has
+ * the same profile before its slot as then: its try would fail, and it is skipped. */
+static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
+                         double *slot, char *moved, double now, RunCache *runs, double *freed,
+                         Py_ssize_t *hint)
 {
     advance(p, now);
     Py_ssize_t limit = q;
+    /* freed[k]: the earliest start freed by the moves after job k in the last pass */
+    for (Py_ssize_t k = 0; k < q; k++) {
+        freed[k] = -INFINITY;
+        hint[k] = 0;
+    }
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
-        Py_ssize_t last = -1;
-        for (Py_ssize_t k = 0; k < q; k++) {
+        Py_ssize_t last = -1, k;
+        double freed_now = INFINITY; /* the earliest start freed in this pass so far */
+        for (k = 0; k < q; k++) {
             if (k >= limit && last < 0)
                 break;
-            double old = slot[k];
+            double old = slot[k], was = freed[k];
+            freed[k] = INFINITY; /* from here on: what this pass frees at k */
             if (isnan(old)) { /* queued since the last pass: reserved behind the others */
                 if (moved[k])
                     continue; /* reserved already, and nothing fits it */
@@ -515,23 +672,62 @@ static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const
                 slot[k] = t;
                 if (!isnan(t) && reserve(p, t, est[k], procs[k]))
                     return -1;
+                if (!isnan(t))
+                    runs_changed(runs, t);
                 continue;
             }
             if (old < now)
                 return 1;
-            double t = earlier_start(p, procs[k], est[k], old);
+            if (old <= was && old <= freed_now)
+                continue; /* nothing before its slot was freed since it was last tried */
+            /* its slot's segment, from where it was last time if nothing moved it */
+            Py_ssize_t i = hint[k];
+            if (!(i <= p->n && p->t[i] >= old && (i == 0 || p->t[i - 1] < old)))
+                hint[k] = i = search_left(p, old);
+            int err = 0;
+            double t = earlier_at(p, runs, procs[k], est[k], old, i, &err);
+            if (err) {
+                PyErr_NoMemory();
+                return -1;
+            }
             if (t == old)
                 continue;
             if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
                 return -1;
+            runs_changed(runs, t);
             slot[k] = t;
             moved[k] = 1;
             last = k;
+            freed[k] = fmax(old, t + est[k]);
+            freed_now = fmin(freed_now, freed[k]);
+        }
+        /* each job's bound for the next pass: the moves after it in this one */
+        double after = INFINITY;
+        for (Py_ssize_t i = q - 1; i >= 0; i--) { /* jobs from k on were not reached */
+            double own = i < k ? freed[i] : INFINITY;
+            freed[i] = after;
+            after = fmin(after, own);
         }
         limit = last > 0 ? last : 0;
-        compact(p);
+        compact(p); /* the runs' times stay */
     }
     return 0;
+}
+
+static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
+                         double *slot, char *moved, double now)
+{
+    RunCache runs = {0};
+    double *freed = malloc(sizeof(double) * (size_t)(q ? q : 1));
+    Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
+    int rc = freed && hint ? compress_pass(p, q, procs, est, slot, moved, now, &runs, freed, hint)
+                           : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_NoMemory();
+    runs_free(&runs);
+    free(freed);
+    free(hint);
+    return rc;
 }
 
 typedef struct {
