@@ -48,9 +48,9 @@
 #define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
 #define FL_SEEDS 1024  /* flows and resources a solve starts from; past that, a full solve */
 #define CHANGE_TOL 1e-11 /* a rate this much apart (relative) has changed */
-#define FULL_SHARE 0.5 /* an incremental solve whose rounds have solved this share of the
-                          active flows, summed, stops and solves them all: at worst it cost
-                          half a full solve more than one */
+#define FULL_SHARE 1.0 /* an incremental solve whose rounds have solved as many flows as
+                          are active, summed, stops and solves them all: at worst it cost a
+                          full solve more than one (at half, more fell back: slower) */
 
 enum { FREE = 0, ACTIVE = 1, DONE = 2 };
 
