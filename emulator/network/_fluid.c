@@ -439,27 +439,42 @@ static void heap_swap(Fluid *f, int a, int b)
     f->hpos[ra] = b;
 }
 
+/* Sift the resource at heap place i down (heap_up: up), moving the others into the hole
+ * it leaves rather than swapping at each level. */
 static void heap_down(Fluid *f, int i, int n)
 {
+    int32_t moving = f->heap[i];
+    double k = f->key[moving];
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && f->key[f->heap[l]] < f->key[f->heap[m]])
-            m = l;
-        if (r < n && f->key[f->heap[r]] < f->key[f->heap[m]])
+        int l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= n)
+            break;
+        double km = f->key[f->heap[l]];
+        if (r < n && f->key[f->heap[r]] < km) {
             m = r;
-        if (m == i)
-            return;
-        heap_swap(f, i, m);
+            km = f->key[f->heap[r]];
+        }
+        if (!(km < k))
+            break;
+        f->heap[i] = f->heap[m];
+        f->hpos[f->heap[i]] = i;
         i = m;
     }
+    f->heap[i] = moving;
+    f->hpos[moving] = i;
 }
 
 static void heap_up(Fluid *f, int i)
 {
-    while (i > 0 && f->key[f->heap[(i - 1) / 2]] > f->key[f->heap[i]]) {
-        heap_swap(f, i, (i - 1) / 2);
+    int32_t moving = f->heap[i];
+    double k = f->key[moving];
+    while (i > 0 && f->key[f->heap[(i - 1) / 2]] > k) {
+        f->heap[i] = f->heap[(i - 1) / 2];
+        f->hpos[f->heap[i]] = i;
         i = (i - 1) / 2;
     }
+    f->heap[i] = moving;
+    f->hpos[moving] = i;
 }
 
 /* what is left of resource r at `level` */
