@@ -976,7 +976,7 @@ static void ring_if_earlier(Fluid *f, Flow *x)
  * that every flow crosses), the attempt costs more than it saves: then solves are full ones,
  * and one in SKIP_RETRY tries again. */
 #define FELL_BACK_MAX 0.5
-#define SKIP_RETRY 16
+#define SKIP_RETRY 32
 
 static void solve(Fluid *f)
 {
