@@ -74,6 +74,22 @@ def test_a_load_whose_output_ends_before_it_exits_is_still_a_failure(monkeypatch
         LocalLoad(LoadSpec(), memory_mb=512).wait_ready()
 
 
+def test_a_load_whose_node_is_gone_before_it_is_ready_ends_quietly():
+    """A run stopped while a node starts its local user closes the load's pipe before the
+    load says it is ready: the load ends at once, status 0, with nothing on stderr."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.coordinator.load",
+                             "--memory-bytes", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # long before its imports are done and it says "ready"
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and err == b"", err.decode()[-2000:]
+
+
 @pytest.mark.parametrize("kwargs", [dict(cpu_fraction=1.5), dict(memory_fraction=-0.1),
                                     dict(lan_bytes_per_second=-1)])
 def test_bad_load_specs(kwargs):

@@ -148,6 +148,15 @@ class LocalLoad:
         self.stop()
 
 
+def _say(line):
+    """One line to the node that started this load; if it is gone (a run being stopped
+    closes the pipe, maybe before the load is even ready), so are we, quietly."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os._exit(0)
+
+
 def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second, lan_to, dilation):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -160,7 +169,7 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second, lan_to, dilation):
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     for i in range(0, memory_bytes, page):
         block[i] = 1
-    print("ready", flush=True)
+    _say("ready")
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM) if lan_to else None
     payload = b"x" * DATAGRAM_BYTES
     period = PERIOD_SECONDS * dilation  # wall seconds of one emulated period
@@ -181,10 +190,7 @@ def _serve(cpu_fraction, memory_bytes, lan_bytes_per_second, lan_to, dilation):
                 pass  # the network refused it for now (a full queue): as a real user's
             sent += DATAGRAM_BYTES
         if period_start - last_report >= 0.5:
-            try:
-                print(f"sent_bytes {sent}", flush=True)
-            except BrokenPipeError:  # the node that started this load is gone: so are we
-                os._exit(0)
+            _say(f"sent_bytes {sent}")
             last_report = period_start
         rest = period_start + period - time.monotonic()
         if rest > 0:
