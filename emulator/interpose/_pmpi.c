@@ -62,6 +62,12 @@
  * needs no wake-up before the model's end does it. A larger one wakes the other side. */
 #define EAGER_BYTES 65536
 #define NET_SECONDS 0.01            /* a wait with nothing due sleeps at most this long */
+/* A timed nap ends late by what the machine's timers take to wake a process (tens of us
+ * on a virtual machine): a message's delivery aims that much before its due, measured as a
+ * moving average of how late timed naps end and at most its path's latency, as the
+ * skeletons' message path does (emulator/shaping/_engine.c). */
+#define LEAD_MAX_SECONDS 0.0001
+#define LEAD_WEIGHT 0.1
 #define MAX_COMMS 1024
 #define TABLE 4096 /* buckets of the requests' table */
 #define THREAD_SERIALIZED 2
@@ -265,6 +271,8 @@ static void ring(int rank)
 }
 
 /* Sleep until `seconds` pass or the bell rings; 1 if it rang. */
+static double lead_seconds; /* how late a timed nap ends, on average */
+
 static int nap(double seconds)
 {
     if (seconds < 0)
@@ -278,6 +286,19 @@ static int nap(double seconds)
     while (recv(S.bell_fd, drain, sizeof drain, MSG_DONTWAIT) > 0) {
     }
     return 1;
+}
+
+/* A nap of `seconds` aimed at a due (`aimed`): one that is not rung measures how late it
+ * ends. */
+static int timed_nap(double seconds, int aimed)
+{
+    double aim = shm_wall_now() + fmax(seconds, 0.0);
+    int rung = nap(seconds);
+    if (aimed && !rung) {
+        double late = fmin(fmax(shm_wall_now() - aim, 0.0), LEAD_MAX_SECONDS);
+        lead_seconds += LEAD_WEIGHT * (late - lead_seconds);
+    }
+    return rung;
 }
 
 /* -- communicators ----------------------------------------------------------------------- */
@@ -510,8 +531,9 @@ static double latency(int from, int to)
 /* When the flow a header names is delivered, if the model says yet. */
 static int delivery(const Wire *w, double *due)
 {
+    double lat = latency(w->src, S.rank), early = fmin(lead_seconds, lat);
     if (w->slot < 0) { /* within a node: no flow */
-        *due = w->start + latency(w->src, S.rank);
+        *due = w->start + lat - early;
         return 1;
     }
     FlView v;
@@ -524,7 +546,7 @@ static int delivery(const Wire *w, double *due)
     }
     if (!v.done)
         return 0;
-    *due = v.end + latency(w->src, S.rank);
+    *due = v.end + lat - early;
     return 1;
 }
 
@@ -898,7 +920,7 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
         if (now < S.fast_until)
             poll = POLL_MIN_SECONDS;
         double sleep = fmin(next - now, mpi_pending > 0 ? poll : NET_SECONDS);
-        if (nap(sleep)) {
+        if (timed_nap(sleep, sleep == next - now)) {
             poll = POLL_MIN_SECONDS;
             S.fast_until = shm_wall_now() + FAST_SECONDS + mpi_pending / MOVE_BYTES_PER_SECOND;
         } else if (sleep == NET_SECONDS) {
@@ -1216,7 +1238,8 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
         if (probe_once(source, tag, comm, status, &next, &moving))
             return MPI_SUCCESS;
         double now = check_waiting(begin, "MPI_Probe");
-        nap(fmin(next - now, moving > 0 ? POLL_MIN_SECONDS : NET_SECONDS));
+        double sleep = fmin(next - now, moving > 0 ? POLL_MIN_SECONDS : NET_SECONDS);
+        timed_nap(sleep, sleep == next - now);
     }
 }
 
