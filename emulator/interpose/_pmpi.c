@@ -63,9 +63,10 @@
 #define EAGER_BYTES 65536
 #define NET_SECONDS 0.01            /* a wait with nothing due sleeps at most this long */
 /* A timed nap ends late by what the machine's timers take to wake a process (tens of us
- * on a virtual machine): a message's delivery aims that much before its due, measured as a
- * moving average of how late timed naps end and at most its path's latency, as the
- * skeletons' message path does (emulator/shaping/_engine.c). */
+ * on a virtual machine), and the work after it takes more: a message's delivery aims that
+ * much before its due, a moving average of how late deliveries after timed naps were and
+ * at most its path's latency, as the skeletons' message path does
+ * (emulator/shaping/_engine.c). */
 #define LEAD_MAX_SECONDS 0.0001
 #define LEAD_WEIGHT 0.1
 #define MAX_COMMS 1024
@@ -288,17 +289,13 @@ static int nap(double seconds)
     return 1;
 }
 
-/* A nap of `seconds` aimed at a due (`aimed`): one that is not rung measures how late it
- * ends. */
-static int timed_nap(double seconds, int aimed)
+/* A timed nap aimed at `aimed_at` was not rung, and what it waited for then moved: how late
+ * that was, work after the wake-up included, moves the average the next deliveries aim
+ * early by. */
+static void learn_lateness(double aimed_at)
 {
-    double aim = shm_wall_now() + fmax(seconds, 0.0);
-    int rung = nap(seconds);
-    if (aimed && !rung) {
-        double late = fmin(fmax(shm_wall_now() - aim, 0.0), LEAD_MAX_SECONDS);
-        lead_seconds += LEAD_WEIGHT * (late - lead_seconds);
-    }
-    return rung;
+    double late = fmin(fmax(shm_wall_now() - aimed_at, 0.0), LEAD_MAX_SECONDS);
+    lead_seconds += LEAD_WEIGHT * (late - lead_seconds);
 }
 
 /* -- communicators ----------------------------------------------------------------------- */
@@ -894,7 +891,7 @@ static int sweep(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, int 
 static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, int *indices,
                     int blocking, const char *what, int *count)
 {
-    double begin = shm_wall_now(), poll = POLL_MIN_SECONDS;
+    double begin = shm_wall_now(), poll = POLL_MIN_SECONDS, aimed_at = NAN;
     int error = MPI_SUCCESS, netted = 0;
     *count = 0;
     for (;;) {
@@ -903,6 +900,9 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
         int live;
         int got = sweep(n, reqs, statuses, mode, indices + *count, &live, &next, &mpi_pending,
                         &error);
+        if (!isnan(aimed_at) && (got > 0 || S.events != events))
+            learn_lateness(aimed_at);
+        aimed_at = NAN;
         *count += got;
         S.net_catches += netted && (got > 0 || S.events != events);
         netted = 0;
@@ -920,7 +920,10 @@ static int wait_for(int n, MPI_Request reqs[], MPI_Status *statuses, int mode, i
         if (now < S.fast_until)
             poll = POLL_MIN_SECONDS;
         double sleep = fmin(next - now, mpi_pending > 0 ? poll : NET_SECONDS);
-        if (timed_nap(sleep, sleep == next - now)) {
+        int rung = nap(sleep);
+        if (!rung && sleep == next - now)
+            aimed_at = now + fmax(sleep, 0.0);
+        if (rung) {
             poll = POLL_MIN_SECONDS;
             S.fast_until = shm_wall_now() + FAST_SECONDS + mpi_pending / MOVE_BYTES_PER_SECOND;
         } else if (sleep == NET_SECONDS) {
@@ -1232,14 +1235,17 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (!S.on || source == MPI_PROC_NULL)
         return PMPI_Probe(source, tag, comm, status);
-    double begin = shm_wall_now();
+    double begin = shm_wall_now(), aimed_at = NAN;
     for (;;) {
         double next = INFINITY, moving = 0.0;
-        if (probe_once(source, tag, comm, status, &next, &moving))
+        if (probe_once(source, tag, comm, status, &next, &moving)) {
+            if (!isnan(aimed_at))
+                learn_lateness(aimed_at);
             return MPI_SUCCESS;
+        }
         double now = check_waiting(begin, "MPI_Probe");
         double sleep = fmin(next - now, moving > 0 ? POLL_MIN_SECONDS : NET_SECONDS);
-        timed_nap(sleep, sleep == next - now);
+        aimed_at = !nap(sleep) && sleep == next - now ? now + fmax(sleep, 0.0) : NAN;
     }
 }
 
