@@ -54,7 +54,7 @@ DEFAULT_MAX_FLOWS = 16384
 # (scripts/calibrate_messages): the skeletons' and a real program's under the interposition
 # library. Predictions charge it divided by the dilation.
 SKELETON_MESSAGE_SECONDS = 1.7e-6
-PROGRAM_MESSAGE_SECONDS = 1.4e-6
+PROGRAM_MESSAGE_SECONDS = 0.13e-6
 maxmin = _fluid.maxmin  # maxmin(capacities, backgrounds, paths, bounds=None) -> rates
 
 
