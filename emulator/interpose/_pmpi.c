@@ -277,9 +277,9 @@ static void ring(int rank)
     shm_ring_all(S.bell_fd, &name, (const uint8_t[]){FL_BELL_BYTES}, 1);
 }
 
-/* Sleep until `seconds` pass or the bell rings; 1 if it rang. */
-static double lead_seconds; /* how late a timed nap ends, on average */
+static double lead_seconds; /* how early deliveries aim (how late they came, on average) */
 
+/* Sleep until `seconds` pass or the bell rings; 1 if it rang. */
 static int nap(double seconds)
 {
     if (self_rung) {
