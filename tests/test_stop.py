@@ -148,6 +148,22 @@ def test_under_the_users_own_mpiexec_rank_0_says_it_once():
     assert segments() <= before  # each stopped rank unlinked its job's segments
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL],
+                         ids=lambda s: signal.Signals(s).name)
+def test_the_users_own_mpiexec_killed_leaves_no_segment(sig):
+    """Hydra dies of a SIGHUP (and of a SIGKILL): its ranks go without a word or a chance to
+    unlink anything, so the segment's name must be gone since the job began."""
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    before = segments()
+    status, said, seconds = stopped([mpiexec_path(), "-n", "5", sys.executable, "-m", "emulator",
+                                     "measure", "--rounds", "100", "--nodes", "4"], sig)
+    assert status == -sig, said  # Hydra itself ended by the signal
+    assert seconds < 10 and not emulator_processes()
+    assert segments() <= before
+
+
 def flows_ranks():
     return [p for p in psutil.process_iter(["cmdline"])
             if "python" in os.path.basename((p.info["cmdline"] or [""])[0])

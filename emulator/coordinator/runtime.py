@@ -480,10 +480,25 @@ def _kernel_cpu(settings):
     return groups
 
 
+def _unlink_attached_segments(world):
+    """Every rank of each machine has attached MPICH's segment (MPI_Init) once all are here:
+    the machine's first rank unlinks the name, so that a job killed whole (Hydra dead of a
+    SIGHUP, every rank SIGKILLed) leaves nothing in /dev/shm. Only MPICH's: UCX attaches
+    its segments later, by name, as peers connect."""
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        local.Barrier()
+        if local.Get_rank() == 0:
+            stop.unlink_own_segments((stop.MPICH_PREFIX,))
+    finally:
+        local.Free()
+
+
 def _launch(program, settings, world):
     """:func:`launch` once every rank has the settings."""
     control = world.Dup()
     data = world.Dup()
+    _unlink_attached_segments(world)
     model = None
     if settings.shaping == "inproc":
         from ..shaping.window import SpansMachines, shared_model

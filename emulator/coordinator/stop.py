@@ -9,8 +9,11 @@ and exits with 128 + the signal's number, as shells report a process a signal en
 MPICH keeps a rank's intra-node channels in POSIX shared memory (``/dev/shm/mpich_shm_*``;
 the UCX it talks through between machines, ``ucx_shm_posix_*``) and unlinks it in
 ``MPI_Finalize``: a rank that is killed, or that ends without finalizing,
-leaves its segment behind. A stopped rank unlinks the segments it maps itself
-(:func:`unlink_own_segments`); for ranks that were killed, :func:`orphan_segments` finds what
+leaves its segment behind. Once every rank of a machine has attached MPICH's segment, the
+runtime unlinks its name (the memory lives on while a rank maps it), so a job killed whole
+(Hydra dead of a SIGHUP, every rank SIGKILLed) leaves nothing. A stopped rank unlinks the
+segments it maps itself (:func:`unlink_own_segments`); for ranks that were killed before
+that, :func:`orphan_segments` finds what
 a run left: segments of this user, made or changed since the run started, that no live
 process maps any more (a live run's are mapped by its ranks, so another run's segments are
 never taken).
@@ -149,14 +152,15 @@ def _mapped_segments(directory: str = SHM_DIR) -> set:
     return mapped
 
 
-def unlink_own_segments() -> None:
+def unlink_own_segments(prefixes: tuple = SEGMENT_PREFIXES) -> None:
     """A stopped rank, before it leaves without MPI's finalize: unlink the MPICH segments
-    it maps (its job's; the others' mappings stay valid, only the names go)."""
+    it maps (its job's; the others' mappings stay valid, only the names go). ``prefixes``:
+    the segments' names begin so."""
     try:
         with open("/proc/self/maps") as f:
             own = {e[e.find(SHM_DIR + "/"):].strip().removesuffix(" (deleted)")
                    for e in f
-                   if any(SHM_DIR + "/" + prefix in e for prefix in SEGMENT_PREFIXES)}
+                   if any(SHM_DIR + "/" + prefix in e for prefix in prefixes)}
     except OSError:
         return
     for path in own:
