@@ -311,14 +311,12 @@ def test_flows_over_several_machines_keep_to_the_one_model(hosts, skews):
     assert _shm() <= before
 
 
-def test_a_machine_that_dies_is_named_and_nothing_is_left():
-    """Every rank of one of two machines killed mid-run (mpiexec keeps the others): the run
-    names the dead nodes in one line and ends with status 3 within seconds, no rank stays,
-    and the MPICH segments of both machines go (rank 0 unlinks them before it aborts)."""
+def _machine_dies(cleanup):
+    """``emulator flows`` on two Hydra proxies (``cleanup``: mpiexec's flags), every rank of
+    the second killed mid-run; (status, stderr, seconds from the kill to mpiexec's end)."""
     import psutil
 
-    before = _shm()
-    proc = subprocess.Popen([MPIEXEC, "-disable-auto-cleanup", *machines_here(2), "-n", "13",
+    proc = subprocess.Popen([MPIEXEC, *cleanup, *machines_here(2), "-n", "13",
                              sys.executable, "-m", "emulator", "flows", "--cluster",
                              "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
                              "--dilation", "30"], stdout=subprocess.PIPE,
@@ -345,15 +343,15 @@ def test_a_machine_that_dies_is_named_and_nothing_is_left():
                     pass  # gone already: the run saw it die
         killed = time.time()
         out, err = proc.communicate(timeout=120)
+        return proc.returncode, err, time.time() - killed
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert time.time() - killed < 30, "the run ends soon after the machine is gone"
-    assert proc.returncode == 3, err[-2000:]
-    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
-    assert len(said) == 1 and "n1, n3, n5, n7, n9, n11 failed" in said[0], err[-2000:]
-    assert "Traceback" not in err
+
+
+def _no_rank_left():
+    import psutil
 
     def ranks_left():
         return [p for p in psutil.process_iter(["cmdline"])
@@ -362,7 +360,32 @@ def test_a_machine_that_dies_is_named_and_nothing_is_left():
     gone_by = time.time() + 15  # the last ranks may still be on their way out
     while ranks_left() and time.time() < gone_by:
         time.sleep(0.2)
-    assert not ranks_left()
+    return not ranks_left()
+
+
+def test_a_machine_that_dies_is_named_and_nothing_is_left():
+    """Every rank of one of two machines killed mid-run (mpiexec keeps the others): the run
+    names the dead nodes in one line and ends with status 3 within seconds, no rank stays,
+    and the MPICH segments of both machines go."""
+    before = _shm()
+    status, err, seconds = _machine_dies(["-disable-auto-cleanup"])
+    assert seconds < 30, "the run ends soon after the machine is gone"
+    assert status == 3, err[-2000:]
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert len(said) == 1 and "n1, n3, n5, n7, n9, n11 failed" in said[0], err[-2000:]
+    assert "Traceback" not in err
+    assert _no_rank_left()
+    assert _shm() <= before
+
+
+def test_a_machine_that_dies_under_hydras_own_cleanup_leaves_nothing():
+    """With mpiexec's default cleanup Hydra kills every rank as soon as one machine's die
+    (its own words, status 255): no rank has a chance to unlink anything, so the segments'
+    names must be gone since the job began."""
+    before = _shm()
+    status, err, seconds = _machine_dies([])
+    assert status != 0 and seconds < 30, err[-2000:]
+    assert _no_rank_left()
     assert _shm() <= before
 
 
