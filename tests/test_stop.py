@@ -77,6 +77,48 @@ def test_a_second_signal_met_during_the_first_stop_is_ignored_quietly():
     assert proc.stderr == "", proc.stderr
 
 
+SAYING = """
+import sys, time
+from mpi4py import MPI
+from emulator.coordinator import stop
+say_after, wait = float(sys.argv[1]), float(sys.argv[2])
+MPI.COMM_WORLD.Barrier()
+began = time.monotonic()
+if MPI.COMM_WORLD.Get_rank() == 0:
+    if say_after >= 0:
+        time.sleep(say_after)  # rank 0 writing its results
+        stop.rank_0_has_said_it()
+else:
+    stop.let_rank_0_say_it(wait)
+waited = time.monotonic() - began
+if MPI.COMM_WORLD.Get_rank() and say_after >= 0:  # taken, for MPI's finalize
+    MPI.COMM_WORLD.recv(source=0, tag=stop.SAID_TAG)
+waited = MPI.COMM_WORLD.gather(waited, root=0)
+if waited:
+    print(*waited[1:], flush=True)
+"""
+
+
+def node_ranks_waited(say_after, wait):
+    """Seconds each node rank of a 3-rank job waited for rank 0's word."""
+    env = {k: v for k, v in os.environ.items() if k != stop.LAUNCHED_ENV}
+    proc = subprocess.run([mpiexec_path(), "-n", "3", sys.executable, "-c", SAYING,
+                           str(say_after), str(wait)], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [float(w) for w in proc.stdout.split()]
+
+
+@pytest.mark.mpi
+def test_node_ranks_go_when_rank_0_has_said_it_however_long_it_takes():
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    waited = node_ranks_waited(3.0, 20.0)  # longer than a fixed grace would give
+    assert len(waited) == 2 and all(3.0 <= w < 8.0 for w in waited), waited
+    waited = node_ranks_waited(-1, 1.5)  # rank 0 never says it: they go at the bound
+    assert len(waited) == 2 and all(1.5 <= w < 6.0 for w in waited), waited
+
+
 # -- whole commands ------------------------------------------------------------------------
 
 def segments():

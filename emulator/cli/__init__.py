@@ -115,6 +115,7 @@ def main(argv=None):
             stop.unlink_own_segments()
             sys.stdout.flush()
             sys.stderr.flush()
+            stop.rank_0_has_said_it()
             stop.let_rank_0_say_it()
             os._exit(stop.exit_status(signum))  # no MPI finalize to wait in: peers stop too
         print(stop.line(signum, getattr(args, "out", None)), file=sys.stderr)

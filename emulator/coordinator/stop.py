@@ -113,25 +113,62 @@ def line(signum: int, out: Optional[str] = None) -> str:
 LAUNCHED_ENV = "NODESEL_LAUNCHED"  # set by a nodesel command for the ranks it starts
 
 
+def _user_launched_rank() -> Optional[str]:
+    """This process's rank in a job the user's own mpiexec started, else None."""
+    if LAUNCHED_ENV in os.environ:
+        return None
+    return os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
+
+
 def says_it_here() -> bool:
     """True on the rank that reports a stop: rank 0 of a job the user's own mpiexec started
     (in a job a nodesel command started, that command does)."""
-    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
-    return rank == "0" and LAUNCHED_ENV not in os.environ
+    return _user_launched_rank() == "0"
 
 
-# a node rank of the user's own mpiexec, stopped, ends this much later than it could:
-# Hydra kills every rank once one has exited, and rank 0 must say its line first
-LINE_GRACE_SECONDS = 2.0
+# Under the user's own mpiexec, Hydra kills every rank once one has exited with an error:
+# a stopped node rank waits for rank 0 to write its results and say its line, this long
+# at most (Slurm's KillWait gives 30 s), then goes
+LINE_WAIT_SECONDS = 8.0
+SAID_TAG = 32766  # on COMM_WORLD, which the run's own messages never use (MPI: up to 32767)
+SAID_SEND_SECONDS = 1.0  # rank 0's word on its way to the node ranks, at most this long
 
 
-def let_rank_0_say_it() -> None:
-    """On a node rank of a job the user's own mpiexec started, stopped: wait a moment before
-    exiting, so that rank 0 prints its one line before Hydra, seeing this rank gone, kills
-    it (a rank waiting in the compiled message path now takes its signal at once)."""
-    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK"))
-    if rank not in (None, "0") and LAUNCHED_ENV not in os.environ:
-        time.sleep(LINE_GRACE_SECONDS)
+def _world() -> Any:
+    """MPI's COMM_WORLD where MPI is running in this process, else None."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+        return None
+    return mpi.COMM_WORLD
+
+
+def rank_0_has_said_it() -> None:
+    """On rank 0 of a job the user's own mpiexec started, stopped, its line printed: tell
+    each node rank (waiting in :func:`let_rank_0_say_it`) that it may go."""
+    world = _world() if _user_launched_rank() == "0" else None
+    if world is None:
+        return
+    from mpi4py import MPI
+
+    requests = [world.Isend(b"", dest=r, tag=SAID_TAG) for r in range(1, world.Get_size())]
+    deadline = time.monotonic() + SAID_SEND_SECONDS
+    while not MPI.Request.Testall(requests) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def let_rank_0_say_it(wait_seconds: float = LINE_WAIT_SECONDS) -> None:
+    """On a node rank of a job the user's own mpiexec started, stopped: wait until rank 0
+    has written what it keeps and said its line (:func:`rank_0_has_said_it`), at most
+    ``wait_seconds``, so that Hydra, seeing this rank gone, does not kill rank 0 first."""
+    rank = _user_launched_rank()
+    if rank in (None, "0"):
+        return
+    world = _world()
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if world is not None and world.Iprobe(source=0, tag=SAID_TAG):
+            return
+        time.sleep(0.01)
 
 
 def _mapped_segments(directory: str = SHM_DIR) -> set:
