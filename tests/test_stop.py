@@ -293,6 +293,53 @@ def test_other_commands_that_run_the_cluster_stop_the_same_way(tmp_path, argv, s
     assert segments() <= before
 
 
+@pytest.mark.mpi
+def test_a_batch_stopped_mid_play_under_the_users_own_mpiexec_says_it_at_once(tmp_path):
+    """Every rank of the user's own mpiexec gets the signal. Rank 0, on its way out, would
+    ask the stopped nodes to end their local users' load and wait for answers that never
+    come, while Hydra, once a node rank gives up, kills it before its line: a wait for
+    nodes ends at once once this process is stopped."""
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_seconds,benchmark,class,tasks,memory_mb,nodes\n"
+                    + "".join(f"{k},is,S,2,16,\n" for k in range(60)))
+    out = tmp_path / "batch"
+    before = segments()
+    proc = subprocess.Popen([mpiexec_path(), "-n", "5", sys.executable, "-m", "emulator",
+                             "batch", "--nodes", "4", "--jobs", str(jobs), "--no-progress",
+                             "--out", str(out)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "jobs.csv").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # the jobs are playing once their table is first written
+        assert (out / "jobs.csv").exists(), "the jobs never started"
+        time.sleep(1.0)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert said and said[-1] == f"nodesel: stopped by SIGTERM; results so far in {out}", \
+        err[-3000:]
+    assert seconds < 5, seconds  # no rank waits for another (each would, 8 s)
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while batch_ranks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not batch_ranks() and segments() <= before
+
+
+def batch_ranks():
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "-m emulator batch" in " ".join(p.info["cmdline"] or [])]
+
+
 def ranks_running():
     return [p.pid for p in psutil.process_iter(["cmdline"])
             if "emulator.coordinator.supervise" in " ".join(p.info["cmdline"] or [])]

@@ -154,7 +154,11 @@ class Coordinator:
         """Wait for one reply per rank in ``reqs``; raise NodeFailure on death or timeout.
 
         The exception carries ``pending``: the requests of the ranks that had not answered.
+        Once this process is stopped (a ``finally`` on the way out) there is no wait: the
+        nodes were stopped too, and would not answer.
         """
+        if stop.received() is not None:
+            raise stop.Stopped(stop.received())
         timeout = self.timeout_seconds if timeout is None else timeout
         # Peers of a silent node give up on it after the same timeout and say so: a short
         # grace lets their replies in, so only the silent node is blamed.
