@@ -9,11 +9,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def stop_when(args, sig, ready, *, wait_seconds=120.0):
-    """Run ``nodesel ARGS...``, send ``sig`` once ``ready()`` is true (or ``wait_seconds`` have
-    passed, or it ended) and return (exit status, stderr). Killed at the end whatever happens,
-    so a run that ignores the signal cannot outlive its test."""
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], cwd=ROOT,
+def stop_when(args, sig, ready, *, wait_seconds=120.0, launcher=()):
+    """Run ``nodesel ARGS...`` (under ``launcher``, such as ``mpiexec -n 3``), send ``sig``
+    once ``ready()`` is true (or ``wait_seconds`` have passed, or it ended) and return (exit
+    status, stderr). Killed at the end whatever happens, so a run that ignores the signal
+    cannot outlive its test."""
+    proc = subprocess.Popen([*launcher, sys.executable, "-m", "emulator", *args], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

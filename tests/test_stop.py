@@ -386,6 +386,37 @@ def test_grid_stopped_between_replications_keeps_the_finished_ones(tmp_path):
     assert len(rows) > 1 and not [p for p in out.iterdir() if p.name.startswith(".tmp")]
 
 
+@pytest.mark.mpi
+def test_grid_over_ranks_stopped_keeps_what_every_rank_finished(tmp_path):
+    """Under the user's own mpiexec each rank runs its share of the replications: rank 0
+    keeps on disk every replication finished on any rank, as it arrives."""
+    import csv
+    import json
+
+    from stopping import stop_when
+
+    if mpiexec_path() is None:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    out = tmp_path / "grid"
+
+    def others_finished():  # replications of ranks 1 and 2 on disk
+        try:
+            rows = list(csv.DictReader((out / "replications.csv").open()))
+        except (OSError, csv.Error):
+            return False
+        return {int(r["replication"]) % 3 for r in rows} == {0, 1, 2}
+
+    status, err = stop_when(["grid", "--grid", "hostfiles/grid-homogeneous.toml",
+                             "--replications", "300", "--jobs-per-site", "300", "--sharing",
+                             "0,50", "--targets", "shortest-queue", "--no-progress", "--out",
+                             str(out)], signal.SIGTERM, others_finished, wait_seconds=60,
+                            launcher=(mpiexec_path(), "-n", "3"))
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert said == [f"nodesel: stopped by SIGTERM; results so far in {out}"], err[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and 3 <= summary["replications_done"] < 300
+
+
 def test_ranks_that_die_moments_apart_are_named_together(monkeypatch):
     """Ranks 2 and 4 of a machine die while the coordinator looks: it finds rank 2 dead
     first and, a moment later, names both, not the first alone."""

@@ -74,6 +74,7 @@ def cmd_grid(args):
     from ..coordinator.launch import under_mpiexec
     from ..grid.experiment import replication
     from ..grid.gridfile import read_grid
+    from ..grid.spread import spread
 
     grid = read_grid(args.grid)
     if args.jobs_per_site:
@@ -88,38 +89,27 @@ def cmd_grid(args):
         comm = MPI.COMM_WORLD
         rank, size = comm.Get_rank(), comm.Get_size()
     out = output_folder(args.out, "results/grid") if rank == 0 else None
-    mine = list(range(rank, args.replications, size))
     bar = None
     if rank == 0 and not args.no_progress and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len(mine), desc=f"replications (rank 0 of {size})", leave=False)
-    results, failure = {}, None
+        bar = tqdm(total=args.replications, desc=f"replications ({size} ranks)", leave=False)
+
+    def keep(results):  # a stop keeps every replication that finished, on any rank
+        if bar is not None:
+            bar.update(len(results) - bar.n)
+        _write_results(grid, [results[k] for k in sorted(results)], sharing, targets, out,
+                       args, complete=False)
+
     try:
-        for r in mine:
-            results[r] = replication(grid, r, sharing, targets, args.seed)
-            if bar is not None:
-                bar.update(1)
-            if size == 1:  # a stop keeps every replication that finished
-                _write_results(grid, [results[k] for k in sorted(results)], sharing, targets,
-                               out, args, complete=False)
-    except UserError as e:
-        failure = str(e)
-    except Exception as e:  # noqa: BLE001 - under mpiexec, rank 0 must not wait for ever
-        if size == 1:
-            raise
-        failure = f"rank {rank}: replication {r} failed: {type(e).__name__}: {e}"
+        results, failure = spread(comm, args.replications,
+                                  lambda r: replication(grid, r, sharing, targets, args.seed),
+                                  keep)
     finally:
         if bar is not None:
             bar.close()
-    if comm is not None and size > 1:
-        gathered = comm.gather((results, failure), root=0)
-        if rank != 0:
-            return 2 if failure else 0
-        results, failures = {}, [f for _, f in gathered if f]
-        for part, _ in gathered:
-            results.update(part)
-        failure = failures[0] if failures else None
+    if rank != 0:
+        return 2 if failure else 0
     if failure:
         raise UserError(failure)
     return _write(grid, [results[r] for r in range(args.replications)], sharing, targets,
