@@ -165,6 +165,17 @@ def test_collectives_give_the_right_results(paced, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("ints", [10, 100_000], ids=["eager", "rendezvous"])
+def test_messages_to_itself_arrive_whole_however_they_are_received(paced, tmp_path, ints):
+    """A rank's messages to itself (its own node, no latency) go straight into a receive
+    posted before them: every int and count is checked, whole and strided datatypes, two
+    of one tag in order, and a message too long for its receive."""
+    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "local", str(ints)])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted((r["rank"], r["what"]) for r in rows) == [(0, "local_ok"), (1, "local_ok")]
+
+
+@pytest.mark.mpi
 def test_what_is_not_paced_is_named(paced, tmp_path):
     proc, rows, _ = mpiexec(tmp_path, 2, [paced, "unpaced"])
     assert "MPI_Scan is not paced by the emulated network" in proc.stderr

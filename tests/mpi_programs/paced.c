@@ -20,6 +20,10 @@
  *   paced bandwidth BYTES WINDOW N    OSU-style: rank 0 keeps WINDOW sends in flight to 1,
  *                                     then waits for an acknowledgement; N times: MB/s
  *   paced self BYTES COUNT            every rank sends to itself COUNT times: wall seconds
+ *   paced local INTS                  every rank sends INTS ints to itself, its receives
+ *                                     posted before and after, whole and every other one,
+ *                                     two of a tag in order, too many for the receive:
+ *                                     every int and count checked, "local_ok" or "_wrong"
  *   paced compute MILLIONS            no messages, MILLIONS million additions: wall seconds
  *   paced stuck                       rank 0 waits for a message rank 1 never sends
  * Build: mpicc -O2 -o paced paced.c */
@@ -308,6 +312,72 @@ static void self(int bytes, int count)
     free(in);
 }
 
+/* the messages of local() checked: a receive of `count` ints from itself, `in` zeroed */
+static int local_round(int *out, int *in, int count, MPI_Datatype send_dt, int send_count,
+                       MPI_Datatype recv_dt, int recv_count, int posted_first, int tag)
+{
+    MPI_Request rq[2];
+    MPI_Status st[2];
+    memset(in, 0, 2 * (size_t)count * sizeof(int));
+    if (posted_first)
+        MPI_Irecv(in, recv_count, recv_dt, rank, tag, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(out, send_count, send_dt, rank, tag, MPI_COMM_WORLD, &rq[1]);
+    if (!posted_first)
+        MPI_Irecv(in, recv_count, recv_dt, rank, tag, MPI_COMM_WORLD, &rq[0]);
+    MPI_Waitall(2, rq, st);
+    int got = -1;
+    MPI_Get_count(&st[0], MPI_INT, &got);
+    return got == count && st[0].MPI_SOURCE == rank && st[0].MPI_TAG == tag;
+}
+
+static void local(int count)
+{
+    int *out = malloc(2 * (size_t)count * sizeof(int)), *in = malloc(2 * (size_t)count * sizeof(int));
+    int ok = 1;
+    MPI_Datatype every_other;
+    MPI_Type_vector(count, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 2 * count; i++)
+            out[i] = round * 1000003 + i + 1;
+        for (int first = 0; first < 2; first++) {
+            ok &= local_round(out, in, count, MPI_INT, count, MPI_INT, count, first, 1);
+            for (int i = 0; i < count; i++)
+                ok &= in[i] == out[i] && in[count + i] == 0;
+            ok &= local_round(out, in, count, every_other, 1, every_other, 1, first, 2);
+            for (int i = 0; i < count; i++)
+                ok &= in[2 * i] == out[2 * i] && in[2 * i + 1] == 0;
+            ok &= local_round(out, in, count, every_other, 1, MPI_INT, 2 * count, first, 3);
+            for (int i = 0; i < count; i++)
+                ok &= in[i] == out[2 * i];
+        }
+        MPI_Request rq[2]; /* two of one tag: taken in the order sent */
+        MPI_Irecv(&in[0], 1, MPI_INT, rank, 4, MPI_COMM_WORLD, &rq[0]);
+        MPI_Irecv(&in[1], 1, MPI_INT, rank, 4, MPI_COMM_WORLD, &rq[1]);
+        MPI_Send(&out[0], 1, MPI_INT, rank, 4, MPI_COMM_WORLD);
+        MPI_Send(&out[1], 1, MPI_INT, rank, 4, MPI_COMM_WORLD);
+        MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+        ok &= in[0] == out[0] && in[1] == out[1];
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Request rq[2]; /* more than the receive holds: an error, posted first or not */
+    MPI_Status st[2];
+    for (int first = 0; first < 2; first++) {
+        if (first)
+            MPI_Irecv(in, count - 1, MPI_INT, rank, 5, MPI_COMM_WORLD, &rq[0]);
+        MPI_Isend(out, count, MPI_INT, rank, 5, MPI_COMM_WORLD, &rq[1]);
+        if (!first)
+            MPI_Irecv(in, count - 1, MPI_INT, rank, 5, MPI_COMM_WORLD, &rq[0]);
+        int rc = MPI_Waitall(2, rq, st), class = MPI_SUCCESS;
+        MPI_Error_class(st[0].MPI_ERROR, &class);
+        ok &= rc != MPI_SUCCESS && class == MPI_ERR_TRUNCATE;
+    }
+    MPI_Type_free(&every_other);
+    say(ok ? "local_ok" : "local_wrong", 0.0);
+    free(out);
+    free(in);
+}
+
 /* a fixed amount of work and no message: its wall seconds */
 static void compute(int millions)
 {
@@ -363,6 +433,8 @@ int main(int argc, char **argv)
         bandwidth(a, b, argc > 4 ? atoi(argv[4]) : 1);
     else if (!strcmp(test, "self"))
         self(a, b);
+    else if (!strcmp(test, "local"))
+        local(a);
     else if (!strcmp(test, "compute"))
         compute(a);
     else if (!strcmp(test, "stuck") && rank == 0) /* from rank 1, which never sends */
