@@ -426,16 +426,47 @@ static MPI_Request placeholder(void)
 
 /* -- messages ---------------------------------------------------------------------------- */
 
-/* A struct datatype over the header and the user's data (absolute addresses). */
-static MPI_Datatype framed(Wire *w, const void *buf, int count, MPI_Datatype dt)
+/* A struct datatype over the header and the user's data, at the header's address: the
+ * data `buf - w` bytes on. Those of a predefined datatype are kept, a few, and reused (a
+ * program sends from the same buffers over and over); `*owned`: the caller frees it. */
+#define FRAMES 8
+static struct {
+    MPI_Aint at;
+    int count;
+    MPI_Datatype dt, type;
+} frames[FRAMES];
+static int n_frames, next_frame;
+
+static MPI_Datatype framed(const Wire *w, const void *buf, int count, MPI_Datatype dt,
+                           int *owned)
 {
-    int lens[2] = {(int)sizeof(Wire), count};
-    MPI_Aint at[2];
+    MPI_Aint at = (MPI_Aint)((const char *)buf - (const char *)w);
+    for (int i = 0; i < n_frames; i++)
+        if (frames[i].at == at && frames[i].count == count && frames[i].dt == dt) {
+            *owned = 0;
+            return frames[i].type;
+        }
+    int lens[2] = {(int)sizeof(Wire), count}, ni, na, nd, combiner;
+    MPI_Aint disp[2] = {0, at};
     MPI_Datatype types[2] = {MPI_BYTE, dt}, out;
-    PMPI_Get_address(w, &at[0]);
-    PMPI_Get_address(buf, &at[1]);
-    PMPI_Type_create_struct(2, lens, at, types, &out);
+    PMPI_Type_create_struct(2, lens, disp, types, &out);
     PMPI_Type_commit(&out);
+    /* a program's own datatype may be freed and its handle given to another: not kept */
+    PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
+    *owned = combiner != MPI_COMBINER_NAMED;
+    if (!*owned) { /* (a type freed while a send uses it stays until the send is done) */
+        int k;
+        if (n_frames < FRAMES) {
+            k = n_frames++;
+        } else {
+            k = next_frame++ % FRAMES;
+            PMPI_Type_free(&frames[k].type);
+        }
+        frames[k].at = at;
+        frames[k].count = count;
+        frames[k].dt = dt;
+        frames[k].type = out;
+    }
     return out;
 }
 
@@ -507,12 +538,14 @@ static void start_send(Rec *r)
         PMPI_Pack(r->buf, r->count, r->dt, r->copy, (int)sizeof(Wire) + packed, &at, r->comm);
         err = PMPI_Isend(r->copy, at, MPI_BYTE, r->peer, r->tag, r->comm, &r->real);
     } else {
-        MPI_Datatype t = framed(&r->wire, r->buf, r->count, r->dt);
+        int owned;
+        MPI_Datatype t = framed(&r->wire, r->buf, r->count, r->dt, &owned);
         if (r->mode == SYNCHRONOUS) /* called, not taken by address: see the note above */
-            err = PMPI_Issend(MPI_BOTTOM, 1, t, r->peer, r->tag, r->comm, &r->real);
+            err = PMPI_Issend(&r->wire, 1, t, r->peer, r->tag, r->comm, &r->real);
         else
-            err = PMPI_Isend(MPI_BOTTOM, 1, t, r->peer, r->tag, r->comm, &r->real);
-        PMPI_Type_free(&t);
+            err = PMPI_Isend(&r->wire, 1, t, r->peer, r->tag, r->comm, &r->real);
+        if (owned)
+            PMPI_Type_free(&t);
     }
     if (err != MPI_SUCCESS)
         die("a send to rank %d failed in MPI (error %d)", dest, err);
@@ -616,9 +649,11 @@ static void pull(MPI_Comm comm)
                 "nodesel mpiexec?", size, st.MPI_SOURCE);
         Rec *r = direct_receive(comm, &st, world_of(comm, st.MPI_SOURCE), size);
         if (r) {
-            MPI_Datatype t = framed(&r->wire, r->buf, r->count, r->dt);
-            PMPI_Imrecv(MPI_BOTTOM, 1, t, &msg, &r->real);
-            PMPI_Type_free(&t);
+            int owned;
+            MPI_Datatype t = framed(&r->wire, r->buf, r->count, r->dt, &owned);
+            PMPI_Imrecv(&r->wire, 1, t, &msg, &r->real);
+            if (owned)
+                PMPI_Type_free(&t);
             memset(&r->st, 0, sizeof r->st);
             r->st.MPI_SOURCE = st.MPI_SOURCE;
             r->st.MPI_TAG = st.MPI_TAG;
@@ -1116,6 +1151,8 @@ int MPI_Finalize(void)
         report();
         S.on = 0;
         close(S.bell_fd);
+        while (n_frames > 0)
+            PMPI_Type_free(&frames[--n_frames].type);
     }
     return PMPI_Finalize();
 }

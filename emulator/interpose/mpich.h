@@ -26,6 +26,7 @@
 #define NS_IN_PLACE (-1)   /* (void *)-1 */
 #define NS_BOTTOM 0
 #define NS_THREAD_MULTIPLE 3
+#define NS_COMBINER_NAMED 1
 
 #ifndef MPI_VERSION /* the build: MPICH's types and constants, by the values above */
 typedef int MPI_Comm;
@@ -61,6 +62,7 @@ typedef struct MPI_Status {
 #define MPI_IN_PLACE ((void *)NS_IN_PLACE)
 #define MPI_BOTTOM ((void *)NS_BOTTOM)
 #define MPI_THREAD_MULTIPLE NS_THREAD_MULTIPLE
+#define MPI_COMBINER_NAMED NS_COMBINER_NAMED
 #else /* the check: the values above are MPICH's */
 _Static_assert(sizeof(MPI_Comm) == 4 && sizeof(MPI_Request) == 4 && sizeof(MPI_Datatype) == 4,
                "integer handles");
@@ -75,7 +77,8 @@ _Static_assert(MPI_PROC_NULL == NS_PROC_NULL && MPI_ANY_SOURCE == NS_ANY_SOURCE 
                    MPI_ANY_TAG == NS_ANY_TAG && MPI_UNDEFINED == NS_UNDEFINED,
                "ranks and tags");
 _Static_assert(MPI_SUCCESS == NS_SUCCESS && MPI_ERR_TRUNCATE == NS_ERR_TRUNCATE &&
-                   MPI_ERR_OTHER == NS_ERR_OTHER && MPI_THREAD_MULTIPLE == NS_THREAD_MULTIPLE,
+                   MPI_ERR_OTHER == NS_ERR_OTHER && MPI_THREAD_MULTIPLE == NS_THREAD_MULTIPLE &&
+                   MPI_COMBINER_NAMED == NS_COMBINER_NAMED,
                "codes");
 #endif
 
@@ -98,6 +101,8 @@ int PMPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_
 int PMPI_Group_free(MPI_Group *group);
 int PMPI_Type_size(MPI_Datatype datatype, int *size);
 int PMPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
+int PMPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses,
+                           int *num_datatypes, int *combiner);
 int PMPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
 int PMPI_Type_create_struct(int count, const int array_of_blocklengths[],
                             const MPI_Aint array_of_displacements[],
