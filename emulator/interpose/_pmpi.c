@@ -415,13 +415,26 @@ static void leave(Rec *r)
         }
 }
 
+static MPI_Request spare_handles[64]; /* placeholders let go, kept for the next requests */
+static int n_spare_handles;
+
 /* A handle of MPI's own for a request the library completes by itself (an inactive
  * persistent receive from MPI_PROC_NULL: unique while it lives, never started). */
 static MPI_Request placeholder(void)
 {
+    if (n_spare_handles > 0)
+        return spare_handles[--n_spare_handles];
     MPI_Request h;
     PMPI_Recv_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &h);
     return h;
+}
+
+static void let_go_of(MPI_Request *h)
+{
+    if (n_spare_handles < (int)(sizeof spare_handles / sizeof *spare_handles))
+        spare_handles[n_spare_handles++] = *h;
+    else
+        PMPI_Request_free(h);
 }
 
 /* -- messages ---------------------------------------------------------------------------- */
@@ -504,13 +517,13 @@ static void start_send(Rec *r)
     /* within a node a message crosses no link: no flow, no wait for the relay */
     int local = S.node[S.rank] == S.node[dest];
     r->holds = !local && r->mode != BUFFERED && bytes > BUFFER_BYTES;
-    char mine[FL_BELL_BYTES], theirs[FL_BELL_BYTES];
-    bell_of(S.rank, mine);
-    bell_of(dest, theirs);
     int32_t slot = -1;
     uint32_t gen = 0;
     double start = shm_wall_now();
     if (!local) {
+        char mine[FL_BELL_BYTES], theirs[FL_BELL_BYTES];
+        bell_of(S.rank, mine);
+        bell_of(dest, theirs);
         mi_lock(&S.m);
         int rc = api_add(&S.m, start, S.node[S.rank], S.node[dest], 8.0 * (double)bytes,
                          1 + r->holds, r->holds ? mine : NULL, r->holds ? FL_BELL_BYTES : 0,
@@ -905,7 +918,7 @@ static void release(Rec *r)
         return;
     }
     if (r->own_handle)
-        PMPI_Request_free(&r->handle);
+        let_go_of(&r->handle);
     free(r->copy);
     free(r);
 }
@@ -1151,6 +1164,8 @@ int MPI_Finalize(void)
         report();
         S.on = 0;
         close(S.bell_fd);
+        while (n_spare_handles > 0)
+            PMPI_Request_free(&spare_handles[--n_spare_handles]);
         while (n_frames > 0)
             PMPI_Type_free(&frames[--n_frames].type);
     }
