@@ -131,8 +131,16 @@ def test_testbed_up_and_down_with_a_fake_runner(tmp_path):
     assert os.access(files["launcher"], os.X_OK)
     sent = [a for a in run.argvs if a[3:5] == ["class", "add"]]
     assert len(sent) == 3 * (2 + 2)  # port, default and two destinations per node
+    # what a node receives: its port, under it the data's leaf and the pure ACKs' (served
+    # first, their filter the only one there)
     received = [a for a in run.argvs if a[:3] == ["tc", "class", "add"]]
-    assert [a[a.index("dev") + 1] for a in received] == ["tb-vn1", "tb-vn2", "tb-vn3"]
+    assert [a[a.index("dev") + 1] for a in received] == \
+        [dev for dev in ("tb-vn1", "tb-vn2", "tb-vn3") for _ in range(3)]
+    acks = [a for a in received if a[a.index("classid") + 1] == "1:ffe"]
+    assert len(acks) == 3 and all(a[a.index("prio") + 1] == "0" for a in acks)
+    filters = [a for a in run.argvs if a[:3] == ["tc", "filter", "add"]]
+    assert [(a[a.index("dev") + 1], a[-1]) for a in filters] == \
+        [("tb-vn1", "1:ffe"), ("tb-vn2", "1:ffe"), ("tb-vn3", "1:ffe")]
     state = json.load(open(bed.path))
     assert [c["kind"] for c in state["created"]][:3] == ["bridge", "netns", "link"]
     removed = bed.down()

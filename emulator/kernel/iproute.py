@@ -10,8 +10,8 @@ class per destination node holds the pair's available bandwidth (rate = ceil = a
 HTB never lends a pair more than it has), selected by a u32 filter on the destination
 address. Unclassified traffic (to the bridge address, say) goes to a default class at port
 capacity. What a node receives shares its port too: the bridge side of its veth carries one
-HTB class at port capacity. ``tc class change`` moves a pair to a new bandwidth without
-touching the others.
+HTB class at port capacity, pure TCP ACKs served first. ``tc class change`` moves a pair to a
+new bandwidth without touching the others.
 """
 
 import ipaddress
@@ -254,6 +254,20 @@ def add_port_limit(ns, dev, capacity_mbps):
                   f"{PORT_CLASS:x}"],
             tc + ["class", "add", "dev", dev, "parent", "1:", "classid", class_id(PORT_CLASS)]
             + _htb(cap)]
+
+
+def add_receive_port(ns, dev, capacity_mbps):
+    """What a node receives, through ``dev`` (the bridge side of its veth), at its port's
+    ``capacity_mbps``, pure TCP ACKs first: they go through a leaf of their own served
+    before the data's. The fluid model has no ACKs, and behind the data a node receives,
+    those of the data it sends would hold that data's clock back (a ring of 2 MiB exchanges
+    ran 21% slower than the model through a single FIFO here)."""
+    cap = check_rate(capacity_mbps, "port capacity")
+    leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
+            "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
+            "quantum", "3028"]
+    return _classes(_tc(ns, dev), dev, cap, leaf + ["prio", "1"],
+                    [(ACK_CLASS, leaf + ["prio", "0"], PURE_ACK, 1)])
 
 
 def change_rate(ns, dev, minor, rate_mbps, capacity_mbps):

@@ -204,8 +204,8 @@ class Testbed:
                                                         capacity_mbps))
             for i, node in enumerate(L.node_names()):
                 # what the node receives: the bridge side of its veth, at port capacity
-                self._steps(iproute.add_port_limit(None, L.veth(node),
-                                                   capacity_mbps * WIRE_PER_PAYLOAD))
+                self._steps(iproute.add_receive_port(None, L.veth(node),
+                                                     capacity_mbps * WIRE_PER_PAYLOAD))
                 self._make("qdisc", f"{L.namespace(node)}/{NS_DEV}",
                            iproute.add_shaping(L.namespace(node), NS_DEV,
                                                capacity_mbps * WIRE_PER_PAYLOAD,
