@@ -261,13 +261,9 @@ def add_receive_port(ns, dev, capacity_mbps):
     ``capacity_mbps``, pure TCP ACKs first: they go through a leaf of their own served
     before the data's. The fluid model has no ACKs, and behind the data a node receives,
     those of the data it sends would hold that data's clock back (a ring of 2 MiB exchanges
-    ran 21% slower than the model through a single FIFO here)."""
-    cap = check_rate(capacity_mbps, "port capacity")
-    leaf = ["htb", "rate", rate_arg(MIN_RATE_MBPS), "ceil", rate_arg(cap),
-            "burst", str(htb_burst_bytes(cap)), "cburst", str(htb_burst_bytes(cap)),
-            "quantum", "3028"]
-    return _classes(_tc(ns, dev), dev, cap, leaf + ["prio", "1"],
-                    [(ACK_CLASS, leaf + ["prio", "0"], PURE_ACK, 1)])
+    ran 21% slower than the model through a single FIFO here). A fair link with no pairs:
+    one data leaf, beside the ACKs'."""
+    return add_fair_link(ns, dev, capacity_mbps, [])
 
 
 def change_rate(ns, dev, minor, rate_mbps, capacity_mbps):
