@@ -311,6 +311,49 @@ def test_the_relay_reports_a_flows_end_and_leaves_nothing():
     assert not any(os.path.exists(p) for p in paths)
 
 
+def test_a_program_shares_a_model_that_another_process_solves(paced):
+    """A batch run's model is shared by the node ranks, any of which may reach the end of a
+    program's flow first: here a second view of the same memory, always 5 ms ahead, stands
+    for them. The program's 1 MB still arrives when the model says (80 ms alone, 160 ms
+    beside a long flow on its path, each from the model's clock: 5 ms after the send), not
+    at the rank's time-out."""
+    import mmap
+    import threading
+
+    from emulator.interpose.job import ProgramOptions, run_program
+    from emulator.network.sharing import ClusterModel, model_plan, state_bytes
+
+    cluster = crossbar(2)
+    timeline = full_capacity_timeline(cluster)
+    plan = model_plan(cluster, timeline)
+    memory = mmap.mmap(-1, state_bytes(plan, 4096))
+    mine, other = (ClusterModel(cluster, timeline, window=memory, create=create,
+                                max_flows=4096, plan=plan) for create in (True, False))
+    mine.set_clock(epoch=time.time())
+    stop = threading.Event()
+
+    def solve_elsewhere():
+        while not stop.is_set():
+            other.fluid.advance(time.time() + 0.005)
+            time.sleep(0.0001)
+
+    solver = threading.Thread(target=solve_elsewhere)
+    solver.start()
+    try:
+        program, options = [paced, "fanout", "1000000"], ProgramOptions(timeout_seconds=10)
+        alone = run_program(cluster, timeline, ["n1", "n2"], program, options, model=mine)
+        other.fluid.add(time.time(), 0, 1, 8e9)  # 1 GB from n1 to n2: all along
+        shared = run_program(cluster, timeline, ["n1", "n2"], program, options, model=mine)
+    finally:
+        stop.set()
+        solver.join()
+    assert alone.status == shared.status == 0, (alone.errors, shared.errors)
+    assert near(alone.seconds, 0.085, 0.1) and near(shared.seconds, 0.165, 0.1), \
+        (alone.seconds, shared.seconds)
+    counts = mine.fluid.counts()  # the program left no flow behind: the long one only
+    assert (counts["active"], counts["free"]) == (1, 4095), counts
+
+
 def test_a_killed_launchers_files_go_at_the_next_start(tmp_path):
     from emulator.interpose.relay import PREFIX, remove_orphan_files
 

@@ -98,16 +98,18 @@ class ProgramOptions:
 
 
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str],
-                options: ProgramOptions = ProgramOptions()) -> ProgramRun:
+                options: ProgramOptions = ProgramOptions(), *, model: Any = None) -> ProgramRun:
     """Run ``argv`` (an MPI program and its arguments) as one job of ``len(rank_nodes)``
     ranks on the cluster."""
-    return run_programs(cluster, timeline, [(rank_nodes, argv)], options)[0]
+    return run_programs(cluster, timeline, [(rank_nodes, argv)], options, model=model)[0]
 
 
 def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
-                 options: ProgramOptions = ProgramOptions()) -> list:
+                 options: ProgramOptions = ProgramOptions(), *, model: Any = None) -> list:
     """Run programs at once on the cluster, sharing its one model: ``jobs`` is a list of
-    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order."""
+    ``(rank_nodes, argv)``, each its own ``mpiexec``. Their :class:`ProgramRun` in order.
+    Given ``model`` (one that others share, such as a batch run's), their flows go into it
+    and its clock is theirs (``options``' dilation, time scale and epoch do not apply)."""
     mpiexec = options.mpiexec or mpiexec_path()
     if mpiexec is None:
         raise UserError("mpiexec not found; install the 'mpich' wheel (pip install mpich)")
@@ -117,7 +119,7 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
     with tempfile.TemporaryDirectory(prefix="nodesel-program-") as tmp, \
             ServedProgram(cluster, timeline, [nodes for nodes, _ in jobs],
                           dilation=options.dilation, time_scale=options.time_scale,
-                          epoch=options.epoch) as served:
+                          epoch=options.epoch, model=model) as served:
         stats = [os.path.join(tmp, f"ranks-{j}.jsonl") for j in range(len(jobs))]
         commands = [mpiexec_command(mpiexec, len(nodes), dict(
             served.environment(j), NODESEL_PMPI_STATS=stats[j],

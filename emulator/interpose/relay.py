@@ -8,6 +8,11 @@ each flow's end (and a large send's release) back into the mirror, which rings t
 rank's doorbell. It is the served model's owner and a host's agent
 (:mod:`emulator.shaping.served`) in one thread, the mirror between them in place of MPI.
 
+In a batch run (:mod:`emulator.batch.live`) the model is the one the node ranks share
+(an MPI shared-memory window, solved by whichever process touches it):
+:class:`WindowRelay` puts the program's flows into it beside the skeletons' and reads their
+ends there, since another process may be the one that reaches them.
+
 Each pair of ranks' one-way latency (:func:`~emulator.network.cluster.path_latency_seconds`,
 wall seconds under the dilation) is a second file the library maps.
 """
@@ -28,6 +33,7 @@ from ..network.sharing import BUFFER_BITS, ClusterModel
 from ..network import _mirror  # type: ignore[attr-defined]  # compiled
 from ..network.owner import ModelOwner
 
+FL_RECEIVER = 1  # the party whose doorbell a flow's earlier end rings (fluid.h)
 NET_SECONDS = 0.01  # the relay's longest sleep with nothing due and no ring
 SHM_DIR = "/dev/shm"
 MIRROR_SLOTS = 16384  # flows in flight at once
@@ -87,6 +93,60 @@ class LocalOwner(ModelOwner):
         return True
 
 
+class WindowRelay(LocalOwner):
+    """:class:`LocalOwner` over a model that other processes solve too. Their solves are
+    not in this process's log, so it reads each of its flows' state; its flows carry its
+    doorbell, rung when another's solve brings their end earlier."""
+
+    def __init__(self, model: ClusterModel, mirror: Any, node_host: list, bell: bytes) -> None:
+        super().__init__(model, mirror, node_host, bell)
+        self.fluid.track(False)  # the log would only grow: nothing here takes it
+        self.bell_name = bell
+        self.releases: dict = {}  # (slot, gen) -> projected release wall time, not yet out
+        self.next_release = float("inf")
+
+    def due(self) -> float:
+        return max(min(self.fluid.next_event(), self.next_release) - time.time(), 0.0)
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:  # a program gone mid-run leaves no background flow in the shared model
+            for slot, gen in [*self.flows, *self.persistent.values()]:
+                self.fluid.drop(slot, gen)
+
+    def _event(self, host: int, event: tuple) -> None:
+        kind, gid, ggen, src, dst, amount, bound, resource, persistent, bucket, wall, _ = event
+        if kind == _mirror.END or persistent:
+            super()._event(host, event)
+            return
+        slot, gen, _ = self.fluid.add(min(wall, time.time()), src, dst, amount,
+                                      receiver_bell=self.bell_name, bound=bound,
+                                      resource=resource, bucket=bool(bucket))
+        self.flows[(slot, gen)] = (gid, ggen)
+        self.releases[(slot, gen)] = float("nan")
+
+    def _report(self) -> bool:
+        batch = []
+        now = time.time()
+        self.next_release = float("inf")
+        for key, (gid, ggen) in list(self.flows.items()):
+            view = self.fluid.view(*key, now, FL_RECEIVER)
+            if view["done"]:
+                batch.append((gid, ggen, _mirror.DONE, view["end"]))
+                del self.flows[key]
+                self.releases.pop(key, None)
+                self.fluid.drop(*key)
+            elif view["released"] and key in self.releases:
+                batch.append((gid, ggen, _mirror.RELEASE, view["release"]))
+                del self.releases[key]
+            elif key in self.releases:
+                self.next_release = min(self.next_release, view["release"])
+        if batch:
+            self.send(batch, 0, 0)
+        return bool(batch)
+
+
 def _shared_file(path: str, size: int) -> Any:
     """A new file of ``size`` bytes (this user's alone), mapped."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -126,11 +186,13 @@ class ServedProgram:
     relay exist and :meth:`environment` is what each rank of a job needs; on exit both are
     gone. Each job has its own id (its ranks' doorbells) and latency table. The scenario's
     time 0 is at wall time ``epoch`` (default: on entry), so a run can go on from where an
-    earlier one on the same scenario left it."""
+    earlier one on the same scenario left it. Given ``model`` (a model other processes
+    share, its clock set), the programs' flows go into it, on its clock, beside theirs."""
 
     def __init__(self, cluster: Any, timeline: Any, jobs: Sequence[Sequence[str]], *,
                  dilation: float = 1.0, time_scale: float = 1.0,
-                 max_slots: int = MIRROR_SLOTS, epoch: Optional[float] = None) -> None:
+                 max_slots: int = MIRROR_SLOTS, epoch: Optional[float] = None,
+                 model: Optional[ClusterModel] = None) -> None:
         if not 1 <= len(jobs) < 255:
             raise ValueError(f"1 to 254 programs at once, not {len(jobs)}")
         self.cluster, self.timeline = cluster, timeline
@@ -147,6 +209,7 @@ class ServedProgram:
         self.model: Optional[ClusterModel] = None
         self.relay: Optional[LocalOwner] = None
         self.epoch = epoch
+        self.shared = model
 
     @staticmethod
     def _path(job: str, what: str) -> str:
@@ -165,11 +228,17 @@ class ServedProgram:
 
     def _start(self) -> None:
         remove_orphan_files()
-        self.model = ClusterModel(self.cluster, self.timeline)
-        if self.epoch is None:
-            self.epoch = time.time()
-        self.model.set_clock(epoch=self.epoch, time_scale=self.time_scale,
-                             dilation=self.dilation)
+        if self.shared is not None:
+            self.model = self.shared
+            clock = self.model.clock()
+            self.epoch, self.dilation = clock["epoch"], clock["dilation"]
+            self.time_scale = clock["time_scale"]
+        else:
+            self.model = ClusterModel(self.cluster, self.timeline)
+            if self.epoch is None:
+                self.epoch = time.time()
+            self.model.set_clock(epoch=self.epoch, time_scale=self.time_scale,
+                                 dilation=self.dilation)
         n_nodes = len(self.model.nodes)
         memory = _shared_file(self.paths[0], _mirror.mirror_bytes(n_nodes, self.max_slots))
         self._maps.append(memory)
@@ -181,8 +250,9 @@ class ServedProgram:
             table = _shared_file(path, max(latency.nbytes, 8))
             table[:latency.nbytes] = latency.tobytes()
             self._maps.append(table)
-        self.relay = LocalOwner(self.model, self.mirror, [0] * n_nodes,
-                                b"\0P" + self.relay_id.encode() + b"ffffffff")
+        relay = LocalOwner if self.shared is None else WindowRelay
+        self.relay = relay(self.model, self.mirror, [0] * n_nodes,
+                           b"\0P" + self.relay_id.encode() + b"ffffffff")
         self.relay.start()
 
     def environment(self, job: int = 0) -> dict:
