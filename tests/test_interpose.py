@@ -14,34 +14,20 @@ import time
 
 import pytest
 
-from emulator.coordinator.launch import mpiexec_path
 from emulator.network.cluster import crossbar
 from emulator.network.scenario import full_capacity_timeline
 from emulator.network.sharing import BUFFER_BITS, simulate
 
+from programs import HAVE_MPICC, MPICC
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPICC = os.path.join(os.path.dirname(sys.executable), "mpicc")
 NPB = os.path.join(ROOT, "..", "shared", "npb", "NPB3.3-MPI")
-HAVE_MPICC = mpiexec_path() is not None and os.path.exists(MPICC) and \
-    (shutil.which("gcc") or shutil.which("cc")) is not None
 needs_mpicc = pytest.mark.skipif(not HAVE_MPICC,
                                  reason="needs the mpich wheel's mpicc and a C compiler")
 LATENCY = 0.0001  # the default crossbar's, seconds
 # Timed checks run at dilation 4: a wake-up that a busy machine makes late (two loops on the
 # 2 cores beside the ranks: up to 3 ms) is then a quarter of that in emulated seconds.
 SLOWED = ("--dilation", "4")
-
-
-@pytest.fixture(scope="module")
-def paced(tmp_path_factory):
-    if not HAVE_MPICC:
-        pytest.skip("needs the mpich wheel's mpicc and a C compiler")
-    out = tmp_path_factory.mktemp("paced") / "paced"
-    build = subprocess.run([MPICC, "-O2", "-o", str(out),
-                            os.path.join(ROOT, "tests", "mpi_programs", "paced.c")],
-                           capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stderr
-    return str(out)
 
 
 def mpiexec(tmp_path, n, program, *options, timeout=120):
