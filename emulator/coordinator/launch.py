@@ -58,9 +58,11 @@ def report_started():
             pass
 
 
-def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=None):
+def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=None,
+                stderr=None):
     """Run an mpiexec command line (its standard output to ``stdout``, a file or
-    ``subprocess.DEVNULL``; default ours) and return its status. On Ctrl-C, mpiexec gets SIGINT
+    ``subprocess.DEVNULL``; default ours; its standard error to ``stderr`` likewise) and
+    return its status. On Ctrl-C, mpiexec gets SIGINT
     (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
     ranks of the job are not left behind either way.
 
@@ -80,11 +82,13 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
         # mpiexec's last write to it otherwise kills mpiexec (status -13, about 1 run in 75
         # of a one-rank job on a busy machine) though every rank exited as it should. Hydra
         # gives the ranks SIGPIPE's default back.
-        proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(argv, env=env, stdout=stdout,
+                                stderr=subprocess.PIPE if stderr is None else stderr,
                                 restore_signals=False)
         stopping = threading.Event()
         relay = threading.Thread(target=_relay, args=(proc.stderr, stopping), daemon=True)
-        relay.start()
+        if stderr is None:
+            relay.start()
         # SIGTERM (a batch system's or kill's) and SIGHUP end the job as Ctrl-C does, so
         # that what the caller made for it (a testbed) is taken down in its finally
         main = threading.current_thread() is threading.main_thread()
@@ -108,7 +112,8 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
             _end(proc, signal.SIGINT, grace_seconds)
             raise
         finally:
-            relay.join(timeout=5.0)  # what the job said is out before the caller speaks
+            if relay.is_alive():
+                relay.join(timeout=5.0)  # what the job said is out before the caller speaks
             for s, handler in previous.items():
                 signal.signal(s, handler)
             # ranks that ended without MPI's finalize (stopped, killed) leave MPICH's

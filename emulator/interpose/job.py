@@ -87,7 +87,8 @@ class ProgramOptions:
     many times as long), ``time_scale`` (emulated seconds per wall second), each job
     within ``timeout_seconds``, launched by ``mpiexec`` (default the wheel's), the
     scenario's time 0 at wall time ``epoch`` (default: now), their output to ``stdout``
-    (``subprocess.DEVNULL``, a file; default ours)."""
+    (``subprocess.DEVNULL``, a file; default ours) and their errors (the launcher's too)
+    to ``stderr`` likewise."""
 
     dilation: float = 1.0
     time_scale: float = 1.0
@@ -95,6 +96,7 @@ class ProgramOptions:
     mpiexec: Optional[str] = None
     epoch: Optional[float] = None
     stdout: Any = None
+    stderr: Any = None
 
 
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str],
@@ -125,7 +127,7 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
             served.environment(j), NODESEL_PMPI_STATS=stats[j],
             NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(options.timeout_seconds))), argv)
             for j, (nodes, argv) in enumerate(jobs)]
-        statuses = _run_all(commands, options.stdout)
+        statuses = _run_all(commands, options.stdout, options.stderr)
         runs = []
         for status, path in zip(statuses, stats):
             ranks, errors = _read_ranks(path)
@@ -135,13 +137,13 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
         return runs
 
 
-def _run_all(commands: list, stdout: Any) -> list:
+def _run_all(commands: list, stdout: Any, stderr: Any) -> list:
     """Each command's status, the first in this thread (which takes Ctrl-C), the rest in
     threads of their own."""
     statuses: list = [None] * len(commands)
 
     def one(j: int) -> None:
-        statuses[j] = run_mpiexec(commands[j], stdout=stdout)
+        statuses[j] = run_mpiexec(commands[j], stdout=stdout, stderr=stderr)
 
     others = [threading.Thread(target=one, args=(j,)) for j in range(1, len(commands))]
     for thread in others:
