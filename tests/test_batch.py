@@ -1,6 +1,7 @@
 """The batch coordinator's pure parts: jobs files and the generator, node selection
 policies, CISNE's equations and Algorithm 1 on hand-worked states, the shared CPU."""
 
+import re
 import threading
 import time
 
@@ -160,6 +161,52 @@ def test_jobs_carry_their_memory_from_the_class_or_the_file(tmp_path):
         check_fits([mg], 4, path=str(f), memory_mb=[512, 128, 128, 128])
     f.write_text("arrival_seconds,benchmark,class,tasks,memory_mb\n0,mg,A,2,lots\n")
     with pytest.raises(InputFileError, match="line 2: memory_mb"):
+        read_jobs(f)
+
+
+def test_a_command_makes_a_job_a_real_program(tmp_path):
+    """A ``command`` in place of a benchmark: the program found (its path kept), its name the
+    file's unless the job gives one, any task count, no memory unless given; a CSV written
+    from the jobs reads its programs back the same."""
+    from emulator.batch.programs import check_shaping
+    from emulator.errors import UserError
+
+    program = tmp_path / "my solver"  # a space: the command line quotes it
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    f = tmp_path / "jobs.csv"
+    f.write_text("arrival_seconds,benchmark,class,tasks,command\n"
+                 "0,cg,A,4,\n"
+                 f"1,,,3,\"'{program}' --grid 3,3\"\n"
+                 f"2,solver,,5,'{program}'\n")
+    cg, first, named = read_jobs(f)
+    assert cg.command is None and cg.kind == "communication"
+    assert first.command == (str(program), "--grid", "3,3") and first.benchmark == "my solver"
+    assert (first.tasks, first.kind, first.task_memory_mb) == (3, "program", 0.0)
+    assert first.application == (f"'{program}' --grid 3,3", "", 3)
+    assert named.benchmark == "solver" and named.command == (str(program),)
+    again = tmp_path / "again.csv"
+    again.write_text(write_jobs_csv([cg, first, named]))
+    assert read_jobs(again)[1:] == [first, named]
+    t = tmp_path / "jobs.toml"
+    t.write_text(f'[[job]]\narrival_seconds = 0\ntasks = 2\ncommand = ["{program}", "x"]\n')
+    assert read_jobs(t)[0].command == (str(program), "x")
+    check_shaping([cg, first], "inproc")
+    check_shaping([cg], "tc")
+    with pytest.raises(UserError, match="needs --shaping inproc, not tc"):
+        check_shaping([cg, first], "tc")
+
+
+@pytest.mark.parametrize("row, says", [
+    ("0,,,2,./nowhere 3", "line 2: command: no executable program './nowhere'"),
+    ("0,,,2,'unclosed", "line 2: command: cannot split it"),
+    ("0,,,0,true", "line 2: tasks: must be at least 1"),
+    ("0,,,2,", "line 2: benchmark: missing (a NAS benchmark, or a command to run)"),
+])
+def test_a_bad_command_is_named_by_its_line(tmp_path, row, says):
+    f = tmp_path / "jobs.csv"
+    f.write_text(f"arrival_seconds,benchmark,class,tasks,command\n{row}\n")
+    with pytest.raises(InputFileError, match=re.escape(says)):
         read_jobs(f)
 
 

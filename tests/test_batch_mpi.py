@@ -219,6 +219,21 @@ def test_two_communicating_jobs_on_the_same_nodes_share_the_network(tmp_path):
         assert abs(slowdown / model_slowdown - 1) <= 0.1, (slowdown, model_slowdown)
 
 
+def test_a_real_program_shares_the_batchs_network_with_the_local_users(paced):
+    """A jobs file's command: ``paced fanout 4000000`` (4 MB from n1 to n2) takes 0.32 s
+    alone at 100 Mbit/s; played as a batch job beside local users whose LAN traffic (a
+    flow the node ranks put into the shared model) takes 50 Mbit/s of n1's port, it gets
+    the other half and takes twice as long, as the model says."""
+    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable,
+                           os.path.join(ROOT, "tests", "mpi_programs", "batch_program.py"),
+                           paced], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["status"] == "done" and not got["events"], got
+    assert got["alone_seconds"] == pytest.approx(0.32, rel=0.1), got
+    assert got["loaded_seconds"] == pytest.approx(0.64, rel=0.1), got
+
+
 def test_killed_node_job_is_requeued_and_completes(tmp_path):
     out = tmp_path / "killed"
     # 6 class-W jobs on 5 nodes; rank 2 (node n2) is killed once a job runs on it

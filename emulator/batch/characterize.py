@@ -9,15 +9,19 @@ CPUtime_tot the CPU time of its tasks (their mean, in CPU-seconds). With it come
 model's communication time of the job's pattern on those nodes under the status graph
 measured before (``comm_model``), the reference of the ``net-net`` estimator. Results are
 cached in a JSON file keyed by benchmark, class, tasks, iterations and the network (cluster,
-scenario, clock, shaping and CPU), so later runs only measure what is new.
+scenario, clock, shaping and CPU), so later runs only measure what is new. A real program
+(a jobs file's ``command``) is characterized the same way (:mod:`.programs`), keyed by its
+command line and the time its file was built.
 """
 
 import json
 import os
+import shlex
 import time
 
 from ..errors import InputFileError
 from ..files import write_json_atomic
+from .programs import measure_program
 
 CACHE_VERSION = 6  # 6: comm_model_seconds charges latency
 
@@ -68,12 +72,20 @@ def measure_one(coordinator, nodes, benchmark, npb_class, tasks, iterations, com
 
 def characterize(coordinator, nodes, wanted, *, iterations, network, cache_path=None,
                  comm_model=None):
-    """Characterizations of ``wanted`` (benchmark, class, tasks) triples, measuring only
-    those not in the cache; ``iterations`` caps a benchmark's iterations (benchmark -> N).
-    Returns {(benchmark, class, tasks): entry}."""
+    """Characterizations of ``wanted`` (benchmark, class, tasks) triples (a real program's:
+    its command line, "", tasks), measuring only those not in the cache; ``iterations``
+    caps a benchmark's iterations (benchmark -> N). Returns {(benchmark, class, tasks): entry}."""
     entries = read_cache(cache_path)
     out = {}
     for benchmark, npb_class, tasks in sorted(set(wanted)):
+        if not npb_class:  # a real program: its command line, and when it was built
+            command = shlex.split(benchmark)
+            k = key(benchmark, os.stat(command[0]).st_mtime_ns, tasks, None, network)
+            if k not in entries:
+                entries[k] = measure_program(coordinator, nodes, command, tasks)
+                write_cache(cache_path, entries)
+            out[(benchmark, npb_class, tasks)] = entries[k]
+            continue
         its = iterations.get(benchmark)
         k = key(benchmark, npb_class, tasks, its, network)
         if k not in entries:

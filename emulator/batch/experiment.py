@@ -27,6 +27,7 @@ from . import report
 from .characterize import characterize
 from .jobs import generate_jobs
 from .live import BatchRun, BatchSettings, comm_model_function
+from .programs import check_model
 
 MIN_RUNS_FOR_INTERVAL = 3  # repeats of a cell before it gets an interval
 
@@ -283,7 +284,9 @@ def _play(coordinator: Any, plan: ExperimentPlan, jobs: list, graph: Any, key: t
     current = [label, frac, repeat, None]
     run = BatchRun(coordinator, jobs, outputs.chars, settings, graph=graph,
                    on_change=lambda r: outputs.write(current, False),
-                   progress=bar.update if bar else None)
+                   progress=bar.update if bar else None,
+                   program_output_dir=os.path.join(outputs.out_dir, "programs",
+                                                   f"{label}-{frac:g}-{repeat}"))
     current[3] = run
     run.start_local_load(plan.load_spec)
     started = time.time()
@@ -318,7 +321,9 @@ def run_experiment(coordinator: Any, plan: ExperimentPlan, out_dir: str, *,
 
     nodes = coordinator.up
     lists = plan.job_lists(nodes)
-    wanted = {(j.benchmark, j.npb_class, j.tasks) for js in lists.values() for j in js}
+    if any(j.command for js in lists.values() for j in js):
+        check_model(coordinator)  # before the measurements, not after them
+    wanted = {j.application for js in lists.values() for j in js}
     cluster = coordinator.settings.cluster
     columns = report.columns(plan.base.estimators)
     outputs = _Outputs(coordinator, out_dir, plan, plan.settings_json(nodes), columns)

@@ -9,7 +9,13 @@ A jobs file is CSV, TOML or SWF. CSV has a header and one job per line::
 TOML lists ``[[job]]`` tables with the same fields (``class`` may be left out: A). An
 optional ``memory_mb`` gives each task's memory; without it the class's problem size does
 (:mod:`emulator.batch.memory`). An optional ``nodes`` (names separated by spaces, one per
-task; a list in TOML) pins the job to those nodes, whatever the placement policy. An SWF
+task; a list in TOML) pins the job to those nodes, whatever the placement policy. An
+optional ``command`` makes the job a real MPI program (built with the mpich wheel's
+``mpicc``) in place of a skeleton: the program and its arguments (split as a shell would,
+nothing run through one; a list in TOML), its ranks started by nodesel on the job's nodes
+under the interposition library (:mod:`emulator.interpose`); ``benchmark`` is then only
+its name (default: the program's file name), ``class`` is not used and ``memory_mb``
+defaults to 0. An SWF
 trace gives arrival (field 2) and tasks (requested processors, field 8, else allocated,
 field 5); its executable number (field 14) picks the benchmark, 1..8 standing for bt, cg,
 ep, ft, is, lu, mg, sp. Every problem names the file, the line (or table) and the field.
@@ -22,6 +28,8 @@ benchmarks and half from communication-bound ones, shuffled, seeded.
 import csv
 import io
 import os
+import shlex
+import shutil
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -36,7 +44,7 @@ from ..files import read_input_text
 from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
 from .memory import task_memory_mb
 
-FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb", "nodes")
+FIELDS = ("arrival_seconds", "benchmark", "class", "tasks", "memory_mb", "nodes", "command")
 # Hanzich et al.'s jobs (CG, IS, MG, BT), split by what dominates their time on a 100 Mbit/s
 # switch (class A, 4 tasks, the emulator's characterization): BT computes, the rest talk.
 COMPUTE_BOUND = ("bt", "ep", "lu", "sp")
@@ -58,16 +66,29 @@ class BatchJob:
     tasks: int
     memory_mb: float = None  # per task; None: estimated from the class
     nodes: tuple = None  # the nodes it must run on (rank i on nodes[i]); None: the policy's
+    command: tuple = None  # a real program and its arguments in place of the skeleton
 
     @property
     def task_memory_mb(self):
         if self.memory_mb is not None:
             return self.memory_mb
+        if self.command:
+            return 0.0
         return task_memory_mb(self.benchmark, self.npb_class, self.tasks)
 
     @property
     def kind(self):
+        if self.command:
+            return "program"
         return "compute" if self.benchmark in COMPUTE_BOUND else "communication"
+
+    @property
+    def application(self):
+        """What is characterized, once for all jobs alike: ``(benchmark, class, tasks)``;
+        for a program ``(its command line, "", tasks)``."""
+        if self.command:
+            return (shlex.join(self.command), "", self.tasks)
+        return (self.benchmark, self.npb_class, self.tasks)
 
     def to_json(self):
         return asdict(self)
@@ -86,10 +107,65 @@ def _nodes(path, where, nodes, ntasks):
     return tuple(names)
 
 
+def _command(path, where, command):
+    """A job's program and arguments (a string split as a shell would, or a list in TOML),
+    the program found; None if not given."""
+    if command is None or (isinstance(command, str) and not command.strip()):
+        return None
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as e:
+            raise InputFileError(path, f"{where}: command", f"cannot split it: {e}") from None
+    elif isinstance(command, list) and command and all(isinstance(w, str) for w in command):
+        argv = command
+    else:
+        raise InputFileError(path, f"{where}: command",
+                             "must be a program and its arguments (a string or a list)")
+    program = argv[0]
+    found = shutil.which(program) if os.sep not in program else \
+        (program if os.path.isfile(program) and os.access(program, os.X_OK) else None)
+    if found is None:
+        raise InputFileError(path, f"{where}: command",
+                             f"no executable program {program!r} (build it with the mpich "
+                             "wheel's mpicc; give its path)")
+    return (os.path.abspath(found),) + tuple(argv[1:])
+
+
+def _program_job(path, where, k, arrival, fields, command):
+    """Job ``k``, a real program: its name, task count and memory checked."""
+    tasks, memory_mb = fields["tasks"], fields.get("memory_mb")
+    try:
+        ntasks = int(str(tasks).strip())
+    except (TypeError, ValueError):
+        raise InputFileError(path, f"{where}: tasks",
+                             f"must be a whole number, got {tasks!r}") from None
+    if ntasks < 1:
+        raise InputFileError(path, f"{where}: tasks", f"must be at least 1, got {ntasks}")
+    name = str(fields.get("benchmark") or "").strip() or os.path.basename(command[0])
+    return BatchJob(k, arrival, name, "", ntasks, _memory(path, where, memory_mb),
+                    _nodes(path, where, fields.get("nodes"), ntasks), command)
+
+
+def _memory(path, where, memory_mb):
+    """A job's ``memory_mb``: a positive number of MB per task, or None if not given."""
+    if memory_mb is None or str(memory_mb).strip() == "":
+        return None
+    try:
+        memory_mb = float(memory_mb)
+    except (TypeError, ValueError):
+        memory_mb = None
+    if isinstance(memory_mb, bool) or memory_mb is None or not 0 < memory_mb < 1e9:
+        raise InputFileError(path, f"{where}: memory_mb",
+                             "must be a positive number of MB per task")
+    return memory_mb
+
+
 def _job(path, where, k, fields):
     """Job ``k`` from ``fields``, the file's values by name (:data:`FIELDS`; ``class`` A,
-    ``memory_mb`` and ``nodes`` none where missing), each checked."""
-    arrival, benchmark, tasks = fields["arrival_seconds"], fields["benchmark"], fields["tasks"]
+    ``memory_mb``, ``nodes`` and ``command`` none where missing), each checked."""
+    arrival, benchmark, tasks = fields["arrival_seconds"], fields.get("benchmark"), \
+        fields["tasks"]
     npb_class, memory_mb = fields.get("class", "A"), fields.get("memory_mb")
     try:
         arrival = float(arrival)
@@ -99,6 +175,12 @@ def _job(path, where, k, fields):
     if not arrival >= 0 or arrival == float("inf"):
         raise InputFileError(path, f"{where}: arrival_seconds",
                              f"must be a finite number >= 0, got {arrival!r}")
+    command = _command(path, where, fields.get("command"))
+    if command:
+        return _program_job(path, where, k, arrival, fields, command)
+    if benchmark is None or not str(benchmark).strip():
+        raise InputFileError(path, f"{where}: benchmark",
+                             "missing (a NAS benchmark, or a command to run)")
     name = str(benchmark).strip().lower()
     if name not in NAS_BENCHMARKS:
         raise InputFileError(path, f"{where}: benchmark",
@@ -117,17 +199,7 @@ def _job(path, where, k, fields):
         check_nprocs(name, ntasks)
     except ProcessCountError as e:
         raise InputFileError(path, f"{where}: tasks", str(e)) from None
-    if memory_mb is not None and str(memory_mb).strip() != "":
-        try:
-            memory_mb = float(memory_mb)
-        except (TypeError, ValueError):
-            memory_mb = None
-        if isinstance(memory_mb, bool) or memory_mb is None or not 0 < memory_mb < 1e9:
-            raise InputFileError(path, f"{where}: memory_mb",
-                                 "must be a positive number of MB per task")
-    else:
-        memory_mb = None
-    return BatchJob(k, arrival, name, npb_class, ntasks, memory_mb,
+    return BatchJob(k, arrival, name, npb_class, ntasks, _memory(path, where, memory_mb),
                     _nodes(path, where, fields.get("nodes"), ntasks))
 
 
@@ -138,11 +210,13 @@ def _from_csv(path, text):
         raise InputFileError(path, None, "no jobs: the file is empty")
     header_line, header = lines[0]
     header = [h.strip().lower() for h in header]
-    missing = [f for f in ("arrival_seconds", "benchmark", "tasks") if f not in header]
+    missing = [f for f in ("arrival_seconds", "tasks") if f not in header]
+    if "benchmark" not in header and "command" not in header:
+        missing.append("benchmark (or command)")
     if missing:
         raise InputFileError(path, f"line {header_line}",
-                             f"the header needs {', '.join(FIELDS)} (class optional); "
-                             f"missing {', '.join(missing)}")
+                             f"the header needs arrival_seconds, benchmark (or command) and "
+                             f"tasks; missing {', '.join(missing)}")
     col = {name: header.index(name) for name in header if name in FIELDS}
     jobs = []
     for line, row in lines[1:]:
@@ -173,7 +247,7 @@ def _from_toml(path, text):
         for key in t:
             if key not in FIELDS:
                 raise InputFileError(path, f"{where}.{key}", "unknown field")
-        for key in ("arrival_seconds", "benchmark", "tasks"):
+        for key in ("arrival_seconds", "tasks") + (() if "command" in t else ("benchmark",)):
             if key not in t:
                 raise InputFileError(path, f"{where}.{key}", "missing")
         if isinstance(t["tasks"], bool) or not isinstance(t["tasks"], int):
@@ -302,11 +376,20 @@ def _allowed(name, n):
     return True
 
 
+def _csv_field(text):
+    """``text`` as one CSV field (quoted if it holds a comma or a quote)."""
+    if not any(c in text for c in ',"\n'):
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
 def write_jobs_csv(jobs):
     """The jobs as the CSV this module reads."""
     out = io.StringIO()
     out.write(",".join(FIELDS) + "\n")
     for j in jobs:
-        out.write(f"{j.arrival_seconds:g},{j.benchmark},{j.npb_class},{j.tasks},"
-                  f"{j.task_memory_mb:.1f},{' '.join(j.nodes or ())}\n")
+        command = shlex.join(j.command) if j.command else ""
+        memory = "" if j.command and j.memory_mb is None else f"{j.task_memory_mb:.1f}"
+        out.write(f"{j.arrival_seconds:g},{_csv_field(j.benchmark)},{j.npb_class},{j.tasks},"
+                  f"{memory},{' '.join(j.nodes or ())},{_csv_field(command)}\n")
     return out.getvalue()

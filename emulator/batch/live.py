@@ -5,11 +5,12 @@ code as in trace simulation) on the wall clock. Jobs arrive at their arrival tim
 start where the node-selection policy (:mod:`.placement`) puts them, and run for real: the
 job's skeleton on its nodes, through the shaped network, in a thread of each node rank
 beside the other jobs there, their compute phases sharing the node's CPU with each other
-and with the local user (:mod:`emulator.coordinator.cpushare`). At every arrival the
-coordinator asks the nodes for the CPU time of the running jobs and runs Algorithm 1 once
-per estimator (:mod:`.cisne`), recording the arriving job's predicted turnaround, and the
-predictions' start-time simulation (``forward``: the queue run forward with isolated times,
-the start plus the isolated time as turnaround).
+and with the local user (:mod:`emulator.coordinator.cpushare`); a job with a command runs
+that real program instead, its messages in the same model (:mod:`.programs`). At every
+arrival the coordinator asks the nodes for the CPU time of the running jobs and runs
+Algorithm 1 once per estimator (:mod:`.cisne`), recording the arriving job's predicted
+turnaround, and the predictions' start-time simulation (``forward``: the queue run forward
+with isolated times, the start plus the isolated time as turnaround).
 
 A node that dies: the jobs on it fail, are requeued (or, with ``requeue=False``, marked
 failed), the node is marked down and takes no more tasks, and the run goes on.
@@ -18,6 +19,7 @@ failed), the node is marked down and takes no more tasks, and the run goes on.
 import functools
 import gc
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -27,9 +29,10 @@ from ..network.sharing import message_costs, pattern_seconds
 from ..prediction.forward import forward_snapshot, run_forward
 from ..scheduling.job import Job
 from ..scheduling.scheduler import Scheduler
-from ..selection.patterns import builtin_pattern
+from ..selection.patterns import builtin_pattern, uniform_pattern
 from .cisne import ESTIMATORS, estimate_ends
 from .placement import Placement
+from .programs import ProgramJob, check_model
 
 POLL_SECONDS = 0.02
 FORWARD = "forward"  # the start-time prediction's turnaround: predicted start + isolated time
@@ -63,7 +66,9 @@ def loaded_nodes(names, fraction, seed):
 def job_pattern(benchmark, ranks, npb_class):
     """A benchmark's communication pattern on ``ranks`` ranks, built once per process (it is
     part of an application's characterization: MG's on 8 ranks takes 12 ms to build). Read
-    only."""
+    only. A real program (no class), whose pattern is not known, talks to all alike."""
+    if not npb_class:
+        return uniform_pattern(ranks)
     return builtin_pattern(benchmark, ranks, npb_class=npb_class)
 
 
@@ -112,7 +117,7 @@ class BatchRun:
     job (see :mod:`.report`)."""
 
     def __init__(self, coordinator, jobs, characterization, settings, *, graph=None,
-                 on_change=None, progress=None):
+                 on_change=None, progress=None, program_output_dir=None):
         self.c = coordinator
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_seconds, j.id))
         self.chars = characterization
@@ -142,8 +147,12 @@ class BatchRun:
         self.scheduler = Scheduler(len(names) * mpl, order=settings.order or "fcfs",
                                    backfill="easy" if jsp == "easy" else "none",
                                    nodes=self.placement)
+        if any(j.command for j in self.jobs):
+            check_model(coordinator)
+        self.program_output_dir = program_output_dir  # job-ID.out: a program's stdout
         self.records = {}
         self.handles = {}  # job -> coordinator handle
+        self.programs = {}  # job -> its ProgramJob (a real program's)
         self.events = []  # what happened (failures), for the summary
         self.estimation_ms = []  # per Algorithm 1 run: wall time
         self.estimation_cpu_ms = []  # and the CPU time of the coordinator's thread
@@ -159,7 +168,7 @@ class BatchRun:
         return self.c.emulated_seconds(time.time() - self.t0)
 
     def _info(self, bj):
-        ch = self.chars[(bj.benchmark, bj.npb_class, bj.tasks)]
+        ch = self.chars[bj.application]
         return {"benchmark": bj.benchmark, "npb_class": bj.npb_class, "tasks": bj.tasks,
                 "kind": bj.kind, "exe_seconds": ch["exe_seconds"],
                 "cpu_seconds": ch["cpu_seconds"],
@@ -196,14 +205,16 @@ class BatchRun:
     def _progress_of_running(self):
         """ExeTime_cur and CPUtime_cur (mean over tasks) of every running job; a job the
         scheduler has just started in this pass, not yet on its nodes, has none (0, 0)."""
+        now = self.now()
+        progress = {job.id: (now - job.start, (now - job.start) * job.info["cpu_fraction"])
+                    for job in self.programs}  # a program's CPU is not the node's to tell
         running = [j for j in self.scheduler.running if "handle" in j.info]
         if not running:
-            return {}
+            return progress
         nodes = sorted({n for j in running for n in j.nodes if n not in self.c.down},
                        key=self.c.names.index)
         replies = self.c.broadcast({"op": "report"}, [self.c.rank_of(n) for n in nodes])
         now = self.now()
-        progress = {}
         for job in running:  # CPU-seconds of emulated time, as the nodes keep them
             used = [replies[n]["jobs"].get(job.info["handle"], 0.0)
                     for n in job.nodes if n in replies]
@@ -264,6 +275,9 @@ class BatchRun:
         bj = job.info["spec"]
         if self.comm_factor_of is not None:
             job.info["comm_factor"] = self.comm_factor_of(job.info, job.nodes)
+        if bj.command:
+            self._start_program(job, bj)
+            return
         handle = self.c.submit(job.nodes, "skeleton", name=bj.benchmark, npb_class=bj.npb_class,
                                iterations=self.s.iterations.get(bj.benchmark), threaded=True)
         job.info["handle"] = handle["job"]
@@ -272,6 +286,39 @@ class BatchRun:
         self.handles[job] = handle
         rec = self.records[job.id]
         rec.update(start=job.start, nodes=" ".join(job.nodes), status="running")
+
+    def _start_program(self, job, bj):
+        output = None
+        if self.program_output_dir:
+            os.makedirs(self.program_output_dir, exist_ok=True)
+            output = os.path.join(self.program_output_dir, f"job-{bj.id}.out")
+        program = ProgramJob(self.c, job.nodes, bj.command, output)
+        program.start()
+        self.programs[job] = program
+        self.records[job.id].update(start=job.start, nodes=" ".join(job.nodes),
+                                    status="running")
+
+    def _poll_programs(self):
+        """Programs that ended since the last poll: done (exit status 0) or failed (not
+        run again: a program that fails fails alike)."""
+        ended = [job for job, program in self.programs.items() if not program.is_alive()]
+        if not ended:
+            return False
+        now = self.now()
+        for job in ended:
+            program = self.programs.pop(job)
+            self.scheduler.finish(job, now)
+            run, rec = program.run_result, self.records[job.id]
+            if run is not None and run.status == 0:
+                rec.update(end=now, status="done", run_seconds=run.seconds)
+                if self.progress:
+                    self.progress(1)
+                continue
+            why = str(program.error) if run is None else \
+                f"exit status {run.status}" + "".join(f"; {e}" for e in run.errors)
+            rec.update(end=now, status="failed")
+            self.events.append({"time": now, "job": job.id, "error": why})
+        return True
 
     def _fail(self, job, error):
         """A job's node failed: requeue it (a fresh copy) or mark it failed."""
@@ -295,7 +342,7 @@ class BatchRun:
             rec.update(status="failed", end=self.now())
 
     def _poll(self):
-        changed = False
+        changed = self._poll_programs()
         now = None
         for job, handle in list(self.handles.items()):
             try:

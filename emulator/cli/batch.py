@@ -15,8 +15,9 @@ DEFAULT_GAP_SECONDS = 1.0
 
 
 def _common(p):
-    p.add_argument("--jobs", help="jobs file (CSV, TOML or SWF); default: Hanzich et al.'s "
-                                  "workload, generated")
+    p.add_argument("--jobs", help="jobs file (CSV, TOML or SWF; a job's 'command' runs a "
+                                  "real MPI program in place of a skeleton); default: Hanzich "
+                                  "et al.'s workload, generated")
     p.add_argument("--job-count", type=positive_int, default=30,
                    help="generated jobs per run (default 30)")
     p.add_argument("--mean-gap-seconds", type=positive_float, default=DEFAULT_GAP_SECONDS,
@@ -53,6 +54,8 @@ def register(sub):
                 examples=["nodesel batch --nodes 16 --jsp fcfs --nsp uniform "
                           "--loaded-fraction 0.25 --mpl 4 --out results/batch",
                           "nodesel batch --jobs jobs.csv --jsp easy --nsp normal",
+                          "nodesel batch --nodes 4 --jobs programs.toml   # command = "
+                          "[\"./is.S.4\"]",
                           "nodesel batch --nodes 6 --job-count 4 --loaded-fraction 0.17 "
                           "--class S   # a tiny run"],
                 handler=cmd_batch)
@@ -151,6 +154,7 @@ def _cluster(args):
 
 def _prepare(args, *, quick=False):
     from ..batch.jobs import check_fits, read_jobs
+    from ..batch.programs import check_shaping
     from ..network import cluster as clusters
 
     if quick:
@@ -162,6 +166,7 @@ def _prepare(args, *, quick=False):
     jobs = None
     if args.jobs:
         jobs = read_jobs(args.jobs, npb_class=args.npb_class)
+        check_shaping(jobs, args.shaping)
         names = clusters.node_names(cluster)
         check_fits(jobs, n, path=args.jobs, names=names,
                    memory_mb=[cluster.nodes[v]["memory_mb"] for v in names])

@@ -141,6 +141,13 @@ def _all_pairs(graph, nbytes):
     return graph
 
 
+def uniform_pattern(nprocs, nbytes=1 << 20):
+    """Every pair of ranks exchanging ``nbytes`` each iteration, in p - 1 rounds: the
+    pattern of a program whose own is not known."""
+    return _set_rounds(_all_pairs(new_pattern("uniform", nprocs), nbytes),
+                       alltoall_rounds(nprocs), 1)
+
+
 def cg_grid(nprocs):
     """NPB CG process grid: ``(nprows, npcols)``, npcols = nprows or 2*nprows."""
     log2 = nprocs.bit_length() - 1

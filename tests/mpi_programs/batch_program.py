@@ -1,0 +1,41 @@
+"""A real program as a batch job, its flows in the node ranks' shared model: ``paced
+fanout 4000000`` (4 MB from n1 to n2) characterized alone, then played as a batch job with a
+local user on each node whose LAN traffic (a flow the node ranks put into the model) takes
+half of n1's 100 Mbit/s port. Run with ``mpiexec -n 3 python batch_program.py PACED``;
+rank 0 prints one JSON line."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from emulator.batch.characterize import characterize  # noqa: E402
+from emulator.batch.jobs import BatchJob  # noqa: E402
+from emulator.batch.live import BatchRun, BatchSettings  # noqa: E402
+from emulator.coordinator.runtime import Settings, launch  # noqa: E402
+from emulator.network.cluster import crossbar  # noqa: E402
+from emulator.network.scenario import full_capacity_timeline  # noqa: E402
+
+LAN = {"cpu_fraction": 0.0, "memory_fraction": 0.0, "lan_bytes_per_second": 6.25e6}
+
+
+def program(c):
+    job = BatchJob(1, 0.0, "paced", "", 2, command=(sys.argv[1], "fanout", "4000000"))
+    chars = characterize(c, c.up, [job.application], iterations={}, network="test")
+    run = BatchRun(c, [job], chars, BatchSettings(loaded_fraction=1.0, estimators=()))
+    run.start_local_load(LAN)
+    try:
+        record, = run.run()
+    finally:
+        run.stop_local_load()
+    print(json.dumps({"alone_seconds": chars[job.application]["program_seconds"],
+                      "loaded_seconds": record["run_seconds"], "status": record["status"],
+                      "events": run.events}), flush=True)
+
+
+cluster = crossbar(2)
+settings = Settings(cluster, full_capacity_timeline(cluster), timeout_seconds=30)
+settings.epoch = time.time()
+launch(program, settings)
