@@ -134,11 +134,10 @@ def emulator_processes():
     return found
 
 
-def stopped(argv, sig, *, progress="measuring every pair (2/"):
+def stopped(argv, sig, *, progress="measuring every pair (2/", stdout=subprocess.DEVNULL):
     """Start ``argv``, send ``sig`` once its stderr shows ``progress``; (status, stderr
     lines that are not progress, seconds from the signal to the last process gone)."""
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, text=True)
     lines = []
     try:
         deadline = time.monotonic() + 120
@@ -163,15 +162,19 @@ def stopped(argv, sig, *, progress="measuring every pair (2/"):
 @pytest.mark.mpi
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
                          ids=lambda s: signal.Signals(s).name)
-def test_a_stopped_run_ends_in_one_line_and_leaves_nothing(sig):
+def test_a_stopped_run_ends_in_one_line_and_leaves_nothing(sig, tmp_path):
+    """One line on stderr, and nothing on stdout: Hydra's banner of the ranks' ends (5
+    lines there before) is dropped as its complaints on stderr are."""
     if mpiexec_path() is None:
         pytest.skip("needs mpiexec (pip install mpich)")
     before = segments()
-    status, said, seconds = stopped([sys.executable, "-m", "emulator", "measure", "--nodes",
-                                     "6", "--rounds", "100"], sig)
+    with open(tmp_path / "stdout", "w") as out:
+        status, said, seconds = stopped([sys.executable, "-m", "emulator", "measure",
+                                         "--nodes", "6", "--rounds", "100"], sig, stdout=out)
     name = signal.Signals(sig).name
     assert status == 128 + sig, said
     assert said == [f"nodesel: stopped by {name}"]
+    assert (tmp_path / "stdout").read_text() == ""
     assert seconds < 10 and not emulator_processes()
     assert segments() <= before
 
@@ -364,6 +367,33 @@ def test_after_a_stop_hydras_complaints_are_dropped_and_the_rest_passes(capfd):
     relay.join(timeout=5)
     assert capfd.readouterr().err == ("progress 1/9\r[proxy:0@vm] before a stop, kept\n"
                                       "kept after the stop\n")
+
+
+def test_after_a_stop_hydras_banner_on_stdout_is_dropped(capfd):
+    import threading
+
+    from emulator.coordinator import launch
+
+    rule = "=" * 83
+    banner = (f"{rule}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+              f"=   PID 4242 RUNNING AT vm\n=   EXIT CODE: 9\n"
+              f"=   CLEANING UP REMAINING PROCESSES\n"
+              f"=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES\n{rule}\n"
+              "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Terminated (signal 15)\n"
+              "This typically refers to a problem with your application.\n"
+              "Please see the FAQ page for debugging suggestions\n")
+    read, write = os.pipe()
+    stopping = threading.Event()
+    relay = threading.Thread(target=launch._relay,
+                             args=(os.fdopen(read, "rb"), stopping, 1))
+    relay.start()
+    os.write(write, b"n1 n2 12.5\n")
+    time.sleep(0.2)
+    stopping.set()
+    os.write(write, (banner + "==== a program's own line ====\n").encode())
+    os.close(write)
+    relay.join(timeout=5)
+    assert capfd.readouterr().out == "n1 n2 12.5\n==== a program's own line ====\n"
 
 
 def test_grid_stopped_between_replications_keeps_the_finished_ones(tmp_path):

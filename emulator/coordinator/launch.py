@@ -82,12 +82,15 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
         # mpiexec's last write to it otherwise kills mpiexec (status -13, about 1 run in 75
         # of a one-rank job on a busy machine) though every rank exited as it should. Hydra
         # gives the ranks SIGPIPE's default back.
-        proc = subprocess.Popen(argv, env=env, stdout=stdout,
+        proc = subprocess.Popen(argv, env=env,
+                                stdout=subprocess.PIPE if stdout is None else stdout,
                                 stderr=subprocess.PIPE if stderr is None else stderr,
                                 restore_signals=False)
         stopping = threading.Event()
-        relay = threading.Thread(target=_relay, args=(proc.stderr, stopping), daemon=True)
-        if stderr is None:
+        # ours where the caller has none: Hydra's notices of a stop go to both
+        relays = [threading.Thread(target=_relay, args=(source, stopping, fd), daemon=True)
+                  for source, fd in ((proc.stdout, 1), (proc.stderr, 2)) if source]
+        for relay in relays:
             relay.start()
         # SIGTERM (a batch system's or kill's) and SIGHUP end the job as Ctrl-C does, so
         # that what the caller made for it (a testbed) is taken down in its finally
@@ -112,7 +115,7 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
             _end(proc, signal.SIGINT, grace_seconds)
             raise
         finally:
-            if relay.is_alive():
+            for relay in relays:
                 relay.join(timeout=5.0)  # what the job said is out before the caller speaks
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -122,42 +125,53 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
 
 
 # Hydra's own complaints about ranks that left on a stop (a proxy that could not write to a
-# rank gone, an abort's notice): dropped once a stop is under way, as the stop line says it
+# rank gone, an abort's notice, the banner of a rank's bad termination on stdout): dropped
+# once a stop is under way, as the stop line says it
 HYDRA_CHATTER = (b"[proxy:", b"[mpiexec@", b"HYDU_", b"HYD_", b"Abort(",
-                 b"application called MPI_Abort")
+                 b"application called MPI_Abort", b"BAD TERMINATION OF ONE OF YOUR",
+                 b"=   PID ", b"=   EXIT CODE:", b"=   CLEANING UP REMAINING PROCESSES",
+                 b"=   YOU CAN IGNORE THE BELOW CLEANUP", b"YOUR APPLICATION TERMINATED WITH",
+                 b"This typically refers to a problem with your application",
+                 b"Please see the FAQ page for debugging suggestions")
+BANNER_RULE = b"=" * 40  # the banner's top and bottom lines are longer runs of "="
 
 
 ORPHAN_PATIENCE_SECONDS = 2.0  # for a job's last ranks to let go of MPICH's shared memory
 
 
-def _relay(source, stopping):
-    """Pass the job's stderr on as it comes (progress bars included); once ``stopping`` is
-    set, line by line, without Hydra's chatter."""
-    fd, pending = source.fileno(), b""
+def _relay(source, stopping, fd=2):
+    """Pass the job's stderr (or, ``fd`` 1, its stdout) on as it comes (progress bars
+    included); once ``stopping`` is set, line by line, without Hydra's chatter."""
+    pending = b""
     while True:
         try:
-            chunk = os.read(fd, 65536)
+            chunk = os.read(source.fileno(), 65536)
         except OSError:
             break
         if not chunk:
             break
         if not stopping.is_set():
-            _write_err(chunk)
+            _write(fd, chunk)
             continue
         *lines, pending = (pending + chunk).split(b"\n")
         for line in lines:
-            if not any(mark in line for mark in HYDRA_CHATTER):
-                _write_err(line + b"\n")
-    if pending and not any(mark in pending for mark in HYDRA_CHATTER):
-        _write_err(pending)
+            if not _chatter(line):
+                _write(fd, line + b"\n")
+    if pending and not _chatter(pending):
+        _write(fd, pending)
     source.close()
 
 
-def _write_err(data):
+def _chatter(line):
+    return any(mark in line for mark in HYDRA_CHATTER) or \
+        (line.startswith(BANNER_RULE) and not line.strip(b"= \r"))
+
+
+def _write(fd, data):
     try:
-        sys.stderr.flush()
-        os.write(2, data)
-    except OSError:
+        (sys.stdout if fd == 1 else sys.stderr).flush()
+        os.write(fd, data)
+    except (OSError, ValueError):  # closed
         pass
 
 
