@@ -32,7 +32,7 @@ ALLOWED = {
     "experiments": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
                     "scheduling", "prediction", "coordinator", "interpose"},
     "batch": {"network", "shaping", "kernel", "selection", "skeletons", "workload",
-              "scheduling", "prediction", "coordinator"},
+              "scheduling", "prediction", "coordinator", "interpose"},
     "interpose": {"network", "coordinator"},
 }
 ROOT_MODULES = {"errors", "files"}
