@@ -6,6 +6,7 @@ can break on the best of a few attempts, as timeit keeps the best of its repeats
 """
 
 import os
+import subprocess
 import time
 
 ATTEMPTS = 3
@@ -34,3 +35,14 @@ def host_state():
     return (f"host: a 0.2 ms sleep wakes {late[1000] * 1e3:.2f} ms late (median), "
             f"{late[1980] * 1e3:.2f} ms (99th percentile); load average "
             + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def traces_of(name):
+    """Every namespace and link whose name starts with testbed ``name``'s prefix: what a
+    testbed left behind."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(name + "-")]
+    found += [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
+              if line.split(":")[1].strip().startswith(name + "-")]
+    return found

@@ -14,7 +14,7 @@ import pytest
 from emulator.coordinator.launch import mpiexec_path
 from emulator.kernel import command
 from emulator.kernel.testbed import Layout, Testbed
-from measuring import best_of, host_state
+from measuring import best_of, host_state, traces_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = "ntst"
@@ -30,16 +30,6 @@ pytestmark = [
 def nodesel(*args, timeout=120):
     return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=timeout)
-
-
-def traces_of(name):
-    """Every namespace and link whose name starts with the testbed's prefix."""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found = [line.split()[0] for line in namespaces.splitlines() if line.startswith(name + "-")]
-    found += [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
-              if line.split(":")[1].strip().startswith(name + "-")]
-    return found
 
 
 @pytest.fixture

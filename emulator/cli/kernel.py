@@ -27,6 +27,8 @@ def register(sub):
                   examples=["sudo nodesel testbed up --nodes 10 --capacity-mbps 100",
                             "sudo nodesel testbed up --nodes 4 --scenario s.json --out /tmp",
                             "sudo nodesel testbed up --cluster hostfiles/racks12.toml",
+                            "sudo nodesel testbed up --machines 3 --slots 5 --name nselh   "
+                            "# fake machines to spread a cluster over",
                             f"then: {LAUNCH_HINT}"],
                   handler=cmd_testbed)
     tup.add_argument("--nodes", type=positive_int,
@@ -34,6 +36,13 @@ def register(sub):
     tup.add_argument("--cluster", help="a tree cluster file (switches and links, e.g. "
                                        "hostfiles/racks12.toml): a namespace per switch and "
                                        "node, trunks shaped at the links' capacities")
+    tup.add_argument("--machines", type=positive_int,
+                     help="instead, H fake machines (not shaped): each its own network, "
+                          "hostname, IPC, PID and mount namespaces (a private /dev/shm), for "
+                          "ranks of one emulated cluster spread over machines")
+    tup.add_argument("--slots", type=positive_int, default=1,
+                     help="with --machines, ranks each machine takes in the hostfile, in "
+                          "rank order (default 1: ranks dealt round the machines)")
     tup.add_argument("--queue", choices=("fair", "fifo"), default="fair",
                      help="on a tree, how a link serves the node pairs crossing it: fair, "
                           "round robin among them, pure TCP ACKs first (default); fifo, "
@@ -118,9 +127,33 @@ def _play_with(player, timeline, time_scale):
     return 0
 
 
+def _machines_up(args):
+    from ..kernel.machines import MachinesTestbed
+    from ..kernel.testbed import Layout, require_root
+
+    if args.nodes or args.cluster or args.scenario or args.bandwidth_mbps:
+        raise UserError("--machines makes unshaped machines: give it without --nodes, "
+                        "--cluster, --scenario or --bandwidth-mbps")
+    testbed = MachinesTestbed(Layout(args.name, args.machines, args.subnet),
+                              state_dir=args.state_dir)
+    require_root()  # after the names and addresses are checked
+    files = testbed.up(slots=args.slots, out_dir=args.out)
+    L = testbed.layout
+    print(f"testbed {args.name}: {args.machines} fake machines ({L.namespace('n1')} ...) on "
+          f"bridge {L.bridge} ({L.bridge_address}); state in {testbed.path}")
+    print(f"hostfile {files['hostfile']} ({args.slots} rank(s) a machine), launcher "
+          f"{files['launcher']}")
+    bin_dir = os.path.dirname(mpiexec_path() or sys.executable)
+    print(f"run a cluster over them: {bin_dir}/mpiexec -launcher ssh -launcher-exec "
+          f"{files['launcher']} -f {files['hostfile']} -n N+1 nodesel flows --nodes N ...")
+    return 0
+
+
 def cmd_testbed(args):
     from ..kernel.testbed import Layout, Testbed, require_root
 
+    if args.action == "up" and args.machines:
+        return _machines_up(args)
     if args.action == "up" and args.cluster:
         return _tree_up(args)
     if args.action == "up":

@@ -50,6 +50,10 @@ MPI_ENV = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": NS_DEV}
 # class-A jobs on one node pair took 7.9, 12.5 and 9.8 s in three runs under the kernel,
 # 6.4 to 6.6 s with eager sends, 7.3 s in-process).
 MPI_DEFAULTS = {"UCX_RNDV_THRESH": "inf"}
+# A fake machine's namespaces (:mod:`.machines`) beside its network's, as unshare's flags
+# (``--kill-child``: the machine goes if its launcher is killed; ``--mount-proc``: a private
+# mount namespace with the machine's own /proc)
+MACHINE_UNSHARE = ("--uts", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc")
 # Bandwidths mean what a TCP stream carries (as NWS measured it): HTB counts whole Ethernet
 # frames, so a class is set this much above the payload rate (1514-byte frames carrying
 # 1448 bytes of TCP payload with timestamps, at the 1500-byte MTU of the veths).
@@ -294,16 +298,19 @@ class Testbed:
     def _save(self):
         write_json_atomic(self.path, self.state)
 
-    def _write_files(self, out_dir):
+    def _write_files(self, out_dir, *, hosts=None, slots=1, machine=False):
+        """The hostfile (``hosts``, default the layout's, ``slots`` ranks each) and the
+        launcher (for fake machines with ``machine``)."""
         L = self.layout
+        hosts = hosts or L.hosts()
         hostfile = os.path.join(out_dir, f"{L.name}.hosts")
         launcher = os.path.join(out_dir, f"{L.name}-launcher")
-        write_text_atomic(hostfile, f"# testbed {L.name}: {', '.join(L.hosts())} in this order\n"
-                          + "".join(f"{L.ip(h)}:1\n" for h in L.hosts()))
+        write_text_atomic(hostfile, f"# testbed {L.name}: {', '.join(hosts)} in this order\n"
+                          + "".join(f"{L.ip(h)}:{slots}\n" for h in hosts))
         self.state["files"].append(hostfile)
         self._save()
         write_text_atomic(launcher, launcher_script(
-            L.gateway, {L.ip(h): L.namespace(h) for h in L.hosts()}))
+            L.gateway, {L.ip(h): L.namespace(h) for h in hosts}, machine=machine))
         os.chmod(launcher, os.stat(launcher).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         self.state["files"].append(launcher)
         self._save()
@@ -407,21 +414,24 @@ class Testbed:
 # -- the launcher ----------------------------------------------------------------------------
 
 
-def launcher_script(gateway, namespaces):
-    """The launcher file: a Python script that calls :func:`launch_in_namespace`."""
+def launcher_script(gateway, namespaces, *, machine=False):
+    """The launcher file: a Python script that calls :func:`launch_in_namespace` (for fake
+    machines with ``machine``)."""
     return (f"#!{sys.executable}\n"
             "# Hydra launcher for the nodesel namespace testbed (written by 'nodesel testbed up').\n"
             "import sys\n"
             "from emulator.kernel.testbed import launch_in_namespace\n"
             f"NAMESPACES = {namespaces!r}\n"
             f"sys.exit(launch_in_namespace(sys.argv[1:], gateway={gateway!r}, "
-            "namespaces=NAMESPACES))\n")
+            f"namespaces=NAMESPACES, machine={bool(machine)!r}))\n")
 
 
-def launch_in_namespace(argv, *, gateway, namespaces=None):
+def launch_in_namespace(argv, *, gateway, namespaces=None, machine=False):
     """Hydra calls ``LAUNCHER -x HOST CMD...`` as it would call ssh: run CMD in the namespace
     of HOST (an address in ``namespaces``, or a namespace's own name), under the namespace's
-    name as hostname, with its control connection pointed at ``gateway``."""
+    name as hostname, with its control connection pointed at ``gateway``. With ``machine``,
+    as a fake machine's (:mod:`.machines`): in IPC, PID and mount namespaces of its own too,
+    a private /dev/shm mounted."""
     args = list(argv)
     while args and args[0].startswith("-"):  # ssh options Hydra passes (-x)
         args.pop(0)
@@ -436,20 +446,39 @@ def launch_in_namespace(argv, *, gateway, namespaces=None):
         if arg == "--control-port" and i + 1 < len(cmd):
             cmd[i + 1] = f"{gateway}:{cmd[i + 1].rsplit(':', 1)[1]}"
     env = dict(MPI_DEFAULTS, **os.environ, **MPI_ENV)
-    argv = ["ip", "netns", "exec", host, "unshare", "--uts", "--", sys.executable, "-m",
-            "emulator.kernel.testbed", "as-host", host, "--", *cmd]
+    if machine:
+        argv = ["ip", "netns", "exec", host, "unshare", *MACHINE_UNSHARE, "--", sys.executable,
+                "-m", "emulator.kernel.testbed", "as-host", host, "--private-shm", "--", *cmd]
+    else:
+        argv = ["ip", "netns", "exec", host, "unshare", "--uts", "--", sys.executable, "-m",
+                "emulator.kernel.testbed", "as-host", host, "--", *cmd]
     os.execvpe(argv[0], argv, env)
 
 
+SHM_MOUNT = ["mount", "-t", "tmpfs", "-o", "nosuid,nodev,mode=1777", "tmpfs", "/dev/shm"]
+
+
 def _as_host(argv):
-    """``python -m emulator.kernel.testbed as-host NAME -- CMD...``: set the hostname (in a fresh
-    UTS namespace), then become CMD."""
-    name, sep, *cmd = argv
-    if sep != "--" or not cmd:
-        print("usage: python -m emulator.kernel.testbed as-host NAME -- COMMAND...", file=sys.stderr)
+    """``python -m emulator.kernel.testbed as-host NAME [--private-shm] -- CMD...``: set the
+    hostname (in a fresh UTS namespace), with ``--private-shm`` mount a tmpfs of its own on
+    /dev/shm (in a fresh mount namespace), then become CMD."""
+    name, *rest = argv or [""]
+    private_shm = rest[:1] == ["--private-shm"]
+    if private_shm:
+        rest = rest[1:]
+    if rest[:1] != ["--"] or len(rest) < 2:
+        print("usage: python -m emulator.kernel.testbed as-host NAME [--private-shm] -- "
+              "COMMAND...", file=sys.stderr)
         return 2
     socket.sethostname(iproute.check_name(name, "hostname"))
-    os.execvp(cmd[0], cmd)
+    if private_shm:
+        try:
+            command.run(SHM_MOUNT)
+        except command.CommandError as e:
+            print(f"nodesel: machine {name}: cannot mount its own /dev/shm: {e}",
+                  file=sys.stderr)
+            return 2
+    os.execvp(rest[1], rest[1:])
 
 
 if __name__ == "__main__":

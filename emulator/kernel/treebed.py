@@ -281,6 +281,9 @@ def open_testbed(name, state_dir=STATE_DIR, *, run=command.run):
     except ValueError:
         raise UserError(f"testbed state {state_path(name, state_dir)} is unreadable") from None
     layout = Layout(name, state["nodes"], state["subnet"])
+    if state.get("machines"):
+        raise UserError(f"testbed {name!r} is fake machines, not shaped by tc: nothing to "
+                        "play or shape there")
     if state.get("cluster"):
         cluster = nx.node_link_graph(state["cluster"], edges="links")
         return TreeTestbed(layout, cluster, queue=state.get("queue", "fair"),

@@ -1,6 +1,6 @@
 """Run a skeleton on 4 emulated nodes at a uniform static bandwidth; rank 0 prints JSON.
 
-usage: skeleton_on_emulator.py NAME BANDWIDTH_MBPS
+usage: skeleton_on_emulator.py NAME BANDWIDTH_MBPS [DILATION]
 """
 
 import json
@@ -15,12 +15,14 @@ from emulator.network import cluster as clusters
 from emulator.network.scenario import static_timeline
 
 name, mbps = sys.argv[1], float(sys.argv[2])
+dilation = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
 cluster = clusters.crossbar(4)
 static = nx.Graph()
 names = clusters.node_names(cluster)
 static.add_edges_from(((a, b) for i, a in enumerate(names) for b in names[i + 1:]),
                       bandwidth_mbps=mbps, capacity_mbps=100.0)
-settings = Settings(cluster, static_timeline(static, cluster), timeout_seconds=120)
+settings = Settings(cluster, static_timeline(static, cluster), timeout_seconds=120,
+                    dilation=dilation)
 if MPI.COMM_WORLD.Get_rank() == 0:
     settings.epoch = time.time()
 
