@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from emulator.coordinator.launch import mpiexec_path
+from emulator.coordinator.node import machine
 from measuring import traces_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +59,8 @@ def run(options, n, *argv, timeout=240):
 def test_each_machine_has_its_own_name_memory_and_processes(machines):
     """Ranks dealt round the machines: those of one machine share its hostname, IPC and PID
     namespaces and /dev/shm (and MPI's COMM_TYPE_SHARED group); no two machines share any,
-    and this machine's /dev/shm sees none of their files."""
+    and this machine's /dev/shm sees none of their files. The coordinator's liveness check
+    takes ranks for its own machine's (whose PIDs it may look up) only within one."""
     count, options = machines
     rows = [json.loads(line) for line in run(options, 2 * count, os.path.join(
         ROOT, "tests", "mpi_programs", "machine_view.py")).splitlines()]
@@ -73,7 +75,10 @@ def test_each_machine_has_its_own_name_memory_and_processes(machines):
         assert all(r["shm"] == sorted(f"nodesel-view-{x['rank']}" for x in ranks)
                    for r in ranks)
         assert all(r["pid"] < 100 for r in ranks)  # numbered in the machine's own namespace
+        assert len({r["machine"] for r in ranks}) == 1
     assert len({(r["ipc"], r["pidns"]) for r in rows}) == count
+    assert len({r["machine"] for r in rows}) == count and machine() not in \
+        {r["machine"] for r in rows}
     assert os.stat("/proc/self/ns/ipc").st_ino not in {r["ipc"] for r in rows}
     assert not [f for f in os.listdir("/dev/shm") if f.startswith("nodesel-view-")]
 

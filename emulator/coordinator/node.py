@@ -21,10 +21,17 @@ from .tasks import WORK
 
 
 def machine():
-    """Which kernel this process runs on (its boot id; the hostname where there is none):
-    ranks on the same kernel can check each other's PIDs, even in network namespaces with
-    hostnames of their own."""
-    return doorbell.boot_id() or socket.gethostname()
+    """Which kernel and PID namespace this process runs in (the boot id and the namespace's
+    inode; the hostname where Linux gives no boot id): ranks that share both can check each
+    other's PIDs, even in network namespaces with hostnames of their own. Fake machines
+    (:mod:`emulator.kernel.machines`) share a kernel, not a PID namespace."""
+    boot = doorbell.boot_id()
+    if boot is None:
+        return socket.gethostname()
+    try:
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return boot
 
 
 def _network(settings, model):
