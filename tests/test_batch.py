@@ -863,7 +863,8 @@ def test_a_batch_run_keeps_what_it_started_with_out_of_the_collectors_sight():
     from emulator.batch.live import BatchRun
 
     seen = []
-    run = types.SimpleNamespace(_run=lambda: seen.append(gc.get_freeze_count()) or ["done"])
+    run = types.SimpleNamespace(_run=lambda: seen.append(gc.get_freeze_count()) or ["done"],
+                                programs={})
     assert BatchRun.run(run) == ["done"]
     assert seen[0] > 1000  # the modules and whatever the coordinator held, frozen
     assert gc.get_freeze_count() == 0  # and given back after the run

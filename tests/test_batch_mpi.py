@@ -4,6 +4,7 @@ node killed mid-run, the live scheduler against the simulated one, bad jobs file
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -232,6 +233,38 @@ def test_a_real_program_shares_the_batchs_network_with_the_local_users(paced):
     assert got["status"] == "done" and not got["events"], got
     assert got["alone_seconds"] == pytest.approx(0.32, rel=0.1), got
     assert got["loaded_seconds"] == pytest.approx(0.64, rel=0.1), got
+
+
+def test_a_batch_stopped_with_a_program_playing_leaves_nothing(paced):
+    """SIGTERM to the run while its program job plays: the program's ranks and its
+    launcher go, and so do the files its ranks map in /dev/shm (the model's mirror, the
+    latency table)."""
+    def ranks():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if (p.info["cmdline"] or [""])[0] == paced]
+
+    before = set(os.listdir("/dev/shm"))
+    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable,
+                             os.path.join(ROOT, "tests", "mpi_programs", "batch_program.py"),
+                             paced, "long"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert len(ranks()) == 2, "the program never started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    deadline = time.monotonic() + 15
+    while ranks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ranks()
+    assert not [f for f in set(os.listdir("/dev/shm")) - before
+                if f.startswith("nodesel-pmpi-")], err[-2000:]
 
 
 def test_killed_node_job_is_requeued_and_completes(tmp_path):

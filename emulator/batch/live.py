@@ -388,6 +388,8 @@ class BatchRun:
             return self._run()
         finally:
             gc.unfreeze()
+            for program in self.programs.values():  # stopped: they go, and their files
+                program.stop()
 
     def _run(self):
         self.t0 = time.time()

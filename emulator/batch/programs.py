@@ -18,6 +18,8 @@ from typing import Any, Optional, Sequence
 from ..errors import UserError
 from ..network.sharing import ClusterModel
 
+STOP_WAIT_SECONDS = 15.0  # a stopped program's mpiexec has a 10 s grace, then SIGKILL
+
 
 def check_shaping(jobs: Sequence[Any], shaping: str) -> None:
     """Refuse, before any launch, jobs with a command under a shaping that has no model
@@ -37,17 +39,19 @@ def check_model(coordinator: Any) -> ClusterModel:
 
 
 def run_on_nodes(coordinator: Any, nodes: Sequence[str], command: Sequence[str],
-                    *, output: Optional[str] = None) -> Any:
+                 *, output: Optional[str] = None, cancel: Any = None) -> Any:
     """Run ``command`` on ``nodes`` (rank i on nodes[i]) now, in the run's model; its
     :class:`~emulator.interpose.job.ProgramRun`. Its standard output and error go to
-    ``output`` (a file, appended) or nowhere: not to the batch run's terminal."""
+    ``output`` (a file, appended) or nowhere: not to the batch run's terminal. Setting
+    ``cancel`` (a :class:`threading.Event`) ends it."""
     from ..interpose.job import ProgramOptions, run_program
 
     settings, model = coordinator.settings, check_model(coordinator)
     with open(output or os.devnull, "a") as out:
         return run_program(settings.cluster, settings.timeline, list(nodes), list(command),
                            ProgramOptions(timeout_seconds=coordinator.timeout_seconds,
-                                          stdout=out, stderr=out), model=model)
+                                          stdout=out, stderr=out, cancel=cancel),
+                           model=model)
 
 
 def measure_program(coordinator: Any, nodes: Sequence[str], command: Sequence[str],
@@ -75,8 +79,9 @@ def measure_program(coordinator: Any, nodes: Sequence[str], command: Sequence[st
 
 class ProgramJob(threading.Thread):
     """A batch job's program running on its nodes (a thread of the coordinator that waits
-    on its ``mpiexec``): :attr:`run` is its :class:`~emulator.interpose.job.ProgramRun`
-    once it is over, :attr:`error` what kept it from running."""
+    on its ``mpiexec``): :attr:`run_result` is its
+    :class:`~emulator.interpose.job.ProgramRun` once it is over, :attr:`error` what kept it
+    from running; :meth:`stop` ends it."""
 
     def __init__(self, coordinator: Any, nodes: Sequence[str], command: Sequence[str],
                  output: Optional[str] = None) -> None:
@@ -85,9 +90,16 @@ class ProgramJob(threading.Thread):
         self.output = output
         self.run_result: Any = None
         self.error: Optional[Exception] = None
+        self._cancel = threading.Event()
 
     def run(self) -> None:
         try:
-            self.run_result = run_on_nodes(*self.args, output=self.output)
+            self.run_result = run_on_nodes(*self.args, output=self.output,
+                                           cancel=self._cancel)
         except (UserError, OSError, subprocess.SubprocessError) as e:
             self.error = e
+
+    def stop(self, wait_seconds: float = STOP_WAIT_SECONDS) -> None:
+        """End the program (its ranks, its files) and wait for it, at most ``wait_seconds``."""
+        self._cancel.set()
+        self.join(wait_seconds)

@@ -59,10 +59,11 @@ def report_started():
 
 
 def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=None,
-                stderr=None):
+                stderr=None, cancel=None):
     """Run an mpiexec command line (its standard output to ``stdout``, a file or
     ``subprocess.DEVNULL``; default ours; its standard error to ``stderr`` likewise) and
-    return its status. On Ctrl-C, mpiexec gets SIGINT
+    return its status. Setting ``cancel`` (a :class:`threading.Event`) ends the job as
+    Ctrl-C does, from any thread. On Ctrl-C, mpiexec gets SIGINT
     (it passes it on to every rank) and a grace period to end the job, then SIGKILL; the
     ranks of the job are not left behind either way.
 
@@ -109,6 +110,10 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
                                 f"the MPI job's ranks did not all start within "
                                 f"{start_timeout_seconds:.0f} s and the job was ended: "
                                 f"{' '.join(argv[:12])} ...") from None
+            while cancel is not None and proc.poll() is None:
+                if cancel.wait(CANCEL_POLL_SECONDS):
+                    stopping.set()
+                    _end(proc, signal.SIGINT, grace_seconds)
             return proc.wait()
         except KeyboardInterrupt:
             stopping.set()
@@ -137,6 +142,7 @@ BANNER_RULE = b"=" * 40  # the banner's top and bottom lines are longer runs of 
 
 
 ORPHAN_PATIENCE_SECONDS = 2.0  # for a job's last ranks to let go of MPICH's shared memory
+CANCEL_POLL_SECONDS = 0.1  # how often a job that may be cancelled from another thread is seen
 
 
 def _relay(source, stopping, fd=2):

@@ -88,7 +88,7 @@ class ProgramOptions:
     within ``timeout_seconds``, launched by ``mpiexec`` (default the wheel's), the
     scenario's time 0 at wall time ``epoch`` (default: now), their output to ``stdout``
     (``subprocess.DEVNULL``, a file; default ours) and their errors (the launcher's too)
-    to ``stderr`` likewise."""
+    to ``stderr`` likewise; setting ``cancel`` (a :class:`threading.Event`) ends them."""
 
     dilation: float = 1.0
     time_scale: float = 1.0
@@ -97,6 +97,7 @@ class ProgramOptions:
     epoch: Optional[float] = None
     stdout: Any = None
     stderr: Any = None
+    cancel: Any = None
 
 
 def run_program(cluster: Any, timeline: Any, rank_nodes: Sequence[str], argv: Sequence[str],
@@ -127,7 +128,7 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
             served.environment(j), NODESEL_PMPI_STATS=stats[j],
             NODESEL_PMPI_TIMEOUT_SECONDS=repr(float(options.timeout_seconds))), argv)
             for j, (nodes, argv) in enumerate(jobs)]
-        statuses = _run_all(commands, options.stdout, options.stderr)
+        statuses = _run_all(commands, options)
         runs = []
         for status, path in zip(statuses, stats):
             ranks, errors = _read_ranks(path)
@@ -137,13 +138,14 @@ def run_programs(cluster: Any, timeline: Any, jobs: Sequence[tuple],
         return runs
 
 
-def _run_all(commands: list, stdout: Any, stderr: Any) -> list:
+def _run_all(commands: list, options: ProgramOptions) -> list:
     """Each command's status, the first in this thread (which takes Ctrl-C), the rest in
     threads of their own."""
     statuses: list = [None] * len(commands)
 
     def one(j: int) -> None:
-        statuses[j] = run_mpiexec(commands[j], stdout=stdout, stderr=stderr)
+        statuses[j] = run_mpiexec(commands[j], stdout=options.stdout, stderr=options.stderr,
+                                  cancel=options.cancel)
 
     others = [threading.Thread(target=one, args=(j,)) for j in range(1, len(commands))]
     for thread in others:
