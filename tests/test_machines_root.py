@@ -18,12 +18,23 @@ from measuring import traces_of
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = mpiexec_path()
 
+def _can_make_machines():
+    """Whether this root may make PID and mount namespaces with a /proc of their own (a
+    container may not)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "--ipc", "--pid", "--fork", "--mount-proc", "true"],
+                          capture_output=True).returncode == 0
+
+
 pytestmark = [
     pytest.mark.root, pytest.mark.mpi,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces)"),
     pytest.mark.skipif(not all(shutil.which(p) for p in ("ip", "unshare")),
                        reason="needs ip and unshare (iproute2, util-linux)"),
     pytest.mark.skipif(MPIEXEC is None, reason="needs mpiexec (pip install mpich)"),
+    pytest.mark.skipif(not _can_make_machines(), reason="needs to make PID and mount "
+                       "namespaces with their own /proc (unshare --pid --mount-proc)"),
 ]
 
 
