@@ -267,6 +267,23 @@ def test_a_batch_stopped_with_a_program_playing_leaves_nothing(paced):
                 if f.startswith("nodesel-pmpi-")], err[-2000:]
 
 
+def test_a_program_past_its_deadline_is_ended_and_marked_failed(paced):
+    """A program job gets a skeleton's deadline (20 times its characterized time plus the
+    run's time-out): one characterized at 10 ms that runs on is ended after about 2.2 s,
+    failed, its ranks gone."""
+    proc = subprocess.run([MPIEXEC, "-n", "3", sys.executable,
+                           os.path.join(ROOT, "tests", "mpi_programs", "batch_program.py"),
+                           paced, "late"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["status"] == "failed", got
+    assert [e["error"] for e in got["events"]] == ["the job outlived its deadline"], got
+    assert 2.0 < got["seconds"] < 15, got
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if (p.info["cmdline"] or [""])[0] == paced]
+
+
 def test_killed_node_job_is_requeued_and_completes(tmp_path):
     out = tmp_path / "killed"
     # 6 class-W jobs on 5 nodes; rank 2 (node n2) is killed once a job runs on it

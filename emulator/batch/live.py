@@ -295,12 +295,19 @@ class BatchRun:
         program = ProgramJob(self.c, job.nodes, bj.command, output)
         program.start()
         self.programs[job] = program
+        # as a skeleton's: a program that computes for ever without MPI is ended
+        job.info["deadline"] = time.monotonic() + JOB_TIMEOUT_FACTOR * job.info["exe_seconds"] \
+            * self.c.settings.dilation + self.c.timeout_seconds
         self.records[job.id].update(start=job.start, nodes=" ".join(job.nodes),
                                     status="running")
 
     def _poll_programs(self):
         """Programs that ended since the last poll: done (exit status 0) or failed (not
-        run again: a program that fails fails alike)."""
+        run again: a program that fails fails alike); one past its deadline is ended."""
+        late = [job for job, program in self.programs.items()
+                if program.is_alive() and time.monotonic() > job.info["deadline"]]
+        for job in late:
+            self.programs[job].stop()
         ended = [job for job, program in self.programs.items() if not program.is_alive()]
         if not ended:
             return False
@@ -309,12 +316,13 @@ class BatchRun:
             program = self.programs.pop(job)
             self.scheduler.finish(job, now)
             run, rec = program.run_result, self.records[job.id]
-            if run is not None and run.status == 0:
+            if run is not None and run.status == 0 and job not in late:
                 rec.update(end=now, status="done", run_seconds=run.seconds)
                 if self.progress:
                     self.progress(1)
                 continue
-            why = str(program.error) if run is None else \
+            why = "the job outlived its deadline" if job in late else \
+                str(program.error) if run is None else \
                 f"exit status {run.status}" + "".join(f"; {e}" for e in run.errors)
             rec.update(end=now, status="failed")
             self.events.append({"time": now, "job": job.id, "error": why})
