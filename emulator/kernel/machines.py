@@ -18,7 +18,7 @@ only on its own machine. When the proxy ends, its PID namespace goes with it.
 """
 
 from . import iproute
-from .testbed import NS_DEV, Testbed
+from .testbed import Testbed
 
 # The machines' links are not shaped (the emulated cluster's network is the model's): a
 # port this fast for the segment size of the veths
@@ -38,14 +38,7 @@ class MachinesTestbed(Testbed):
                                               f"{slots!r}")
         self._begin(UNSHAPED_MBPS, out_dir, machines=True, slots=slots)
         try:
-            self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
-            for host in L.node_names():
-                ns, veth = L.namespace(host), L.veth(host)
-                self._make("netns", ns, iproute.add_namespace(ns))
-                self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge,
-                                                          UNSHAPED_MBPS))
-                self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host),
-                                                        L.gateway, UNSHAPED_MBPS))
+            self._make_hosts(L.node_names(), UNSHAPED_MBPS)
             files = self._write_files(out_dir, hosts=L.node_names(), slots=slots,
                                       machine=True) if out_dir else {}
         except BaseException:

@@ -198,14 +198,7 @@ class Testbed:
         capacity_mbps = capacity_mbps * rate_scale
         self._begin(capacity_mbps, out_dir, rate_scale=rate_scale)
         try:
-            self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
-            for host in L.hosts():
-                ns, veth = L.namespace(host), L.veth(host)
-                self._make("netns", ns, iproute.add_namespace(ns))
-                self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge,
-                                                          capacity_mbps))
-                self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway,
-                                                        capacity_mbps))
+            self._make_hosts(L.hosts(), capacity_mbps)
             for i, node in enumerate(L.node_names()):
                 # what the node receives: the bridge side of its veth, at port capacity
                 self._steps(iproute.add_receive_port(None, L.veth(node),
@@ -219,6 +212,19 @@ class Testbed:
             self.down()
             raise
         return files
+
+    def _make_hosts(self, hosts, capacity_mbps):
+        """The bridge, then per host a namespace on it: a veth pair, an address and a
+        default route via the bridge."""
+        L = self.layout
+        self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
+        for host in hosts:
+            ns, veth = L.namespace(host), L.veth(host)
+            self._make("netns", ns, iproute.add_namespace(ns))
+            self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge,
+                                                      capacity_mbps))
+            self._steps(iproute.configure_namespace(ns, NS_DEV, L.address(host), L.gateway,
+                                                    capacity_mbps))
 
     def _begin(self, capacity_mbps, out_dir, *, rate_scale=1.0, **state):
         """Checks before anything is made, then an empty state (``state`` adds fields)."""

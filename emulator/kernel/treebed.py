@@ -150,12 +150,7 @@ class TreeTestbed(Testbed):
                     background=self.background, cluster=clusters.to_json(G))
         self._crossing = self.crossing()
         try:
-            self._make("bridge", L.bridge, iproute.add_bridge(L.bridge, L.bridge_address))
-            ns, veth = L.namespace("c"), L.veth("c")
-            self._make("netns", ns, iproute.add_namespace(ns))
-            self._make("link", veth, iproute.add_veth(veth, ns, NS_DEV, L.bridge, fastest))
-            self._steps(iproute.configure_namespace(ns, NS_DEV, L.address("c"), L.gateway,
-                                                    fastest))
+            self._make_hosts(["c"], fastest)  # the bridge and the coordinator's namespace
             for switch in self.switch_index:
                 ns = self.switch_namespace(switch)
                 self._make("netns", ns, iproute.add_namespace(ns))
