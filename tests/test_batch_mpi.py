@@ -243,26 +243,14 @@ def test_a_batch_stopped_with_a_program_playing_leaves_nothing(paced):
         return [p for p in psutil.process_iter(["cmdline"])
                 if (p.info["cmdline"] or [""])[0] == paced]
 
+    from stopping import gone, stop_command
+
     before = set(os.listdir("/dev/shm"))
-    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable,
-                             os.path.join(ROOT, "tests", "mpi_programs", "batch_program.py"),
-                             paced, "long"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while len(ranks()) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
-        assert len(ranks()) == 2, "the program never started"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    deadline = time.monotonic() + 15
-    while ranks() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not ranks()
+    _, err = stop_command([MPIEXEC, "-n", "3", sys.executable,
+                           os.path.join(ROOT, "tests", "mpi_programs", "batch_program.py"),
+                           paced, "long"], signal.SIGTERM, lambda: len(ranks()) == 2,
+                          wait_seconds=60, reap_seconds=60)
+    assert gone(ranks, 15)
     assert not [f for f in set(os.listdir("/dev/shm")) - before
                 if f.startswith("nodesel-pmpi-")], err[-2000:]
 

@@ -181,26 +181,18 @@ def test_a_kernel_cpu_batch_ended_by_sigterm_mid_run_leaves_nothing(tmp_path):
     jobs = tmp_path / "jobs.csv"
     # the second job's arrival keeps the run going while the local users burn in their groups
     jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,S,4\n30,ep,S,4\n")
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "batch", "--nodes", "4",
-                             "--jobs", str(jobs), "--loaded-fraction", "1", "--cpu", "kernel",
-                             "--no-progress", "--out", str(tmp_path / "out")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        mid_run = False
-        while time.monotonic() < deadline and proc.poll() is None and not mid_run:
-            time.sleep(0.5)
-            mid_run = any("emulator.coordinator.load" in " ".join(p.info["cmdline"] or [])
-                          for p in psutil.process_iter(["cmdline"]))
-        assert mid_run, "the local users never started"
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 143, err[-3000:]
+    from stopping import stop_when
+
+    def mid_run():  # the local users burn
+        return any("emulator.coordinator.load" in " ".join(p.info["cmdline"] or [])
+                   for p in psutil.process_iter(["cmdline"]))
+
+    status, err = stop_when(["batch", "--nodes", "4", "--jobs", str(jobs), "--loaded-fraction",
+                             "1", "--cpu", "kernel", "--no-progress", "--out",
+                             str(tmp_path / "out")], signal.SIGTERM, mid_run,
+                            wait_seconds=240, settle_seconds=1.0, poll_seconds=0.5,
+                            reap_seconds=60)
+    assert status == 143, err[-3000:]
     assert "Traceback" not in err and "error" not in err, err[-3000:]
     said = err.strip().splitlines()  # the dilation line, then the stop's
     assert said[-1] == f"nodesel: stopped by SIGTERM; results so far in {tmp_path / 'out'}"

@@ -396,27 +396,14 @@ def test_a_stopped_program_ends_in_one_line_and_leaves_nothing(paced, tmp_path):
         return [p for p in psutil.process_iter(["cmdline"])
                 if (p.info["cmdline"] or [""])[0] == paced]
 
+    from stopping import gone, stop_when
+
     before = set(os.listdir("/dev/shm"))
     # a ping-pong of a billion rounds: busy until stopped
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "mpiexec", "-n", "2", "--",
-                             paced, "pingpong", "8", "1000000000"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while len(ranks()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(ranks()) == 2, "the program never started"
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 128 + signal.SIGTERM, err
+    status, err = stop_when(["mpiexec", "-n", "2", "--", paced, "pingpong", "8", "1000000000"],
+                            signal.SIGTERM, lambda: len(ranks()) == 2, wait_seconds=60,
+                            settle_seconds=0.5)
+    assert status == 128 + signal.SIGTERM, err
     assert err.strip().splitlines() == ["nodesel: stopped by SIGTERM"]
-    deadline = time.monotonic() + 10
-    while ranks() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not ranks()
+    assert gone(ranks, 10)
     assert set(os.listdir("/dev/shm")) <= before
