@@ -267,6 +267,29 @@ def test_node_ranks_take_their_cluster_from_rank_0_without_networkx(tmp_path, ho
     assert imports.count("networkx") == 1
 
 
+def test_control_messages_larger_than_an_irecv_buffer_go_through(tmp_path):
+    """A work message of 2,000 flows (some 70 KB pickled) to each node rank, and each rank's
+    reply on its 500 flows, are larger than the 32 KiB that a receive posted without a
+    buffer takes: every rank must receive them whole (they failed as truncated, and the run
+    hung on its unmatched sends)."""
+    import random
+
+    rng = random.Random(1)
+    flows = tmp_path / "flows.csv"
+    with open(flows, "w") as f:
+        f.write("start_seconds,src,dst,size_bytes\n")
+        for _ in range(2000):
+            src, dst = rng.sample(["n1", "n2", "n3", "n4"], 2)
+            f.write(f"{rng.uniform(0, 1):.6f},{src},{dst},1000\n")
+    proc = subprocess.run([MPIEXEC, *cleanup_flags(one_host=True), "-n", "5", sys.executable,
+                           "-m", "emulator", "flows", "--nodes", "4", "--flows", str(flows),
+                           "--timeout-seconds", "30", "--json"],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert len(json.loads(proc.stdout)["flows"]) == 2000
+
+
 def test_bad_input_on_rank_0_ends_every_rank_under_the_users_mpiexec(tmp_path):
     """The node ranks wait for rank 0's settings; rank 0 finding a bad file calls the run
     off: one line, status 2 from every rank, nothing left waiting."""

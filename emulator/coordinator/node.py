@@ -15,6 +15,7 @@ from ..shaping.comm import ShapedComm
 from ..shaping.network import Network
 from .cpushare import KernelCPU, NodeCPU
 from .load import LoadSpec, LocalLoad
+from .receive import Receive
 from .settings import (CONTROL_TAG, GRACE_SECONDS, IDLE_BELL_MAX_SECONDS, IDLE_POLL_MAX_SECONDS,
                        IDLE_POLL_MIN_SECONDS, JOB_TAG_BASE, JOB_TAGS)
 from .tasks import WORK
@@ -197,7 +198,7 @@ class _NodeServer:
                                    (IDLE_POLL_MIN_SECONDS, IDLE_POLL_MAX_SECONDS))
         try:
             while True:
-                req = self.control.irecv(source=0, tag=CONTROL_TAG)
+                req = Receive(self.control, 0, CONTROL_TAG)
                 while True:
                     done, msg = req.test()
                     if done:

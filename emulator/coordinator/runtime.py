@@ -41,6 +41,7 @@ from ..shaping import doorbell
 from . import stop, supervise
 from .launch import report_started
 from .node import leave_cpu_group, machine, serve_node
+from .receive import Receive
 from .settings import (CONTROL_TAG, DEATH_SETTLE_SECONDS, GRACE_SECONDS, IDLE_BELL_MAX_SECONDS,
                        IDLE_POLL_MAX_SECONDS, IDLE_POLL_MIN_SECONDS, JOB_TAG_BASE, JOB_TAGS,
                        SEND_POLL_SECONDS, STOP_GRACE_SECONDS, Settings)
@@ -72,7 +73,7 @@ class Coordinator:
         self._stale = {}  # rank -> replies still owed for a failed job
         # nodes ring this bell after replying (settings.extra["coordinator_bell"], see launch)
         self._bell = doorbell.local() if settings.extra.get("coordinator_bell") else None
-        reqs = {r: control.irecv(source=r, tag=CONTROL_TAG) for r in range(1, self.nranks + 1)}
+        reqs = {r: Receive(control, r, CONTROL_TAG) for r in range(1, self.nranks + 1)}
         self.info = self._collect(reqs, "start-up")
         # the nodes that hear this rank's bell: their control bells, rung after each
         # message to them
@@ -235,7 +236,7 @@ class Coordinator:
                "threaded": threaded}
         self._send(msg, members)
         tag = JOB_TAG_BASE + self._jobs % JOB_TAGS if threaded else CONTROL_TAG
-        reqs = {r: self.control.irecv(source=r, tag=tag) for r in members}
+        reqs = {r: Receive(self.control, r, tag) for r in members}
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs,
                 "submitted": time.monotonic()}
 
@@ -325,7 +326,7 @@ class Coordinator:
         self._settle(ranks)
         ranks = [r for r in ranks if self.node(r) not in self.down]
         self._send(msg, ranks)
-        reqs = {r: self.control.irecv(source=r, tag=CONTROL_TAG) for r in ranks}
+        reqs = {r: Receive(self.control, r, CONTROL_TAG) for r in ranks}
         return {self.node(r): m for r, m in self._collect(reqs, msg["op"]).items()}
 
     def clock(self, scenario_seconds):
