@@ -183,6 +183,7 @@ class Coordinator:
             elapsed = time.monotonic() - start
             if elapsed - last_check > 0.25:
                 last_check = elapsed
+                self._check_model()
                 dead = self._dead([r for r in reqs if r not in replies])
                 if dead:
                     failure = NodeFailure(", ".join(self.node(r) for r in dead),
@@ -240,10 +241,19 @@ class Coordinator:
         return {"job": self._jobs, "fn": fn, "nodes": list(nodes), "reqs": reqs,
                 "submitted": time.monotonic()}
 
+    def _check_model(self):
+        """A model served across machines whose owner has failed ends the run (its flows
+        would never end): :class:`UserError` says why, in one line."""
+        failure = getattr(self.model, "failure", None)
+        message = failure() if failure is not None else None
+        if message:
+            raise UserError(message)
+
     def poll(self, handle):
         """The results of a submitted group (as :meth:`wait`) if every node has answered,
         else None, without waiting. A node found dead is marked down and
         :class:`NodeFailure` names it; so does a node's own error."""
+        self._check_model()
         reqs = handle["reqs"]
         got = handle.setdefault("replies", {})
         for rank, req in reqs.items():

@@ -44,6 +44,8 @@ CLOCK_PERIOD_SECONDS, CLOCK_FIRST_SECONDS, CLOCK_FIRST, CLOCK_SAMPLES = 1.0, 0.0
 # A test hook: how far each host's clock is off (seconds, by host number, comma separated),
 # as if its machine's clock were: namespaces cannot shift the real-time clock
 SKEW_ENV = "NODESEL_CLOCK_SKEW_SECONDS"
+# A test hook: the most flows the owner's model holds at once (a small table fills at once)
+OWNER_FLOWS_ENV = "NODESEL_OWNER_MAX_FLOWS"
 
 
 class Served(RuntimeError):
@@ -209,11 +211,24 @@ class ServedModel:
     served = True
 
     def __init__(self, mirror: Any, index: dict, resources: LocalResources, hosts: int,
-                 owner: Any = None) -> None:
+                 owner: Any = None, owner_loop: Any = None, owner_flows: int = 0) -> None:
         self.fluid, self.index, self.resources = mirror, index, resources
         self.hosts = hosts
         self.owner = owner  # the full model, on rank 0
+        self.owner_loop, self.owner_flows = owner_loop, owner_flows  # its thread, its table
         self.close: Callable[[], None] = lambda: None
+
+    def failure(self) -> Optional[str]:
+        """On rank 0, what ended the owner's thread, in one line (None while it runs, and
+        on the other ranks): the run cannot go on without it."""
+        error = self.owner_loop.error if self.owner_loop is not None else None
+        if error is None:
+            return None
+        if "flow table is full" in str(error):
+            return (f"the served model's owner holds at most {self.owner_flows} flows at once, "
+                    "and the machines' flows outran it (its ends fell behind): run at a larger "
+                    "--dilation")
+        return f"the served model's owner failed: {type(error).__name__}: {error}"
 
     def set_clock(self, **kwargs: Any) -> bool:
         return self.owner.set_clock(**kwargs)
@@ -239,11 +254,13 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     host = leaders.index(local.bcast(rank if first else None, root=0))
     places = comm.allgather(host)  # rank -> its machine
     full = table = None
+    owner_flows = 0
     if rank == 0:
         from ..network import cluster as clusters
-        from ..network.sharing import ClusterModel
+        from ..network.sharing import DEFAULT_MAX_FLOWS, ClusterModel
 
-        full = ClusterModel(cluster, timeline)
+        owner_flows = int(os.environ.get(OWNER_FLOWS_ENV) or DEFAULT_MAX_FLOWS)
+        full = ClusterModel(cluster, timeline, max_flows=owner_flows)
         names = clusters.node_names(cluster)
         if rank_nodes is None:
             rank_nodes = [None, *names][:len(places)]
@@ -270,8 +287,10 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     local.Barrier()  # made before anyone attaches
     mirror = mirror or attach(False)
     loops: list = []
+    owner = None
     if rank == 0:
-        loops.append(Owner(served, full, node_host, leaders))
+        owner = Owner(served, full, node_host, leaders)
+        loops.append(owner)
     if first:
         loops.append(Agent(served, mirror, skew_seconds=host_skew_seconds(host)))
     for loop in loops:
@@ -279,7 +298,8 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     for loop in loops:  # no flow before this host's clock is known
         if isinstance(loop, Agent) and not loop.ready.wait(timeout=30):
             raise Served("the model's owner did not answer this host's clock pings in 30 s")
-    model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full)
+    model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full,
+                        owner_loop=owner, owner_flows=owner_flows)
 
     def close() -> None:
         comm.Barrier()  # every rank's flows are over
