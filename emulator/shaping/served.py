@@ -44,8 +44,10 @@ CLOCK_PERIOD_SECONDS, CLOCK_FIRST_SECONDS, CLOCK_FIRST, CLOCK_SAMPLES = 1.0, 0.0
 # A test hook: how far each host's clock is off (seconds, by host number, comma separated),
 # as if its machine's clock were: namespaces cannot shift the real-time clock
 SKEW_ENV = "NODESEL_CLOCK_SKEW_SECONDS"
-# A test hook: the most flows the owner's model holds at once (a small table fills at once)
-OWNER_FLOWS_ENV = "NODESEL_OWNER_MAX_FLOWS"
+# The most flows the owner's model holds at once: by default as many as the machines' mirrors
+# hold together (a flow is in both while it runs), at most OWNER_FLOWS_MAX; this variable
+# sets it (a test makes it small)
+OWNER_FLOWS_ENV, OWNER_FLOWS_MAX = "NODESEL_OWNER_MAX_FLOWS", 1 << 18
 
 
 class Served(RuntimeError):
@@ -226,8 +228,7 @@ class ServedModel:
             return None
         if "flow table is full" in str(error):
             return (f"the served model's owner holds at most {self.owner_flows} flows at once, "
-                    "and the machines' flows outran it (its ends fell behind): run at a larger "
-                    "--dilation")
+                    f"and more were under way: set {OWNER_FLOWS_ENV} higher")
         return f"the served model's owner failed: {type(error).__name__}: {error}"
 
     def set_clock(self, **kwargs: Any) -> bool:
@@ -257,9 +258,10 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     owner_flows = 0
     if rank == 0:
         from ..network import cluster as clusters
-        from ..network.sharing import DEFAULT_MAX_FLOWS, ClusterModel
+        from ..network.sharing import ClusterModel
 
-        owner_flows = int(os.environ.get(OWNER_FLOWS_ENV) or DEFAULT_MAX_FLOWS)
+        owner_flows = int(os.environ.get(OWNER_FLOWS_ENV)
+                          or min(len(leaders) * max_slots, OWNER_FLOWS_MAX))
         full = ClusterModel(cluster, timeline, max_flows=owner_flows)
         names = clusters.node_names(cluster)
         if rank_nodes is None:
