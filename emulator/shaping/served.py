@@ -27,7 +27,7 @@ lock would hang everyone.
 import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from mpi4py import MPI
 
@@ -238,6 +238,20 @@ class ServedModel:
         return self.owner.clock()
 
 
+def owner_max_flows(machines: int, mirror_slots: int,
+                    environ: Optional[Mapping[str, str]] = None) -> int:
+    """How many flows the owner's model holds at once: what ``machines`` mirrors of
+    ``mirror_slots`` hold together, at most OWNER_FLOWS_MAX, unless OWNER_FLOWS_ENV says.
+
+    >>> owner_max_flows(3, 16384, {}), owner_max_flows(64, 16384, {})
+    (49152, 262144)
+    >>> owner_max_flows(3, 16384, {OWNER_FLOWS_ENV: "4"})
+    4
+    """
+    env = os.environ if environ is None else environ
+    return int(env.get(OWNER_FLOWS_ENV) or min(machines * mirror_slots, OWNER_FLOWS_MAX))
+
+
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                  rank_nodes: Optional[list] = None,
                  max_slots: int = MIRROR_SLOTS) -> ServedModel:
@@ -260,8 +274,7 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
         from ..network import cluster as clusters
         from ..network.sharing import ClusterModel
 
-        owner_flows = int(os.environ.get(OWNER_FLOWS_ENV)
-                          or min(len(leaders) * max_slots, OWNER_FLOWS_MAX))
+        owner_flows = owner_max_flows(len(leaders), max_slots)
         full = ClusterModel(cluster, timeline, max_flows=owner_flows)
         names = clusters.node_names(cluster)
         if rank_nodes is None:
