@@ -356,6 +356,19 @@ def test_an_owner_whose_flow_table_fills_ends_the_run_in_one_line():
     assert _shm() <= before
 
 
+def test_a_bad_owner_table_size_is_refused_on_every_rank():
+    before = _shm()
+    env = {**os.environ, "NODESEL_OWNER_MAX_FLOWS": "lots"}
+    proc = subprocess.run([MPIEXEC, *machines_here(2), "-n", "13", sys.executable, "-m",
+                           "emulator", "flows", "--cluster", "hostfiles/racks12.toml",
+                           "--flows", "hostfiles/flows-racks12.csv", "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        "nodesel: error: NODESEL_OWNER_MAX_FLOWS='lots': not a positive whole number"]
+    assert _shm() <= before
+
+
 def _machine_dies(cleanup):
     """``emulator flows`` on two Hydra proxies (``cleanup``: mpiexec's flags), every rank of
     the second killed mid-run; (status, stderr, seconds from the kill to mpiexec's end)."""

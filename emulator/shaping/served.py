@@ -241,15 +241,23 @@ class ServedModel:
 def owner_max_flows(machines: int, mirror_slots: int,
                     environ: Optional[Mapping[str, str]] = None) -> int:
     """How many flows the owner's model holds at once: what ``machines`` mirrors of
-    ``mirror_slots`` hold together, at most OWNER_FLOWS_MAX, unless OWNER_FLOWS_ENV says.
+    ``mirror_slots`` hold together, at most OWNER_FLOWS_MAX, unless OWNER_FLOWS_ENV says
+    (:class:`Served` if it is not a positive whole number).
 
     >>> owner_max_flows(3, 16384, {}), owner_max_flows(64, 16384, {})
     (49152, 262144)
     >>> owner_max_flows(3, 16384, {OWNER_FLOWS_ENV: "4"})
     4
+    >>> owner_max_flows(3, 16384, {OWNER_FLOWS_ENV: "lots"})
+    Traceback (most recent call last):
+    emulator.shaping.served.Served: NODESEL_OWNER_MAX_FLOWS='lots': not a positive whole number
     """
-    env = os.environ if environ is None else environ
-    return int(env.get(OWNER_FLOWS_ENV) or min(machines * mirror_slots, OWNER_FLOWS_MAX))
+    given = (os.environ if environ is None else environ).get(OWNER_FLOWS_ENV)
+    if not given:
+        return min(machines * mirror_slots, OWNER_FLOWS_MAX)
+    if not given.strip().isdigit() or int(given) < 1:
+        raise Served(f"{OWNER_FLOWS_ENV}={given!r}: not a positive whole number")
+    return int(given)
 
 
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
@@ -268,13 +276,12 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
         raise Served("rank 0 must lead its host")
     host = leaders.index(local.bcast(rank if first else None, root=0))
     places = comm.allgather(host)  # rank -> its machine
+    owner_flows = owner_max_flows(len(leaders), max_slots)  # the same environment: all raise
     full = table = None
-    owner_flows = 0
     if rank == 0:
         from ..network import cluster as clusters
         from ..network.sharing import ClusterModel
 
-        owner_flows = owner_max_flows(len(leaders), max_slots)
         full = ClusterModel(cluster, timeline, max_flows=owner_flows)
         names = clusters.node_names(cluster)
         if rank_nodes is None:
