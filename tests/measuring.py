@@ -46,3 +46,15 @@ def traces_of(name):
     found += [line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
               if line.split(":")[1].strip().startswith(name + "-")]
     return found
+
+
+def flows_off_the_model(report, share=0.05, floor_seconds=0.02, min_bytes=1_000_000):
+    """The flows of a ``nodesel flows --json`` report of ``min_bytes`` or more whose end
+    misses the model's by more than ``share`` of their span (``floor_seconds`` at least)."""
+    off = []
+    for flow in report["flows"]:
+        span = flow["model_end_seconds"] - flow["start_seconds"]
+        late = flow["end_seconds"] - flow["model_end_seconds"]
+        if flow["size_bytes"] >= min_bytes and abs(late) > max(share * span, floor_seconds):
+            off.append(flow)
+    return off

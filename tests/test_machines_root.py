@@ -13,7 +13,7 @@ import pytest
 
 from emulator.coordinator.launch import mpiexec_path
 from emulator.coordinator.node import machine
-from measuring import traces_of
+from measuring import flows_off_the_model, traces_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = mpiexec_path()
@@ -102,11 +102,7 @@ def test_flows_over_fake_machines_keep_to_the_one_model(machines):
                          "hostfiles/racks12.toml", "--flows", "hostfiles/flows-racks12.csv",
                          "--dilation", "2", "--json"))
     assert out["hosts"] == count
-    for flow in out["flows"]:
-        span = flow["model_end_seconds"] - flow["start_seconds"]
-        off = flow["end_seconds"] - flow["model_end_seconds"]
-        if flow["size_bytes"] >= 1_000_000:
-            assert abs(off) <= max(0.05 * span, 0.02), flow
+    assert flows_off_the_model(out) == []
 
 
 def test_a_skeleton_over_fake_machines_takes_its_time_on_one(machines):

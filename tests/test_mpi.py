@@ -13,7 +13,7 @@ from emulator.coordinator import stop
 from emulator.coordinator.launch import cleanup_flags, machines_here, mpiexec_path
 from emulator.shaping.comm import SEND_BUFFER_BYTES
 
-from measuring import ATTEMPTS
+from measuring import ATTEMPTS, flows_off_the_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
@@ -326,11 +326,7 @@ def test_flows_over_several_machines_keep_to_the_one_model(hosts, skews):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["hosts"] == hosts
-    for flow in out["flows"]:
-        span = flow["model_end_seconds"] - flow["start_seconds"]
-        off = flow["end_seconds"] - flow["model_end_seconds"]
-        if flow["size_bytes"] >= 1_000_000:
-            assert abs(off) <= max(0.05 * span, 0.02), flow
+    assert flows_off_the_model(out) == []
     assert _shm() <= before
 
 
