@@ -192,15 +192,25 @@ class FairShare(Order):
 
     def _charge(self, job, start, end):
         """Add ``job``'s processor-seconds over [start, end) to its owners' windows."""
-        window = int(start // self.interval)
+        interval, user, group = self.interval, job.user, job.group
+        window = int(start // interval)
         while start < end:
-            stop = min(end, (window + 1) * self.interval)
+            stop = (window + 1) * interval
+            if end < stop:
+                stop = end
             amount = job.procs * (stop - start)
-            for spent in (self.used_by_user.setdefault(job.user, {}),
-                          self.used_by_group.setdefault(job.group, {}), self.total):
+            for owners, owner in ((self.used_by_user, user), (self.used_by_group, group)):
+                spent = owners.get(owner)
+                if spent is None:
+                    spent = owners[owner] = {}
                 spent[window] = spent.get(window, 0.0) + amount
-            if window == self._window:
-                self._add(job, amount, 0)
+            self.total[window] = self.total.get(window, 0.0) + amount
+            if window == self._window:  # its usage now counts as constant
+                constants = self._user_constant
+                constants[user] = constants.get(user, 0.0) + amount
+                constants = self._group_constant
+                constants[group] = constants.get(group, 0.0) + amount
+                self._everyone_constant += amount
             start, window = stop, window + 1
 
     def _roll(self, now):
