@@ -1,6 +1,7 @@
 """Queue orders as plug-ins (built-in, a user's function or class, fair share) under each
 backfilling rule, and archive traces loaded as they are."""
 
+import copy
 import gzip
 
 import numpy as np
@@ -321,6 +322,100 @@ def test_sorting_only_when_the_groups_order_changes_starts_every_job_alike(backf
                                      backfill=backfill)).jobs
     assert [j.start for j in fast] == [j.start for j in plain]
     assert len({j.start - j.submit for j in fast}) > 50  # jobs waited: the order mattered
+
+
+@pytest.mark.parametrize("backfill", ["none", "easy", "conservative"])
+@pytest.mark.parametrize("seed", range(4))
+def test_passes_left_unsorted_while_no_usages_can_meet_start_every_job_alike(backfill, seed):
+    """Users alone, no targets: the queue is not even checked while no two users' usages
+    can meet (FairShare.order_holds_until), and the schedule is still the one every key
+    asked for at every pass gives."""
+    rng = np.random.default_rng(10 + seed)
+    n = 600
+    submit = np.cumsum(rng.exponential(30.0, n)).round()
+    jobs = [Job(i, float(submit[i]), int(rng.choice([1, 2, 4, 8, 16])),
+                float(rng.integers(1, 3000)),
+                owner=Owner(user=int(rng.integers(8)), group=int(rng.integers(2))), index=i)
+            for i in range(n)]
+    settings = {"interval": 7200.0, "depth": 4, "decay": 0.8}
+    sched = Scheduler(32, order=FairShare(FairShareSettings(**settings)), backfill=backfill)
+    checks, passes = [], []
+    rerank, schedule = sched.order.rerank, sched.schedule
+    sched.order.rerank = lambda *args: checks.append(args) or rerank(*args)
+    sched.schedule = lambda now: passes.append(now) or schedule(now)
+    fast = simulate(jobs, sched).jobs
+    plain = simulate(jobs, Scheduler(32, order=PlainFairShare(**settings),
+                                     backfill=backfill)).jobs
+    assert [j.start for j in fast] == [j.start for j in plain]
+    assert len({j.start - j.submit for j in fast}) > 50  # jobs waited: the order mattered
+    assert 0 < len(checks) < 0.9 * len(passes)  # passes left unchecked
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_no_two_keys_cross_before_the_order_is_said_to_end(seed):
+    """Whatever starts and ends on the machine before order_holds_until, the groups' keys
+    keep the order they had, window ends included."""
+    rng = np.random.default_rng(seed)
+    fs = FairShare(FairShareSettings(interval=500.0, depth=3, decay=0.6))
+    machine, now, running, free = 16, 0.0, [], 16
+    for step in range(400):
+        now += float(rng.exponential(30.0))
+        if running and (free == 0 or rng.random() < 0.5):
+            job = running.pop(int(rng.integers(len(running))))
+            fs.finished(job, now)
+            free += job.procs
+        else:
+            job = Job(step, now, int(rng.integers(1, free + 1)), 1.0,
+                      owner=Owner(user=int(rng.integers(5)), group=0))
+            fs.started(job, now)
+            running.append(job)
+            free -= job.procs
+        if step % 5:
+            continue
+        groups = [(u, 0) for u in range(5)]
+        keys = fs.group_keys(groups, now)
+        until = fs.order_holds_until(keys, now, machine)
+        assert until >= now
+        order = sorted(groups, key=keys.get)
+        later = now + float(rng.uniform(0, 1)) * (until - now)
+        ahead = copy.deepcopy(fs, {id(j): j for j in running})
+        for job in running:  # then one user takes the whole machine
+            ahead.finished(job, now)
+        ahead.started(Job(-1, now, machine, 1.0, owner=Owner(user=int(rng.integers(5)))), now)
+        moved = ahead.group_keys(groups, later)
+        assert sorted(groups, key=moved.get) == order or until == now
+        assert until <= (now // 500.0 + 1) * 500.0
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_check_in_c_ranks_and_bounds_as_python_does(seed):
+    """FairShare.rerank in C (users alone) leaves the ranks, the keys and the end of the
+    order as GroupRanks.rerank and order_holds_until do in Python, in and out of order."""
+    from emulator.scheduling import orders
+    from emulator.scheduling.ranks import GroupRanks
+
+    if orders.check_ranks is None:
+        pytest.skip("the C extension is not built (pip install -e .)")
+    rng = np.random.default_rng(seed)
+    fs = FairShare(FairShareSettings(interval=900.0, depth=2, decay=0.5))
+    ranks, now, running = GroupRanks(), 0.0, []
+    for step in range(300):
+        now += float(rng.exponential(20.0))
+        if running and rng.random() < 0.5:
+            fs.finished(running.pop(int(rng.integers(len(running)))), now)
+        else:
+            running.append(Job(step, now, int(rng.integers(1, 5)), 1.0,
+                               owner=Owner(user=int(rng.integers(6)), group=0)))
+            fs.started(running[-1], now)
+        groups = {(int(u), int(g)): 1 for u, g in rng.integers(0, 6, (4, 2))}
+        if rng.random() < 0.3:  # a newcomer, or a rank out of order
+            ranks.rank[next(iter(groups))] = float(rng.integers(-2, 3))
+        python = copy.deepcopy(ranks)
+        keys = fs.group_keys(groups.keys(), now)
+        moved = python.rerank(keys)
+        holds = fs.order_holds_until(keys, now, 16)
+        assert fs.rerank(ranks, groups, now, 16) == moved
+        assert (ranks.rank, ranks.key, ranks.holds_until) == (python.rank, keys, holds)
 
 
 class SetKeys(Order):

@@ -41,6 +41,11 @@ from typing import Mapping
 
 from ..errors import UserError
 
+try:
+    from ._fairshare import check as check_ranks
+except ImportError:  # not built: the groups' keys checked in Python
+    check_ranks = None
+
 BUILT_IN = ("fcfs", "sjf", "lwf", "fairshare")
 
 
@@ -278,15 +283,23 @@ class FairShare(Order):
 
     group = staticmethod(attrgetter("user", "group"))  # jobs of one group share a key
 
-    def group_keys(self, groups, now):
-        """{group: key} at ``now`` of the (user, group) pairs ``groups``."""
+    def _scale(self, now):
+        """100 over everyone's usage at ``now`` (0 if none), the window moved on to now's."""
         if now >= (self._window + 1) * self.interval:
             self._roll(now)
         everyone = self._everyone_constant + self._everyone_rate * now
-        scale = 100.0 / everyone if everyone > 0 else 0.0
+        return 100.0 / everyone if everyone > 0 else 0.0
+
+    @property
+    def _users_alone(self):
+        """No targets and no group weight: a key is its user's usage times one factor."""
+        return not (self.group_weight or self.user_targets or self.group_targets)
+
+    def group_keys(self, groups, now):
+        """{group: key} at ``now`` of the (user, group) pairs ``groups``."""
+        scale = self._scale(now)
         users, user_rates = self._user_constant, self._user_rate
-        if not (self.group_weight or self.user_targets or self.group_targets):
-            # no targets, users alone: the key is the user's share, weighted
+        if self._users_alone:
             factor = self.weight * self.user_weight * scale
             return {who: factor * (users.get(who[0], 0.0) + user_rates.get(who[0], 0) * now)
                     for who in groups}
@@ -300,7 +313,60 @@ class FairShare(Order):
             keys[(u, g)] = -self.weight * (self.user_weight * user + self.group_weight * group)
         return keys
 
+    def rerank(self, ranks, groups, now, max_rate):
+        """``ranks.rerank`` (a :class:`~.ranks.GroupRanks`) with the keys of ``groups`` at
+        ``now``, and ``ranks.holds_until`` set to when their order may next change on a
+        machine of ``max_rate`` processors. In C where users alone count
+        (``_fairshare.c``)."""
+        if check_ranks is None or not self._users_alone or not isinstance(groups, dict):
+            keys = self.group_keys(groups, now)
+            moved = ranks.rerank(keys)
+            ranks.holds_until = self.order_holds_until(keys, now, max_rate)
+            return moved
+        factor = self.weight * self.user_weight * self._scale(now)
+        keys, same, until, kept = check_ranks(
+            groups, ranks.rank, self._user_constant, self._user_rate, now, factor,
+            float(max_rate), (self._window + 1) * self.interval)
+        if same:
+            ranks.rank, ranks.key = kept, keys  # as ranks.keep(keys)
+        else:
+            ranks.rerank(keys)
+        ranks.holds_until = until
+        return not same
+
+    def order_holds_until(self, keys, now, max_rate):
+        """An instant before which the groups' ``keys`` (:meth:`group_keys` at ``now``)
+        keep their order (``now`` itself if none is known), on a machine of ``max_rate``
+        processors."""
+        if not self._users_alone or not keys:
+            return now
+        ordered = sorted(((key, who[0]) for who, key in keys.items()), key=lambda e: e[0])
+        gap = min((b - a for (a, u), (b, v) in zip(ordered, ordered[1:]) if u != v),
+                  default=math.inf)
+        factor = self.weight * self.user_weight * self._scale(now)
+        return self._holds(gap, ordered[-1][0], factor, now, max_rate)
+
+    def _holds(self, gap, top, factor, now, max_rate):
+        """The end of the order of keys whose two nearest users' keys are ``gap`` apart.
+
+        With users alone a key is its user's usage times a factor all share, and within a
+        window a usage only grows, by its user's running processors a second: two usages
+        ``gap / factor`` apart cannot meet within ``gap / factor / max_rate`` seconds,
+        whatever starts and ends meanwhile. The window's end decays them all."""
+        window_end = (self._window + 1) * self.interval
+        if gap == math.inf:
+            return window_end  # one user
+        if gap <= 0 or factor <= 0:
+            return now  # users of equal usage, which the next start may part
+        # less a margin far above the rounding of usages as large as max_rate * now
+        usage_gap = gap / factor - 1.0 - 1e-9 * (top / factor + max_rate * now)
+        return min(window_end, now + usage_gap / max_rate) if usage_gap > 0 else now
+
     def key(self, job, now):
+        if self._users_alone:  # group_keys's sum for one
+            factor = self.weight * self.user_weight * self._scale(now)
+            return factor * (self._user_constant.get(job.user, 0.0)
+                             + self._user_rate.get(job.user, 0) * now)
         who = (job.user, job.group)
         return self.group_keys((who,), now)[who]
 

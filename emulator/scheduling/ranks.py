@@ -17,6 +17,7 @@ False
 True
 """
 
+import math
 from operator import itemgetter
 from typing import Any, Optional
 
@@ -27,6 +28,9 @@ class GroupRanks:
     def __init__(self) -> None:
         self.rank: dict = {}
         self.key: dict = {}
+        # before this instant the ranked groups' keys keep their order (the order says
+        # when: FairShare.rerank); a newcomer ends it
+        self.holds_until = -math.inf
 
     def rank_of(self, group: Any, key: Any) -> float:
         """The rank of ``group``, whose key is ``key`` now; a group not ranked yet is put
@@ -53,7 +57,15 @@ class GroupRanks:
         else:
             rank = (below + above) / 2.0
         self.rank[group], self.key[group] = rank, key
+        self.holds_until = -math.inf
         return rank
+
+    def keep(self, keys: dict) -> bool:
+        """Take the groups' keys now, their ranks known to order them; returns False."""
+        if len(self.rank) != len(keys):  # groups with no queued job leave: if they come
+            self.rank = {g: self.rank[g] for g in keys}  # back, they are placed anew
+        self.key = keys
+        return False
 
     def rerank(self, keys: dict) -> bool:
         """Take the groups' keys now (those with queued jobs). False if their ranks already
@@ -70,11 +82,8 @@ class GroupRanks:
                 same = False
                 break
             previous_key, previous_rank = key, r
-        if same:  # groups with no queued job leave: if they come back, they are placed anew
-            if len(rank) != len(keys):
-                self.rank = {g: rank[g] for g in keys}
-            self.key = keys
-            return False
+        if same:
+            return self.keep(keys)
         self.rank, self.key = {}, keys
         level, previous_key = -1.0, None
         for group, key in ordered:

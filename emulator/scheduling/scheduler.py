@@ -144,13 +144,18 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
     def _reorder(self, now):
         """An order whose keys change over time: sort the queue again (conservative
         backfilling makes its reservations again if the order changed). An order of group
-        keys (:mod:`.ranks`) sorts only when the groups' order changed."""
+        keys (:mod:`.ranks`) sorts only when the groups' order changed, and does not even
+        look before its ``rerank`` says the order may have."""
         period = self.order.period_seconds
         self._next_reorder = (math.floor(now / period) + 1) * period if period > 0 else now
-        if self._ranks is not None:
-            if len(self._groups) < 2:
-                return  # one group's jobs keep their order whatever its key
-            if not self._ranks.rerank(self.order.group_keys(self._groups.keys(), now)):
+        ranks = self._ranks
+        if ranks is not None:
+            if len(self._groups) < 2 or now < ranks.holds_until:
+                return  # one group's jobs keep their order, and keys that cannot cross theirs
+            rerank = getattr(self.order, "rerank", None)
+            moved = rerank(ranks, self._groups, now, self.total) if rerank is not None \
+                else ranks.rerank(self.order.group_keys(self._groups.keys(), now))
+            if not moved:
                 return
         jobs = [job for _, job in self.queue if job.start is None]
         if self._ranks is not None:
