@@ -387,6 +387,27 @@ def test_no_two_keys_cross_before_the_order_is_said_to_end(seed):
         assert until <= (now // 500.0 + 1) * 500.0
 
 
+def test_a_what_if_start_past_the_machine_ends_the_orders_interval():
+    """start_now may overcommit the machine (a placement's what-if): the users' usages then
+    grow faster than the machine's processors, and the queue follows them all the same."""
+    fs = FairShare(FairShareSettings(interval=1e6, depth=1))
+    sched = Scheduler(4, order=fs, backfill="none")
+    sched.submit(Job(0, 0.0, 4, 1000.0, estimate=1000.0, owner=Owner(user=2), index=0), 0.0)
+    sched.schedule(0.0)  # user 2 holds the machine for 1000 s
+    jobs = [Job(i, 100.0, procs, 500.0, estimate=500.0, owner=Owner(user=user), index=i)
+            for i, (procs, user) in enumerate([(1, 1), (1, 2), (4, 1), (4, 1), (4, 1)], 1)]
+    for job in jobs:
+        sched.submit(job, 100.0)
+    sched.schedule(100.0)
+    assert [j.id for j in sched.waiting()] == [1, 3, 4, 5, 2]  # user 1 has used nothing
+    for job in jobs[2:]:
+        sched.start_now(job, 100.0)  # user 1 runs 12 processors: past user 2 at 150 s
+    sched.schedule(110.0)
+    assert [j.id for j in sched.waiting()] == [1, 2]
+    sched.schedule(180.0)
+    assert [j.id for j in sched.waiting()] == [2, 1]
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_the_check_in_c_ranks_and_bounds_as_python_does(seed):
     """FairShare.rerank in C (users alone) leaves the ranks, the keys and the end of the

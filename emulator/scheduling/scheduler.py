@@ -153,7 +153,9 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             if len(self._groups) < 2 or now < ranks.holds_until:
                 return  # one group's jobs keep their order, and keys that cannot cross theirs
             rerank = getattr(self.order, "rerank", None)
-            moved = rerank(ranks, self._groups, now, self.total) if rerank is not None \
+            # processors running, at most: a what-if start (start_now) may overcommit
+            busiest = self.total - min(self.free, 0)
+            moved = rerank(ranks, self._groups, now, busiest) if rerank is not None \
                 else ranks.rerank(self.order.group_keys(self._groups.keys(), now))
             if not moved:
                 return
@@ -280,6 +282,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         turnaround predictions of a placement start the job there first)."""
         self._start(job, now)
         self._drop_started(1)
+        if self._ranks is not None:  # the order's bound may assume fewer processors busy
+            self._ranks.holds_until = -math.inf
 
     def _drop_started(self, count):
         """Note ``count`` queued jobs started; compact the queue once many have."""
