@@ -121,3 +121,38 @@ def test_a_job_that_started_runs_to_its_end_and_one_that_failed_early_keeps_its_
     assert run_mpiexec(started, start_timeout_seconds=1.0) == 7
     assert run_mpiexec([sys.executable, "-c", "raise SystemExit(5)"],
                        start_timeout_seconds=30.0) == 5
+
+
+def test_a_program_job_stopped_ends_its_launcher_and_its_processes(monkeypatch):
+    """ProgramJob.stop (a batch stopped with a program playing) ends the program's launcher
+    through its cancel event, without waiting for the program."""
+    from emulator.batch import programs
+    from emulator.coordinator.launch import run_mpiexec
+
+    marker = f"nodesel-stop-test-{os.getpid()}"
+    sleeper = [sys.executable, "-c", f"import time; time.sleep(60)  # {marker}"]
+
+    def launch(coordinator, nodes, command, *, output=None, cancel=None):
+        return run_mpiexec(command, cancel=cancel, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+    def running():
+        return [p for p in psutil.process_iter(["cmdline"])
+                if marker in " ".join(p.info["cmdline"] or [])]
+
+    monkeypatch.setattr(programs, "run_on_nodes", launch)
+    job = programs.ProgramJob(None, ["n1"], sleeper)
+    job.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running(), "the program never started"
+        start = time.monotonic()
+        job.stop(wait_seconds=20)
+        assert not job.is_alive() and time.monotonic() - start < 15
+        assert job.error is None and job.run_result is not None
+        assert not running()
+    finally:
+        for process in running():
+            process.kill()
