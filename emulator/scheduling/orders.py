@@ -37,7 +37,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import UserError
 
@@ -62,19 +62,19 @@ class Order:
     period_seconds = 0.0
     trusted = False  # built in: its keys need no checking
 
-    def keys(self, jobs, now):
+    def keys(self, jobs: Iterable[Any], now: float) -> list:
         """The keys of ``jobs`` at ``now``, checked (:func:`check_key`) unless trusted."""
         if self.trusted:
             return [self.key(job, now) for job in jobs]
         return [check_key(self, job, now) for job in jobs]
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         raise NotImplementedError
 
-    def started(self, job, now):
+    def started(self, job: Any, now: float) -> None:
         """``job`` starts at ``now``."""
 
-    def finished(self, job, now):
+    def finished(self, job: Any, now: float) -> None:
         """``job`` ended at ``now``."""
 
 
@@ -82,7 +82,7 @@ class FCFS(Order):
     name = "fcfs"
     trusted = True
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         return job.submit
 
 
@@ -90,7 +90,7 @@ class SJF(Order):
     name = "sjf"
     trusted = True
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         return job.estimate
 
 
@@ -98,7 +98,7 @@ class LWF(Order):
     name = "lwf"
     trusted = True
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         return job.procs * job.estimate
 
 
@@ -164,18 +164,22 @@ class FairShare(Order):
         self.user_targets = dict(s.user_targets or {})
         self.group_targets = dict(s.group_targets or {})
         # processor-seconds per window: {user: {window: ...}}, {group: {...}}, {window: ...}
-        self.used_by_user, self.used_by_group, self.total = {}, {}, {}
-        self.running = {}  # job -> start
+        self.used_by_user: dict = {}
+        self.used_by_group: dict = {}
+        self.total: dict = {}
+        self.running: dict = {}  # job -> start
         # kept up to date as jobs start and end, so that a key costs two look-ups: in the
         # current window the decayed usage of a user (group, everyone) at time t is
         # constant + rate * t, rate its running processors
         self._window = 0
-        self._user_constant, self._user_rate = {}, {}
-        self._group_constant, self._group_rate = {}, {}
+        self._user_constant: dict = {}
+        self._user_rate: dict = {}
+        self._group_constant: dict = {}
+        self._group_rate: dict = {}
         self._everyone_constant = self._everyone_rate = 0.0
 
     @classmethod
-    def from_site(cls, site):
+    def from_site(cls, site: Any) -> "FairShare":
         """The fair share a policy file sets (:class:`~.policyfile.SitePolicy`)."""
         fs = getattr(site, "fairshare", None) or {}
         return cls(FairShareSettings(  # what the file leaves out keeps the settings' default
@@ -185,7 +189,7 @@ class FairShare(Order):
             group_targets={k: c.fstarget for k, c in site.groups.items()
                            if getattr(c, "fstarget", None) is not None} if site else {}))
 
-    def _add(self, job, constant, rate):
+    def _add(self, job: Any, constant: float, rate: int) -> None:
         """Add constant + rate * t to the usage of ``job``'s user, group and everyone."""
         u, g = job.user, job.group
         self._user_constant[u] = self._user_constant.get(u, 0.0) + constant
@@ -195,7 +199,7 @@ class FairShare(Order):
         self._everyone_constant += constant
         self._everyone_rate += rate
 
-    def _charge(self, job, start, end):
+    def _charge(self, job: Any, start: float, end: float) -> None:
         """Add ``job``'s processor-seconds over [start, end) to its owners' windows."""
         interval, user, group = self.interval, job.user, job.group
         window = int(start // interval)
@@ -218,7 +222,7 @@ class FairShare(Order):
                 self._everyone_constant += amount
             start, window = stop, window + 1
 
-    def _roll(self, now):
+    def _roll(self, now: float) -> None:
         """Move the current window on to ``now``'s: the running jobs' usage in the windows
         that closed is charged, and every usage's constant part counted again."""
         window = int(now // self.interval)
@@ -231,7 +235,7 @@ class FairShare(Order):
         weights = [(window - k, self.decay ** k) for k in range(self.depth)]
         oldest = window - self.depth + 1  # windows before it never count again
 
-        def decayed(used):
+        def decayed(used: dict) -> dict:
             """{owner: decayed usage}, forgetting the windows that no longer count."""
             out = {}
             for owner in list(used):
@@ -253,13 +257,13 @@ class FairShare(Order):
         for job, start in self.running.items():
             self._add(job, -job.procs * max(start, ws), job.procs)
 
-    def started(self, job, now):
+    def started(self, job: Any, now: float) -> None:
         if now >= (self._window + 1) * self.interval:
             self._roll(now)
         self.running[job] = now
         self._add(job, -job.procs * now, job.procs)  # in the current window since now
 
-    def finished(self, job, now):
+    def finished(self, job: Any, now: float) -> None:
         if now >= (self._window + 1) * self.interval:
             self._roll(now)
         start = self.running.pop(job, None)
@@ -269,7 +273,7 @@ class FairShare(Order):
             self._add(job, job.procs * max(start, ws), -job.procs)
             self._charge(job, max(start, ws), now)
 
-    def usage(self, now):
+    def usage(self, now: float) -> dict:
         """Each user's and group's decayed usage, % of everyone's: {("user", id): %}."""
         self._roll(now)
         everyone = self._everyone_constant + self._everyone_rate * now
@@ -283,7 +287,7 @@ class FairShare(Order):
 
     group = staticmethod(attrgetter("user", "group"))  # jobs of one group share a key
 
-    def _scale(self, now):
+    def _scale(self, now: float) -> float:
         """100 over everyone's usage at ``now`` (0 if none), the window moved on to now's."""
         if now >= (self._window + 1) * self.interval:
             self._roll(now)
@@ -291,11 +295,11 @@ class FairShare(Order):
         return 100.0 / everyone if everyone > 0 else 0.0
 
     @property
-    def _users_alone(self):
+    def _users_alone(self) -> bool:
         """No targets and no group weight: a key is its user's usage times one factor."""
         return not (self.group_weight or self.user_targets or self.group_targets)
 
-    def group_keys(self, groups, now):
+    def group_keys(self, groups: Iterable[tuple], now: float) -> dict:
         """{group: key} at ``now`` of the (user, group) pairs ``groups``."""
         scale = self._scale(now)
         users, user_rates = self._user_constant, self._user_rate
@@ -313,7 +317,7 @@ class FairShare(Order):
             keys[(u, g)] = -self.weight * (self.user_weight * user + self.group_weight * group)
         return keys
 
-    def rerank(self, ranks, groups, now, max_rate):
+    def rerank(self, ranks: Any, groups: Any, now: float, max_rate: float) -> bool:
         """``ranks.rerank`` (a :class:`~.ranks.GroupRanks`) with the keys of ``groups`` at
         ``now``, and ``ranks.holds_until`` set to when their order may next change on a
         machine of ``max_rate`` processors. In C where users alone count
@@ -334,7 +338,7 @@ class FairShare(Order):
         ranks.holds_until = until
         return not same
 
-    def order_holds_until(self, keys, now, max_rate):
+    def order_holds_until(self, keys: dict, now: float, max_rate: float) -> float:
         """An instant before which the groups' ``keys`` (:meth:`group_keys` at ``now``)
         keep their order (``now`` itself if none is known), on a machine of ``max_rate``
         processors."""
@@ -346,7 +350,8 @@ class FairShare(Order):
         factor = self.weight * self.user_weight * self._scale(now)
         return self._holds(gap, ordered[-1][0], factor, now, max_rate)
 
-    def _holds(self, gap, top, factor, now, max_rate):
+    def _holds(self, gap: float, top: float, factor: float, now: float,
+               max_rate: float) -> float:
         """The end of the order of keys whose two nearest users' keys are ``gap`` apart.
 
         With users alone a key is its user's usage times a factor all share, and within a
@@ -362,7 +367,7 @@ class FairShare(Order):
         usage_gap = gap / factor - 1.0 - 1e-9 * (top / factor + max_rate * now)
         return min(window_end, now + usage_gap / max_rate) if usage_gap > 0 else now
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         if self._users_alone:  # group_keys's sum for one
             factor = self.weight * self.user_weight * self._scale(now)
             return factor * (self._user_constant.get(job.user, 0.0)
@@ -370,7 +375,7 @@ class FairShare(Order):
         who = (job.user, job.group)
         return self.group_keys((who,), now)[who]
 
-    def keys(self, jobs, now):
+    def keys(self, jobs: Iterable[Any], now: float) -> list:
         memo = self.group_keys({(job.user, job.group) for job in jobs}, now)
         return [memo[(job.user, job.group)] for job in jobs]
 
@@ -378,28 +383,36 @@ class FairShare(Order):
 class _Function(Order):
     """A user's function ``f(job, now)`` as an order."""
 
-    def __init__(self, fn, name):
+    def __init__(self, fn: Callable, name: str) -> None:
         self.fn, self.name = fn, name
         self.static = bool(getattr(fn, "static", False))
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         return self.fn(job, now)
 
 
 class _Object(Order):
     """A user's object with ``key``, and maybe ``started`` and ``finished``."""
 
-    def __init__(self, obj, name):
+    def __init__(self, obj: Any, name: str) -> None:
         self.obj, self.name = obj, name
         self.static = bool(getattr(obj, "static", False))
-        self.started = getattr(obj, "started", Order.started.__get__(self))
-        self.finished = getattr(obj, "finished", Order.finished.__get__(self))
+        self._on_start = getattr(obj, "started", None)
+        self._on_end = getattr(obj, "finished", None)
 
-    def key(self, job, now):
+    def key(self, job: Any, now: float) -> Any:
         return self.obj.key(job, now)
 
+    def started(self, job: Any, now: float) -> None:
+        if self._on_start is not None:
+            self._on_start(job, now)
 
-def make_order(spec, *, site=None):
+    def finished(self, job: Any, now: float) -> None:
+        if self._on_end is not None:
+            self._on_end(job, now)
+
+
+def make_order(spec: Any, *, site: Any = None) -> Order:
     """The order named by ``spec``: a built-in name, an :class:`Order`, or
     ``FILE.py:NAME`` (a function or a class, see the module docstring). Raises
     :class:`~emulator.errors.UserError` for an unknown name, a missing file or name, or a
@@ -418,6 +431,8 @@ def make_order(spec, *, site=None):
         raise UserError(f"{path}: no such file (the order {spec!r})")
     module_name = "nodesel_order_" + "".join(c if c.isalnum() else "_" for c in path)
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise UserError(f"{path}: Python cannot load this file (the order {spec!r})")
     module = importlib.util.module_from_spec(loader_spec)
     try:
         loader_spec.loader.exec_module(module)
@@ -440,7 +455,7 @@ def make_order(spec, *, site=None):
     return _Function(thing, name)
 
 
-def check_key(order, job, now):
+def check_key(order: Order, job: Any, now: float) -> Any:
     """The key of ``job``, refused with one line if the order fails or gives a key that
     cannot be compared."""
     try:
