@@ -305,8 +305,7 @@ class FairShare(Order):
         users, user_rates = self._user_constant, self._user_rate
         if self._users_alone:
             factor = self.weight * self.user_weight * scale
-            return {who: factor * (users.get(who[0], 0.0) + user_rates.get(who[0], 0) * now)
-                    for who in groups}
+            return {who: self._user_key(who[0], factor, now) for who in groups}
         groups_, group_rates = self._group_constant, self._group_rate
         keys = {}
         for u, g in groups:
@@ -332,7 +331,7 @@ class FairShare(Order):
             groups, ranks.rank, self._user_constant, self._user_rate, now, factor,
             float(max_rate), (self._window + 1) * self.interval)
         if same:
-            ranks.rank, ranks.key = kept, keys  # as ranks.keep(keys)
+            ranks.keep(keys, kept)
         else:
             ranks.rerank(keys)
         ranks.holds_until = until
@@ -367,11 +366,14 @@ class FairShare(Order):
         usage_gap = gap / factor - 1.0 - 1e-9 * (top / factor + max_rate * now)
         return min(window_end, now + usage_gap / max_rate) if usage_gap > 0 else now
 
+    def _user_key(self, user: Any, factor: float, now: float) -> float:
+        """With users alone, the key of ``user``'s jobs (``_fairshare.c`` sums it alike)."""
+        return factor * (self._user_constant.get(user, 0.0) + self._user_rate.get(user, 0) * now)
+
     def key(self, job: Any, now: float) -> Any:
-        if self._users_alone:  # group_keys's sum for one
-            factor = self.weight * self.user_weight * self._scale(now)
-            return factor * (self._user_constant.get(job.user, 0.0)
-                             + self._user_rate.get(job.user, 0) * now)
+        if self._users_alone:
+            return self._user_key(job.user, self.weight * self.user_weight * self._scale(now),
+                                  now)
         who = (job.user, job.group)
         return self.group_keys((who,), now)[who]
 

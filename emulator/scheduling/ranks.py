@@ -60,9 +60,12 @@ class GroupRanks:
         self.holds_until = -math.inf
         return rank
 
-    def keep(self, keys: dict) -> bool:
-        """Take the groups' keys now, their ranks known to order them; returns False."""
-        if len(self.rank) != len(keys):  # groups with no queued job leave: if they come
+    def keep(self, keys: dict, rank: Optional[dict] = None) -> bool:
+        """Take the groups' keys now, their ranks known to order them (``rank``: the ranks
+        of these groups alone, if known); returns False."""
+        if rank is not None:
+            self.rank = rank
+        elif len(self.rank) != len(keys):  # groups with no queued job leave: if they come
             self.rank = {g: self.rank[g] for g in keys}  # back, they are placed anew
         self.key = keys
         return False
