@@ -279,22 +279,21 @@ def test_priorities_are_recomputed_on_the_calc_period(tmp_path):
     assert [j.id for j in sched.waiting()] == [2, 1]
 
 
-def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path):
-    """Forward predictions copy the scheduler and its order (Fair Tree's C ranks are left
-    out of the copy and made again). User 3's J0 holds all 8 processors until 1,000; its
-    J1 and user 1's J2 wait, J2 first from the tick of 300 (user 3's usage): J1 is predicted
-    at 1,010, after J2's 10 s, and the original scheduler is left as it was."""
+@pytest.mark.parametrize("kind", ["c", "python"])
+def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path, kind):
+    """Forward predictions copy the scheduler and its order, its priorities' state too (C's
+    or the Python reference's). User 3's J0 holds all 8 processors until 1,000; its J1 and
+    user 1's J2 wait, J2 first from the tick of 300 (user 3's usage): J1 is predicted at
+    1,010, after J2's 10 s, and the original scheduler is left as it was."""
     from emulator.prediction.forward import predict_start
-    from emulator.scheduling import slurmshare
 
-    if slurmshare.FairTree is None:
-        pytest.skip("the C Fair Tree is not built")
-    path = tmp_path / "assoc.txt"  # no user right under root: C's ranks
+    state = priorities_of(kind)
+    path = tmp_path / "assoc.txt"
     path.write_text(ASSOC.replace("tiny|root|root||1||||\n", ""))
     config = SlurmConfig(weights={"age": 1000, "fairshare": 10000, "job_size": 0,
                                   "partition": 0, "qos": 0}, max_age_seconds=1000.0)
-    sched = Scheduler(8, order=Multifactor(config, 8, read_associations(str(path))),
-                      backfill="easy")
+    sched = Scheduler(8, order=Multifactor(config, 8, read_associations(str(path)),
+                                           priorities=state), backfill="easy")
     sched.submit(Job(0, 0, 8, 1000, estimate=1000, owner=Owner(user=3, group=20), index=0), 0.0)
     sched.schedule(0.0)
     j1 = Job(1, 0, 8, 10, estimate=10, owner=Owner(user=3, group=20), index=1)
@@ -302,10 +301,19 @@ def test_a_start_predicted_on_a_copy_of_a_multifactor_scheduler(tmp_path):
     sched.submit(Job(2, 10, 8, 10, estimate=10, owner=Owner(user=1, group=10), index=2), 10.0)
     sched.schedule(300.0)
     keys = sched.order.keys(sched.waiting(), 400.0)
-    assert not isinstance(sched.order._fair[2][1], (list, np.ndarray))  # C's
+    assert isinstance(sched.order.state, state)
     assert predict_start(sched, 400.0, j1, lambda job, elapsed: job.run) == 1010.0
     assert [j.id for j in sched.waiting()] == [2, 1]
     assert sched.order.keys(sched.waiting(), 400.0) == keys and j1.start is None
+    assert sched.order.usage.usage(sched.order.owner(j1)) == 2400.0  # the copy's is apart
+
+
+def priorities_of(kind):
+    from emulator.scheduling import priorities
+
+    if kind == "c" and priorities.Priorities is None:
+        pytest.skip("emulator.scheduling._priority is not built")
+    return priorities.CPriorities if kind == "c" else priorities.PythonPriorities
 
 
 # -- sched/backfill ------------------------------------------------------------------------
@@ -509,39 +517,119 @@ def random_associations(rng):
     return Associations(accounts, users)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_fair_tree_in_c_ranks_and_sums_priorities_as_numpy_and_python_do(seed, monkeypatch):
-    """C counts each user's rank where numpy sorts every user; C's loop over the queue gives
-    the keys Python's gives with numpy's ranks (ages past the cap, priorities under 1)."""
-    from emulator.scheduling import slurmshare
+SHAPES = ("two levels", "a user under root", "deeper", "classic")
 
-    if slurmshare.FairTree is None:
-        pytest.skip("the C Fair Tree is not built")
+
+def random_site(rng, shape):
+    """A random association tree of ``shape`` and a config to go with it."""
+    from emulator.scheduling.slurmconf import Associations
+
+    accounts = {f"a{k}": ("root", int(rng.integers(1, 5))) for k in range(int(rng.integers(1, 6)))}
+    if shape == "deeper":
+        accounts["sub"] = ("a0", 2)
+        accounts["subsub"] = ("sub", 1)
+    users = {(a, f"u{k}"): int(rng.integers(0, 4)) for k in range(20)
+             for a in [list(accounts)[int(rng.integers(len(accounts)))]]}
+    if shape == "a user under root":
+        users[("root", "root")] = 1
+    weights = {"age": int(rng.choice([0, 1000])), "fairshare": int(rng.choice([0, 1, 10000])),
+               "job_size": int(rng.choice([0, 1000])), "partition": 0, "qos": 0}
+    config = SlurmConfig(weights=weights, max_age_seconds=float(rng.choice([0.0, 900.0])),
+                         calc_period_seconds=float(rng.choice([60.0, 300.0])),
+                         decay_half_life_seconds=float(rng.choice([0.0, 700.0, 86400.0])),
+                         flags=frozenset({"NO_FAIR_TREE"}) if shape == "classic" else frozenset())
+    return config, Associations(accounts, users)
+
+
+def random_jobs(rng, count, associations):
+    """Jobs of the file's users and of users it does not know (the tree grows)."""
+    known = list(associations.users)
+    jobs = []
+    for i in range(count):
+        if rng.random() < 0.8:
+            account, user = known[int(rng.integers(len(known)))]
+        else:
+            account, user = f"g{int(rng.integers(3))}", f"new{int(rng.integers(8))}"
+        jobs.append(Job(i, float(rng.integers(0, 20_000)), int(rng.integers(1, 33)),
+                        float(rng.integers(1, 3000)), requested=float(rng.integers(1, 4000)),
+                        owner=Owner(user=user, group=account), index=i))
+    return jobs
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("seed", range(6))
+def test_priorities_in_c_are_the_python_references_number_for_number(shape, seed):
+    """The same random stream of submissions, starts, ends and questions at rising times to
+    both: every key, factor, start's factor and association's usage equal to the bit."""
+    from emulator.scheduling import priorities
+
+    c_kind, py_kind = priorities_of("c"), priorities.PythonPriorities
     rng = np.random.default_rng(seed)
-    weights = [{"age": 1000, "fairshare": 10000, "job_size": 1000},
-               {"age": 0, "fairshare": 1, "job_size": 0}][seed % 2]
-    config = SlurmConfig(weights=dict(weights, partition=0, qos=0), max_age_seconds=1000.0)
-    associations = random_associations(rng)
-    credits = [float(rng.choice([0.0, 100.0, 250.0, 1000.0])) for _ in associations.users]
-    jobs = [Job(i, float(rng.integers(0, 2000)), int(rng.integers(1, 65)), 10.0,
-                owner=Owner(user=user, group=account))
-            for i, (account, user) in enumerate(rng.permutation(list(associations.users)))]
+    config, associations = random_site(rng, shape)
+    orders = [Multifactor(config, 64, associations, priorities=k) for k in (c_kind, py_kind)]
+    jobs = sorted(random_jobs(rng, 120, associations), key=lambda j: j.submit)
+    waiting, running, asked = [], [], 0
+    for job in jobs:
+        now = job.submit
+        if rng.random() < 0.3:  # a period sorted with nothing waiting, ticks before now
+            earlier = now - float(rng.integers(0, 2000))
+            for o in orders:
+                o.keys([], earlier)
+        got = [(o.key(job, now), o.keys(waiting, now)) for o in orders]
+        assert got[0] == got[1]
+        waiting.append(job)
+        if rng.random() < 0.5 and waiting:  # one starts
+            j = waiting.pop(int(rng.integers(len(waiting))))
+            for o in orders:
+                o.started(j, now)
+            running.append(j)
+        if rng.random() < 0.4 and running:  # one ends
+            j = running.pop(int(rng.integers(len(running))))
+            for o in orders:
+                o.finished(j, now)
+        nodes = [o.tree.index for o in orders]
+        assert list(nodes[0]) == list(nodes[1])
+        for node in nodes[0]:
+            usages = [o.usage.usage(node) for o in orders]
+            assert usages[0] == usages[1], (node, usages)
+            if node[0] == "user":
+                factors = [o.fairshare(node, now) for o in orders]
+                assert factors[0] == factors[1], (node, factors)
+                asked += 1
+    assert [o.at_start for o in orders][0] == [o.at_start for o in orders][1]
+    assert orders[0].usage.tick > 2 and asked > 500
+    assert len(orders[0].tree.index) > len(associations.users) + len(associations.accounts)
 
-    def made():
-        order = Multifactor(config, 64, associations)
-        for (account, user), amount in zip(associations.users, credits):
-            order.usage._credit(order.tree.user_of(user, account), amount, 0)
-        return order
 
-    in_c = made()
-    slots, ranks = slurmshare.fair_tree_table(in_c.tree, in_c.usage)
-    flat = slurmshare._two_levels(in_c.tree)
-    in_numpy = slurmshare._two_level_factors(flat, in_c.usage).tolist()
-    assert not isinstance(ranks, list) and len(set(in_numpy)) > 3
-    assert [ranks[i] for i in range(len(ranks))] == in_numpy
-    keys = in_c.keys(jobs, 1500.0)
-    monkeypatch.setattr(slurmshare, "FairTree", None)
-    in_python = made()
-    assert isinstance(slurmshare.fair_tree_table(in_python.tree, in_python.usage)[1], np.ndarray)
-    assert keys == in_python.keys(jobs, 1500.0)
-    assert len(set(keys)) > 10 if weights["age"] else set(keys) == {-1}
+@pytest.mark.parametrize("now, period", [(0.3, 0.1), (0.7, 0.1), (1e16 + 2, 3.0), (-5.0, 300.0),
+                                         (299.99999999999994, 300.0), (9e5, 300.0)])
+def test_the_tick_in_c_is_pythons_floor_division(now, period):
+    from emulator.scheduling import priorities
+
+    priorities_of("c")
+    state = priorities.Priorities(period, 0.0, True, 1.0, 1.0, 1.0)
+    state.advance(now)
+    assert state.tick == max(0, int(now // period))
+
+
+@pytest.mark.parametrize("backfill", ["easy", "conservative", "slurm"])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("seed", range(3))
+def test_schedules_with_priorities_in_c_are_the_python_references(backfill, shape, seed):
+    """A random trace on 64 processors under each backfill: the C state (the queue sorted in
+    C at each period) and the Python reference (sorted by its keys) start every job at the
+    same instant, with the same factors at its start."""
+    from emulator.scheduling import priorities
+
+    rng = np.random.default_rng(100 + seed)
+    config, associations = random_site(rng, shape)
+    jobs = random_jobs(rng, 400, associations)
+    runs = []
+    for kind in (priorities_of("c"), priorities.PythonPriorities):
+        order = Multifactor(config, 64, associations, priorities=kind)
+        sim = simulate(jobs, Scheduler(64, order=order, backfill=backfill),
+                       estimator=estimator("requested"), kill_at_requested=True)
+        runs.append(([(j.start, j.end) for j in sim.jobs], order.at_start))
+    assert runs[0] == runs[1]
+    waits = [start - job.submit for job, (start, _) in zip(jobs, runs[0][0])]
+    assert sum(w > 0 for w in waits) > 50  # a queue to sort

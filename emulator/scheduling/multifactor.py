@@ -24,8 +24,9 @@ import math
 from typing import Any, Optional
 
 from .orders import Order
+from .priorities import make_priorities
 from .slurmconf import SlurmConfig
-from .slurmshare import ROOT, DecayedUsage, ShareTree, classic_factor, fair_tree_table
+from .slurmshare import ShareTree
 
 FACTORS = ("age", "fairshare", "job_size", "partition", "qos")
 
@@ -35,34 +36,33 @@ class Multifactor(Order):
     static = False
     trusted = True
 
-    def __init__(self, config: SlurmConfig, processors: int, associations: Any = None) -> None:
+    def __init__(self, config: SlurmConfig, processors: int, associations: Any = None, *,
+                 priorities: Any = make_priorities) -> None:
+        """``priorities(tree, period, half-life, fair_tree, weights)`` makes the state the
+        order keeps (:mod:`.priorities`: in C where built, else the Python reference)."""
         self.config = config
         self.period_seconds = config.calc_period_seconds
         self.cpus = int(processors)
         self.nodes = max(1, self.cpus // max(1, config.cpus_per_node))
         self.tree = ShareTree(associations)
-        self.usage = DecayedUsage(self.tree, period_seconds=config.calc_period_seconds,
-                                  half_life_seconds=config.decay_half_life_seconds)
         top = max((p.priority_job_factor for p in config.partitions), default=0)
         self._partition = {p.name: (p.priority_job_factor / top if top else 0.0)
                            for p in config.partitions}
         default = next((p.name for p in config.partitions if p.default),
                        config.partitions[0].name if config.partitions else None)
         self._default_partition = self._partition.get(default, 1.0)
-        self._fair: tuple = (None, {}, None)  # (tick, {user node: factor}, Fair Tree table)
         self._owner: dict = {}  # (user, group) -> user node
         self._started: list = []  # (job, its start, its fair-share factor then)
-        self._statics: dict = {}  # job -> (submit, weighted size and partition, user node)
         max_age = config.max_age_seconds
-        self._sum = (config.weights["age"], config.weights["fairshare"],
-                     1.0 / max_age if max_age > 0 else math.inf)  # (w_age, w_fs, 1/max age)
-        self._fair_tree_weight = bool(config.weights["fairshare"]) and config.fair_tree
+        weights = (config.weights["age"], config.weights["fairshare"],
+                   1.0 / max_age if max_age > 0 else math.inf)  # (w_age, w_fs, 1/max age)
+        self.state = priorities(self.tree, config.calc_period_seconds,
+                                config.decay_half_life_seconds, config.fair_tree, weights)
 
-    def __getstate__(self) -> dict:
-        """A copy (a scheduler's snapshot deep-copies its order) leaves out the tick's Fair
-        Tree table, which may be C's, and makes it again when asked for."""
-        tick, memo, _ = self._fair
-        return dict(self.__dict__, _fair=(tick, memo, None))
+    @property
+    def usage(self) -> Any:
+        """Each association's usage, decayed (``advance(now)``, ``usage(node)``)."""
+        return self.state.usage
 
     # -- the factors ------------------------------------------------------------------------
 
@@ -70,39 +70,14 @@ class Multifactor(Order):
         who = (job.user, job.group)
         node = self._owner.get(who)
         if node is None:
+            known = len(self.tree.index)
             node = self._owner[who] = self.tree.user_of(job.user, job.group)
-            self._fair = (None, {}, None)  # a new user changes every Fair Tree rank
+            if len(self.tree.index) != known:
+                self.state.grew()  # a new user changes every Fair Tree rank
         return node
 
     def fairshare(self, node: tuple, now: float) -> float:
-        memo = self._tick_memo(now)
-        factor = memo.get(node)
-        return self._factor(node, memo) if factor is None else factor
-
-    def _tick_memo(self, now: float) -> dict:
-        """{user node: factor} of the tick ``now`` falls in, filled as users are asked for
-        (Fair Tree ranks every user once a tick, when the first is asked for)."""
-        self.usage.advance(now)
-        if self._fair[0] != self.usage.tick:
-            self._fair = (self.usage.tick, {}, None)
-        return self._fair[1]
-
-    def _table(self) -> tuple:
-        """Fair Tree's ``(slots, factors)`` of the current tick, made once a tick."""
-        tick, memo, table = self._fair
-        if table is None:
-            table = fair_tree_table(self.tree, self.usage)
-            self._fair = (tick, memo, table)
-        return table
-
-    def _factor(self, node: tuple, memo: dict) -> float:
-        if self.config.fair_tree:
-            slots, factors = self._table()
-            factor = memo[node] = float(factors[slots[node]])
-        else:
-            factor = memo[node] = classic_factor(self.tree, self.usage, node,
-                                                 self.usage.scaled_of(ROOT))
-        return factor
+        return self.state.factor(node, now)
 
     def job_size(self, job: Any) -> float:
         config, C, N = self.config, self.cpus, self.nodes
@@ -137,17 +112,17 @@ class Multifactor(Order):
                 "partition": self.partition(job),
                 "qos": 0.0}
 
-    def _entry(self, job: Any, keep: bool = True) -> tuple:
-        """(submit time, the weighted factors that do not change while ``job`` waits, its
-        user association), kept while it waits."""
+    def _static(self, job: Any) -> float:
+        """The weighted factors that do not change while ``job`` waits."""
         weights = self.config.weights
-        entry = (job.submit,
-                 weights["job_size"] * self.job_size(job)
-                 + weights["partition"] * self.partition(job),
-                 self.owner(job))
-        if keep:
-            self._statics[job] = entry
-        return entry
+        return (weights["job_size"] * self.job_size(job)
+                + weights["partition"] * self.partition(job))
+
+    def _enter(self, job: Any) -> None:
+        """``job``'s submit time, static part and association, kept while it waits or runs
+        (the owner first: a new user changes every Fair Tree rank)."""
+        node = self.owner(job)
+        self.state.enter(job, job.submit, self._static(job), node)
 
     def priority(self, job: Any, now: float) -> int:
         """The whole-number priority: the weighted factors summed, at least 1."""
@@ -157,46 +132,29 @@ class Multifactor(Order):
         """The priority from a known fair-share factor, summed as :meth:`keys` sums it."""
         weights, max_age = self.config.weights, self.config.max_age_seconds
         per_second = 1.0 / max_age if max_age > 0 else math.inf
-        submit, static, _ = self._statics.get(job) or self._entry(job, keep=False)
-        age = (now - submit) * per_second if now > submit else 0.0
+        age = (now - job.submit) * per_second if now > job.submit else 0.0
         fs = fairshare if weights["fairshare"] else 0.0
         priority = int(weights["age"] * (age if age < 1.0 else 1.0) + weights["fairshare"] * fs
-                       + static)
+                       + self._static(job))
         return priority if priority > 1 else 1
 
     def key(self, job: Any, now: float) -> int:
-        return self.keys((job,), now)[0]
+        state = self.state
+        if job not in state:
+            self._enter(job)
+        return state.key(job, now)
 
     def keys(self, jobs: Any, now: float) -> list:
-        # the sum of _whole: this runs at every submission and for the whole queue every
-        # period, in C where Fair Tree's ranks are C's (slurmshare.fair_tree_table)
-        statics = self._statics
-        for job in [job for job in jobs if job not in statics]:
-            self._entry(job)  # first, as a new user changes every Fair Tree rank
-        if self._fair_tree_weight:
-            self._tick_memo(now)
-            slots, ranks = self._table()
-            if hasattr(ranks, "keys"):
-                return ranks.keys(jobs, statics, slots, now, *self._sum)
-        return self._keys(jobs, now)
+        # at every submission and for the whole queue every period (resort, in C)
+        state = self.state
+        for job in [job for job in jobs if job not in state]:
+            self._enter(job)
+        return state.keys(jobs, now)
 
-    def _keys(self, jobs: Any, now: float) -> list:
-        """:meth:`keys` in Python, every job's entry made."""
-        w_age, w_fs, per_second = self._sum
-        statics, out, memo = self._statics, [], None
-        for job in jobs:
-            submit, static, node = statics[job]
-            fs: Any = 0.0
-            if w_fs:
-                if memo is None:
-                    memo = self._tick_memo(now)
-                fs = memo.get(node)
-                if fs is None:
-                    fs = self._factor(node, memo)
-            age = (now - submit) * per_second if now > submit else 0.0
-            priority = int(w_age * (age if age < 1.0 else 1.0) + w_fs * fs + static)
-            out.append(-priority if priority > 1 else -1)
-        return out
+    def resort(self, queue: list, now: float) -> Optional[tuple]:
+        """The scheduler's queue sorted by the keys at ``now``, in one C call; None where
+        the Python reference keeps the state (the scheduler then sorts by :meth:`keys`)."""
+        return self.state.resort(queue, now)
 
     def sprio(self, job: Any, now: float, fairshare: Optional[float] = None) -> dict:
         """``sprio -l``'s columns for ``job`` at ``now``: the priority and each weighted
@@ -218,9 +176,9 @@ class Multifactor(Order):
     # -- usage ------------------------------------------------------------------------------
 
     def started(self, job: Any, now: float) -> None:
-        self._started.append((job, now, self.fairshare(self.owner(job), now)))
-        self.usage.started(job, self.owner(job), now)
+        if job not in self.state:  # an advance reservation's job was never queued
+            self._enter(job)
+        self._started.append((job, now, self.state.started(job, self.owner(job), now)))
 
     def finished(self, job: Any, now: float) -> None:
-        self.usage.finished(job, now)
-        self._statics.pop(job, None)
+        self.state.finished(job, now)

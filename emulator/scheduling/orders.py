@@ -71,6 +71,13 @@ class Order:
     def key(self, job: Any, now: float) -> Any:
         raise NotImplementedError
 
+    def resort(self, queue: list, now: float) -> Any:
+        """An order whose keys change may sort the scheduler's queue itself, faster than
+        by :meth:`keys`: ``queue`` is ``[((-priority, key, submit, index), job), ...]``;
+        returns ``(the waiting jobs' entries with keys at now, sorted; whether their order
+        changed)``, or None to leave it to :meth:`keys`."""
+        return None
+
     def started(self, job: Any, now: float) -> None:
         """``job`` starts at ``now``."""
 

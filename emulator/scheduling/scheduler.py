@@ -159,6 +159,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
                 else ranks.rerank(self.order.group_keys(self._groups.keys(), now))
             if not moved:
                 return
+        elif self._resort(now):
+            return
         jobs = [job for _, job in self.queue if job.start is None]
         if self._ranks is not None:
             group, rank = self.order.group, self._ranks.rank
@@ -172,6 +174,18 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             self._dirty = True
         self.queue = waiting
         self._stale = 0
+
+    def _resort(self, now):
+        """The order sorts the queue itself where it can (:meth:`.orders.Order.resort`);
+        False where it cannot."""
+        done = self.order.resort(self.queue, now)
+        if done is None:
+            return False
+        self.queue, moved = done
+        if moved and self.backfill == "conservative":
+            self._dirty = True
+        self._stale = 0
+        return True
 
     def submit(self, job, now):
         """A job arrives (its ``estimate`` already set). Raises ValueError if it asks for

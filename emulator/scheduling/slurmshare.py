@@ -29,11 +29,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-try:
-    from ._fairtree import FairTree
-except ImportError:  # not built: the numpy ranks
-    FairTree = None
-
 ROOT = ("account", "root")
 
 
@@ -50,7 +45,6 @@ class ShareTree:
         self.index: dict = {ROOT: 0}  # node -> its place in usage arrays
         self._rows: dict = {}  # node -> the indices of ancestors(node)
         self._flat: Optional[tuple] = None  # (nodes then, the two-level arrays or None)
-        self._ranker: Optional[tuple] = None  # (the two-level arrays, their C ranks)
         if associations is not None:
             pending = dict(associations.accounts)
             while pending:  # parents before children
@@ -63,11 +57,6 @@ class ShareTree:
                 self._add(("user", account, user), ("account", account), shares)
                 self.accounts_of.setdefault(user, []).append(account)
         self.users = [n for n in self.shares if n[0] == "user"]
-
-    def __getstate__(self) -> dict:
-        """A copy (a scheduler's snapshot deep-copies its order) leaves out the C ranks, a
-        cache made again when asked for."""
-        return dict(self.__dict__, _ranker=None)
 
     def _add(self, node: tuple, parent: tuple, shares: int) -> None:
         self.parent[node], self.shares[node] = parent, shares
@@ -235,31 +224,12 @@ def fair_tree_factors(tree: ShareTree, usage: DecayedUsage) -> dict:
 
 def fair_tree_table(tree: ShareTree, usage: DecayedUsage) -> tuple:
     """The same factors as ``({user node: slot}, factors by slot)``: the slots are kept with
-    the tree, so a tick builds no dict. Where no user sits right under root the factors are
-    C's, each counted when asked for (:func:`_ranker`), not sorted all at once."""
+    the tree, so a tick builds no dict."""
     flat = _two_levels(tree)
     if flat is None:
         walked = fair_tree_walk(tree, usage)
         return {node: i for i, node in enumerate(walked)}, list(walked.values())
-    ranker = _ranker(tree, flat)
-    if ranker is None:
-        return flat[-1], _two_level_factors(flat, usage)
-    usage.grow()
-    return flat[-1], ranker.at(usage.scaled)
-
-
-def _ranker(tree: ShareTree, flat: tuple) -> Any:
-    """The C ranks of a two-level tree, kept with its arrays; None without C, without users,
-    or with a user right under root (a run of ties across accounts)."""
-    if tree._ranker is not None and tree._ranker[0] is flat:
-        return tree._ranker[1]
-    ranker = None
-    if FairTree is not None and len(flat[0]) and not flat[2].any():
-        _, parent, _, _, top_share, user_share, top_rows, user_rows, _, _ = flat
-        ranker = FairTree(parent.tolist(), top_share.tolist(), user_share.tolist(),
-                          top_rows.tolist(), user_rows.tolist())
-    tree._ranker = (flat, ranker)
-    return ranker
+    return flat[-1], _two_level_factors(flat, usage)
 
 
 def _two_levels(tree: ShareTree) -> Optional[tuple]:
