@@ -38,9 +38,9 @@ CLUSTERS = {
 }
 
 
-def play(cluster, seed, ops, *, streams, check):
-    """Drive a model through ``ops`` random changes; returns (worst difference from a full
-    solve after a change, each flow's end, the model's counts)."""
+def play(cluster, seed, ops, *, streams, check, per_second=40.0):
+    """Drive a model through ``ops`` random changes, ``per_second`` a second; returns (worst
+    difference from a full solve after a change, each flow's end, the model's counts)."""
     rng = random.Random(seed)
     timeline = generate_streams(cluster, seed=seed, duration_seconds=60,
                                 interval_seconds=0.05) if streams else None
@@ -50,7 +50,7 @@ def play(cluster, seed, ops, *, streams, check):
     worst, t, held, ends = 0.0, 0.0, [], {}
     messages = []
     for _ in range(ops):
-        t += rng.expovariate(40.0)
+        t += rng.expovariate(per_second)
         kind = rng.random()
         src, dst = rng.randrange(n), rng.randrange(n)
         if kind < 0.75:
@@ -119,3 +119,65 @@ def test_a_change_on_one_side_of_a_fat_tree_leaves_the_rest_unsolved():
     assert after["full_solves"] == before["full_solves"]
     assert after["round_flows"] - before["round_flows"] == 0  # nobody shared its resources
     assert fluid.check() <= TOLERANCE
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(CLUSTERS)), seed=st.integers(0, 10_000))
+def test_on_a_loaded_network_the_rates_are_the_full_solves(name, seed):
+    """Ten times the changes a second: most resources saturated, most changes reach far,
+    and the flows below each change's floor are left out of its solve."""
+    worst, _, counts = play(CLUSTERS[name](), seed, 200, streams=False, check=True,
+                            per_second=400.0)
+    assert worst <= TOLERANCE
+    assert counts["active"] == 0 and counts["solves"] > 200
+
+
+def solved_without_and_with_the_floor(build, change):
+    """Flows solved by ``change(fluid)`` on the model ``build()`` makes, without and with
+    the floor, with the worst difference from a full solve after it and the rounds."""
+    out = []
+    for pruning in (False, True):
+        was = _fluid.set_pruning(pruning)
+        try:
+            fluid = build()
+            before = fluid.counts()
+            change(fluid)
+            after = fluid.counts()
+            out.append((after["round_flows"] - before["round_flows"], fluid.check(),
+                        after["rounds"] - before["rounds"]))
+        finally:
+            _fluid.set_pruning(was)
+    return out
+
+
+def crossbar_with_a_slow_crowd():
+    """Node 2 sends nine flows to node 3 and one to node 1 (10 Mbit/s each, its port the
+    bottleneck); node 0 sends one fast flow to node 1 (90 Mbit/s), to end first."""
+    model = ClusterModel(crossbar(4), None, base=0.0, max_flows=64)
+    fluid = model.fluid
+    for _ in range(9):
+        fluid.add(0.0, 2, 3, 1e12, bucket=False)
+    fluid.add(0.0, 2, 1, 1e12, bucket=False)
+    fluid.add(0.0, 0, 1, 1e6, bucket=False)
+    return fluid
+
+
+def test_a_fast_flow_that_ends_leaves_the_slower_ones_out_of_the_solve():
+    (without, worst_without, _), (with_floor, worst, _) = solved_without_and_with_the_floor(
+        crossbar_with_a_slow_crowd, lambda fluid: fluid.advance(fluid.next_event()))
+    # node 1's port loses its 90 Mbit/s flow: without the floor its 10 Mbit/s flow is solved
+    # again (and stays, held by node 2's port); below the ended flow's rate nothing changes
+    assert (with_floor, without) == (0, 1)
+    assert worst <= TOLERANCE and worst_without <= TOLERANCE
+
+
+def test_a_new_fast_flow_leaves_the_slower_ones_out_of_the_solve():
+    def start(fluid):
+        fluid.add(0.0, 0, 1, 1e6, bucket=False)  # a second 0 -> 1 flow: 45 and 45
+
+    (without, _, _), (with_floor, worst, rounds) = solved_without_and_with_the_floor(
+        crossbar_with_a_slow_crowd, start)
+    # its floor is 45 Mbit/s (node 0's and node 1's ports): the two 0 -> 1 flows are solved,
+    # and without the floor the 10 Mbit/s flow on node 1's port too
+    assert (with_floor, without, rounds) == (2, 3, 1)
+    assert worst <= TOLERANCE

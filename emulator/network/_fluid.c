@@ -42,7 +42,7 @@
 #include "shm.h"
 
 #define FL_MAGIC 0x31666c7569646e73ULL /* "sndiulf1" */
-#define FL_VERSION 3
+#define FL_VERSION 4
 #define DONE_BITS_SECONDS 1e-9 /* a flow within this much transfer of its end is done */
 #define RING_EPS_SECONDS 2e-5  /* a projection this much earlier than seen wakes the party */
 #define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
@@ -97,6 +97,7 @@ typedef struct {
      * capacity changed (seed_full: everything) */
     int32_t n_seed_flows, n_seed_res, seed_full, linked;
     int32_t seed_flows[FL_SEEDS], seed_res[FL_SEEDS];
+    double seed_floor; /* no flow slower than this can change in the next solve */
 } Header;
 
 typedef struct {
@@ -153,7 +154,9 @@ typedef struct Fluid {
     int32_t *in_f, *in_s, *f_list, *s_list, *r_stamp, *f_count;
     char *has_out;
     int32_t f_now, s_now, r_now;
+    double cut; /* this solve's: flows slower than this keep their rates (outside F) */
     double fell_back;   /* how often incremental solves fell back lately (a moving average) */
+    double *caps;       /* the floor of a new flow's solve: the rates on one resource */
     int32_t full_streak; /* full solves in a row since, skipping the incremental attempt */
     Rings rings;
     PyObject *capsule;
@@ -701,6 +704,7 @@ static double projected_release(const Header *h, const Flow *x, double clock)
  * of F slow down, and it stays saturated) goes no further. */
 
 static int incremental_on = 1; /* off: every solve is a full one (for comparison) */
+static int pruning_on = 1;     /* off: no floor (for comparison) */
 static unsigned long long stat_rounds, stat_flows; /* this process's incremental solves */
 
 static inline Flow *elem_flow(Fluid *f, int32_t e)
@@ -751,10 +755,14 @@ static void unlink_flow(Fluid *f, int32_t id)
     }
 }
 
-static void seed_resource(Fluid *f, int32_t r)
+/* Resource r's users or capacity changed; no flow slower than `floor` can change for it
+ * (an ended flow's rate: progressive filling is the same below it). */
+static void seed_resource(Fluid *f, int32_t r, double floor)
 {
     Header *h = f->h;
     h->dirty = 1;
+    if (floor < h->seed_floor)
+        h->seed_floor = floor;
     if (h->n_seed_res < FL_SEEDS)
         h->seed_res[h->n_seed_res++] = r;
     else
@@ -775,6 +783,7 @@ static void seed_everything(Fluid *f)
 {
     f->h->dirty = 1;
     f->h->seed_full = 1;
+    f->h->seed_floor = 0.0;
 }
 
 /* An active flow leaves the model: out of its resources' lists, and its saturated ones
@@ -785,7 +794,7 @@ static void leave(Fluid *f, int32_t id)
     int len = path_of(f, &f->flows[id], &p);
     for (int j = 0; j < len; j++)
         if (f->res[p[j]].saturated || !f->h->linked)
-            seed_resource(f, p[j]);
+            seed_resource(f, p[j], f->flows[id].rate);
     unlink_flow(f, id);
 }
 
@@ -805,7 +814,8 @@ static void close_s(Fluid *f, int32_t r, int *n_f, int *n_s)
     f->in_s[r] = f->s_now;
     f->s_list[(*n_s)++] = r;
     for (int32_t e = f->res[r].head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH])
-        join_f(f, e / FL_MAX_PATH, n_f);
+        if (elem_flow(f, e)->rate >= f->cut)
+            join_f(f, e / FL_MAX_PATH, n_f);
 }
 
 /* What the flows outside F take of each resource F crosses (its load less what F's flows
@@ -840,16 +850,62 @@ static void outside_usage(Fluid *f, int n_f)
     }
 }
 
-/* The fastest flow outside F crossing r. */
+/* The fastest flow outside F crossing r, of those not below the solve's floor; -1 if
+ * there is none (the flows outside F there keep their rates whatever F does). */
 static double fastest_outside(Fluid *f, int32_t r)
 {
-    double fastest = 0.0;
+    double fastest = -1.0;
     for (int32_t e = f->res[r].head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH]) {
         int32_t id = e / FL_MAX_PATH;
-        if (f->in_f[id] != f->f_now && f->flows[id].rate > fastest)
-            fastest = f->flows[id].rate;
+        double rate = f->flows[id].rate;
+        if (f->in_f[id] != f->f_now && rate >= f->cut && rate > fastest)
+            fastest = rate;
     }
     return fastest;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The level at which resource r fills with new flow `id` (held to its bound) and every
+ * other flow at its rate (one at or above the level takes the level), background streams
+ * unbounded; INFINITY if it never fills. */
+static double water_level(Fluid *f, int32_t r, int32_t id)
+{
+    const Res *res = &f->res[r];
+    int n = 0;
+    for (int32_t e = res->head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH])
+        if (e / FL_MAX_PATH != id)
+            f->caps[n++] = elem_flow(f, e)->rate;
+    double bound = f->flows[id].bound;
+    f->caps[n++] = bound > 0 ? bound : INFINITY;
+    qsort(f->caps, (size_t)n, sizeof(double), by_value);
+    double left = res->capacity;
+    int open = n + res->background;
+    for (int i = 0; i < n && isfinite(f->caps[i]); i++) {
+        if (f->caps[i] * open >= left)
+            return left / open;
+        left -= f->caps[i];
+        open--;
+    }
+    return open > 0 ? left / open : INFINITY;
+}
+
+/* The floor of a solve for one new flow: below the first level at which a resource of its
+ * path fills, progressive filling runs as before it came (the flows frozen there keep
+ * their rates), and that level is the least water level of its path's resources with
+ * every other flow at its rate. */
+static double new_flow_floor(Fluid *f, int32_t id)
+{
+    const int32_t *p;
+    int len = path_of(f, &f->flows[id], &p);
+    double floor = INFINITY;
+    for (int j = 0; j < len; j++)
+        floor = fmin(floor, water_level(f, p[j], id));
+    return floor;
 }
 
 /* The fastest flow of F on each resource F crosses, in f->f_max (its background
@@ -899,6 +955,11 @@ static int incremental_solve(Fluid *f)
     int n_f = 0, n_s = 0;
     f->f_now++;
     f->s_now++;
+    double floor = h->n_seed_flows > 1 ? 0.0 : h->seed_floor; /* new flows: see below */
+    for (int i = 0; i < h->n_seed_flows && floor > 0; i++)
+        if (f->flows[h->seed_flows[i]].state == ACTIVE)
+            floor = fmin(floor, new_flow_floor(f, h->seed_flows[i]));
+    f->cut = pruning_on ? floor * (1 - 1e-9) : -INFINITY;
     for (int i = 0; i < h->n_seed_flows; i++) {
         int32_t id = h->seed_flows[i];
         join_f(f, id, &n_f);
@@ -927,7 +988,11 @@ static int incremental_solve(Fluid *f)
             if (f->in_s[r] == f->s_now || !f->has_out[r])
                 continue;
             int was = f->res[r].saturated, is = f->sat[r];
-            double outside = is ? fastest_outside(f, r) : 0.0;
+            if (!was && !is)
+                continue;
+            double outside = fastest_outside(f, r);
+            if (outside < 0)
+                continue; /* its flows outside F are below the floor */
             int lost = was && !is;                                    /* (a) */
             int slower = is && outside > f->lvl[r] * (1 + CHANGE_TOL); /* (b) */
             int faster = was && is && f->f_max[r] > outside * (1 + CHANGE_TOL); /* (c) */
@@ -991,6 +1056,7 @@ static void solve(Fluid *f)
     if (n_f < 0)
         full_solve(f);
     h->n_seed_flows = h->n_seed_res = h->seed_full = 0;
+    h->seed_floor = INFINITY;
     h->solves++;
     h->dirty = 0;
     if (n_f >= 0) { /* the flows outside F kept their rates, and their projections */
@@ -1111,7 +1177,7 @@ static void advance(Fluid *f, double now)
             int64_t c = h->cursor++;
             f->res[tl->res[c]].capacity = tl->capacity[c] / h->dilation;
             f->res[tl->res[c]].background = tl->background[c];
-            seed_resource(f, tl->res[c]);
+            seed_resource(f, tl->res[c], 0.0);
         }
     }
     if (now > h->clock && isfinite(now))
@@ -1620,7 +1686,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         !ALLOC(f->key, f->n_res) || !ALLOC(f->heap, f->n_res) || !ALLOC(f->hpos, f->n_res) ||
         !ALLOC(f->span, f->n_res) || !ALLOC(f->span_end, f->n_res) ||
         !ALLOC(f->newsat, f->n_res) || !ALLOC(f->by_bound, max_flows) ||
-        !ALLOC(f->frozen, max_flows)) {
+        !ALLOC(f->frozen, max_flows) || !ALLOC(f->caps, max_flows + 2)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1658,6 +1724,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         h->time_scale = h->dilation = 1.0;
         h->played = 0.0;
         h->buffer = buffer;
+        h->seed_floor = INFINITY;
         for (int i = 0; i < max_flows; i++) {
             f->flows[i].gen = 1;
             f->free_stack[i] = max_flows - 1 - i;
@@ -1724,6 +1791,7 @@ static void Fluid_dealloc(Fluid *f)
     free(f->newsat);
     free(f->by_bound);
     free(f->frozen);
+    free(f->caps);
     free(f->elems);
     free(f->has_out);
     free(f->in_s);
@@ -2301,9 +2369,22 @@ static PyObject *set_incremental_py(PyObject *mod, PyObject *args)
     return PyBool_FromLong(was);
 }
 
+/* set_pruning(on) -> was: incremental solves that leave out the flows below the change's
+ * floor (the default), or that do not (for comparison), in this process */
+static PyObject *set_pruning_py(PyObject *mod, PyObject *args)
+{
+    int on, was = pruning_on;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    pruning_on = on;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_incremental", set_incremental_py, METH_VARARGS,
      "set_incremental(on) -> the previous setting: incremental or full solves (this process)"},
+    {"set_pruning", set_pruning_py, METH_VARARGS,
+     "set_pruning(on) -> the previous setting: incremental solves with a floor, or without"},
     {"maxmin", maxmin_py, METH_VARARGS,
      "maxmin(capacities, backgrounds, paths, bounds=None) -> max-min fair rates"},
     {"finish_times", finish_times_py, METH_VARARGS,
