@@ -42,7 +42,7 @@
 #include "shm.h"
 
 #define FL_MAGIC 0x31666c7569646e73ULL /* "sndiulf1" */
-#define FL_VERSION 4
+#define FL_VERSION 5
 #define DONE_BITS_SECONDS 1e-9 /* a flow within this much transfer of its end is done */
 #define RING_EPS_SECONDS 2e-5  /* a projection this much earlier than seen wakes the party */
 #define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
@@ -63,22 +63,29 @@ typedef struct {
     long double load;  /* the rates of its flows, summed (long: it is kept by differences) */
 } Res;
 
+/* The fields the solver reads for every flow it meets come first, in the first three cache
+ * lines of the record (its rate, its path, its place in its resources' lists). */
 typedef struct {
     int32_t state, refs;
     uint32_t gen;
     int32_t src, dst;
     int32_t own_res; /* a path of one resource of its own (>= 0), else the pair's */
     int32_t persistent;
+    int32_t path_len; /* a routed model's: the resources its pair's flows cross */
+    double rate, bound;
+    double remaining, t_ref; /* what is left of it at relative time t_ref (its last rate) */
+    int32_t path[FL_MAX_PATH];
+    /* while active: its place in each crossed resource's list of elements */
+    int32_t link_next[FL_MAX_PATH], link_prev[FL_MAX_PATH];
+    double start, size;
+    double key[2];   /* while active: its end and its release, as the event heaps hold them */
+    int32_t hpos[2]; /* its place in each event heap, -1 if not in it */
+    int32_t apos;    /* while active: its place in the active list */
     int32_t pad;
-    double start, size, remaining, rate, bound;
     double done_at, release_at; /* relative times; NAN until known */
     double rcv_seen, snd_seen;  /* projections the parties last read */
     uint8_t rcv_len, snd_len;
     char rcv_bell[FL_BELL_BYTES], snd_bell[FL_BELL_BYTES];
-    /* while active: its place in each crossed resource's list of elements */
-    int32_t link_next[FL_MAX_PATH], link_prev[FL_MAX_PATH];
-    int32_t path_len; /* a routed model's: the resources its pair's flows cross */
-    int32_t path[FL_MAX_PATH];
 } Flow;
 
 typedef struct {
@@ -86,8 +93,9 @@ typedef struct {
     uint32_t version, ready;
     pthread_mutex_t lock;
     int32_t n_nodes, n_res, max_flows, n_active, n_free, timeline, dirty, pad;
+    int32_t n_heap[2]; /* flows in the event heaps: ends, releases */
     double base;  /* wall time of relative time 0 */
-    double clock; /* relative time the flows' remaining amounts are at */
+    double clock; /* the model's relative time: every event before it is done */
     double epoch, time_scale, dilation; /* scenario time t is at wall epoch + t*dilation/scale */
     double played; /* the latest scenario time the model has reached */
     double buffer; /* a sender is released when this much of its flow is left */
@@ -117,6 +125,7 @@ typedef struct Fluid {
     Res *res;
     Flow *flows;
     int32_t *active, *free_stack;
+    int32_t *heap_of[2]; /* the event heaps (in the state): flows by their end, their release */
     double *bucket; /* tokens, busy until: per ordered node pair */
     void *mem;      /* owned when private */
     Py_buffer view; /* the shared window, when shared */
@@ -660,16 +669,16 @@ static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const
 
 /* -- the fluid model ------------------------------------------------------------------ */
 
-static double projected_end(const Flow *x, double clock)
+static double projected_end(const Flow *x)
 {
     if (x->state == DONE)
         return x->done_at;
     if (x->persistent || x->rate <= 0)
         return INFINITY;
-    return clock + x->remaining / x->rate;
+    return x->t_ref + x->remaining / x->rate;
 }
 
-static double projected_release(const Header *h, const Flow *x, double clock)
+static double projected_release(const Header *h, const Flow *x)
 {
     if (!isnan(x->release_at))
         return x->release_at;
@@ -677,7 +686,134 @@ static double projected_release(const Header *h, const Flow *x, double clock)
         return x->done_at;
     if (x->persistent || x->rate <= 0)
         return INFINITY;
-    return clock + (x->remaining - h->buffer) / x->rate;
+    return x->t_ref + (x->remaining - h->buffer) / x->rate;
+}
+
+/* What is left of flow x at relative time t (not before its t_ref). */
+static double remaining_at(const Flow *x, double t)
+{
+    if (x->persistent || t <= x->t_ref)
+        return x->remaining;
+    return isinf(x->rate) ? 0.0 : x->remaining - x->rate * (t - x->t_ref);
+}
+
+/* x's remaining amount taken to the model's clock, before its rate changes. */
+static void rebase(const Header *h, Flow *x)
+{
+    x->remaining = remaining_at(x, h->clock);
+    x->t_ref = h->clock;
+}
+
+/* -- the event heaps: active flows by their projected end (0) and release (1) ---------- */
+
+static void ev_place(Fluid *f, int k, int i, int32_t id)
+{
+    f->heap_of[k][i] = id;
+    f->flows[id].hpos[k] = i;
+}
+
+static void ev_up(Fluid *f, int k, int i)
+{
+    int32_t *heap = f->heap_of[k], id = heap[i];
+    double key = f->flows[id].key[k];
+    while (i > 0 && f->flows[heap[(i - 1) / 2]].key[k] > key) {
+        ev_place(f, k, i, heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    ev_place(f, k, i, id);
+}
+
+static void ev_down(Fluid *f, int k, int i)
+{
+    int32_t *heap = f->heap_of[k], id = heap[i], n = f->h->n_heap[k];
+    double key = f->flows[id].key[k];
+    for (;;) {
+        int l = 2 * i + 1, m = l;
+        if (l >= n)
+            break;
+        if (l + 1 < n && f->flows[heap[l + 1]].key[k] < f->flows[heap[l]].key[k])
+            m = l + 1;
+        if (!(f->flows[heap[m]].key[k] < key))
+            break;
+        ev_place(f, k, i, heap[m]);
+        i = m;
+    }
+    ev_place(f, k, i, id);
+}
+
+static void ev_remove(Fluid *f, int k, int32_t id)
+{
+    int i = f->flows[id].hpos[k];
+    if (i < 0)
+        return;
+    f->flows[id].hpos[k] = -1;
+    int32_t last = f->heap_of[k][--f->h->n_heap[k]];
+    if (last == id)
+        return;
+    ev_place(f, k, i, last);
+    ev_up(f, k, f->flows[last].hpos[k]);
+    ev_down(f, k, f->flows[last].hpos[k]);
+}
+
+/* Flow x's place in heap k at `key` (none where the key is infinite). */
+static void ev_set(Fluid *f, int k, int32_t id, double key)
+{
+    Flow *x = &f->flows[id];
+    if (!(key < INFINITY)) {
+        ev_remove(f, k, id);
+        return;
+    }
+    x->key[k] = key;
+    if (x->hpos[k] < 0) {
+        ev_place(f, k, f->h->n_heap[k]++, id);
+        ev_up(f, k, x->hpos[k]);
+    } else {
+        ev_up(f, k, x->hpos[k]);
+        ev_down(f, k, x->hpos[k]);
+    }
+}
+
+/* An active flow's end and release, as its rate projects them, into the heaps. */
+static void reschedule(Fluid *f, int32_t id)
+{
+    const Flow *x = &f->flows[id];
+    ev_set(f, 0, id, projected_end(x));
+    ev_set(f, 1, id, isnan(x->release_at) ? projected_release(f->h, x) : INFINITY);
+}
+
+/* Every active flow's end and release, heaps made anew (after a full solve). */
+static void reschedule_all(Fluid *f)
+{
+    Header *h = f->h;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < h->n_heap[k]; i++)
+            f->flows[f->heap_of[k][i]].hpos[k] = -1;
+        h->n_heap[k] = 0;
+    }
+    for (int i = 0; i < h->n_active; i++) {
+        int32_t id = f->active[i];
+        Flow *x = &f->flows[id];
+        double key[2] = {projected_end(x),
+                         isnan(x->release_at) ? projected_release(h, x) : INFINITY};
+        for (int k = 0; k < 2; k++)
+            if (key[k] < INFINITY) {
+                x->key[k] = key[k];
+                ev_place(f, k, h->n_heap[k]++, id);
+            }
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = h->n_heap[k] / 2 - 1; i >= 0; i--)
+            ev_down(f, k, i);
+}
+
+static void remove_active(Fluid *f, int32_t id)
+{
+    Header *h = f->h;
+    int32_t pos = f->flows[id].apos, last = f->active[--h->n_active];
+    f->active[pos] = last;
+    f->flows[last].apos = pos;
+    ev_remove(f, 0, id);
+    ev_remove(f, 1, id);
 }
 
 /* -- the incremental solve ----------------------------------------------------------
@@ -804,6 +940,7 @@ static void join_f(Fluid *f, int32_t id, int *n)
         return;
     f->in_f[id] = f->f_now;
     f->old_rate[id] = f->flows[id].rate;
+    rebase(f->h, &f->flows[id]); /* its rate may change */
     f->f_list[(*n)++] = id;
 }
 
@@ -929,6 +1066,8 @@ static void fastest_in_f(Fluid *f, int n_f)
 static void full_solve(Fluid *f)
 {
     Header *h = f->h;
+    for (int i = 0; i < h->n_active; i++)
+        rebase(h, &f->flows[f->active[i]]);
     if (maxmin_events(f, f->active, h->n_active, f->flows, f->res, NULL))
         maxmin(f, f->active, h->n_active, f->flows, f->res, NULL);
     /* every resource with flows is reached; one without has saturated = 0 and load = 0
@@ -1023,13 +1162,13 @@ static int incremental_solve(Fluid *f)
 static void ring_if_earlier(Fluid *f, Flow *x)
 {
     Header *h = f->h;
-    double end = projected_end(x, h->clock);
+    double end = projected_end(x);
     if (end < x->rcv_seen - RING_EPS_SECONDS) {
         want_ring(f, x->rcv_bell, x->rcv_len);
         x->rcv_seen = end;
     }
     if (isnan(x->release_at) && x->snd_len) {
-        double rel = projected_release(h, x, h->clock);
+        double rel = projected_release(h, x);
         if (rel < x->snd_seen - RING_EPS_SECONDS) {
             want_ring(f, x->snd_bell, x->snd_len);
             x->snd_seen = rel;
@@ -1060,10 +1199,13 @@ static void solve(Fluid *f)
     h->solves++;
     h->dirty = 0;
     if (n_f >= 0) { /* the flows outside F kept their rates, and their projections */
-        for (int i = 0; i < n_f; i++)
+        for (int i = 0; i < n_f; i++) {
+            reschedule(f, f->f_list[i]);
             ring_if_earlier(f, &f->flows[f->f_list[i]]);
+        }
         return;
     }
+    reschedule_all(f);
     for (int i = 0; i < h->n_active; i++)
         ring_if_earlier(f, &f->flows[f->active[i]]);
 }
@@ -1080,6 +1222,7 @@ static void finish(Fluid *f, int32_t id, double at)
 {
     Flow *x = &f->flows[id];
     leave(f, id);
+    remove_active(f, id);
     x->state = DONE;
     x->remaining = 0.0;
     x->done_at = at;
@@ -1095,38 +1238,34 @@ static void finish(Fluid *f, int32_t id, double at)
         free_slot(f, id);
 }
 
-/* Move every active flow on to relative time t (no event in between). */
-static void step_to(Fluid *f, double t)
+/* The model's clock moves to relative time t (no event in between): the flows move on as
+ * their rates say, kept as what was left at their last rate (remaining_at). */
+static void move_clock(Fluid *f, double t)
 {
     Header *h = f->h;
-    double dt = t - h->clock;
-    if (dt <= 0)
+    if (t <= h->clock)
         return;
-    int k = 0;
-    for (int i = 0; i < h->n_active; i++) {
-        int32_t id = f->active[i];
-        Flow *x = &f->flows[id];
-        if (!x->persistent) {
-            double before = x->remaining;
-            x->remaining -= x->rate * dt;
-            if (isnan(x->release_at) && before > h->buffer && x->remaining <= h->buffer &&
-                x->rate > 0) {
-                x->release_at = h->clock + (before - h->buffer) / x->rate;
-                log_event(f, id, 2, x->release_at);
-            }
-            if (x->remaining <= x->rate * DONE_BITS_SECONDS || x->remaining <= 0) {
-                finish(f, id, t);
-                h->dirty = 1;
-                continue;
-            }
-        }
-        f->active[k++] = id;
-    }
-    h->n_active = k;
     h->clock = t;
     double scen = rel_to_scen(h, t);
     if (scen > h->played)
         h->played = scen;
+}
+
+/* Every release due by t + eps (at its own time) and every end due by t + eps (at t). */
+static void due_events(Fluid *f, double t, double eps)
+{
+    Header *h = f->h;
+    while (h->n_heap[1] > 0 && f->flows[f->heap_of[1][0]].key[1] <= t + eps) {
+        int32_t id = f->heap_of[1][0];
+        Flow *x = &f->flows[id];
+        x->release_at = x->key[1];
+        log_event(f, id, 2, x->release_at);
+        ev_remove(f, 1, id);
+    }
+    while (h->n_heap[0] > 0 && f->flows[f->heap_of[0][0]].key[0] <= t + eps) {
+        finish(f, f->heap_of[0][0], t);
+        h->dirty = 1;
+    }
 }
 
 static double next_scenario_change(const Fluid *f)
@@ -1143,12 +1282,9 @@ static void advance(Fluid *f, double now)
     for (;;) {
         if (h->dirty)
             solve(f);
-        double t = INFINITY;
-        for (int i = 0; i < h->n_active; i++) {
-            double e = projected_end(&f->flows[f->active[i]], h->clock);
-            if (e < t)
-                t = e;
-        }
+        double t = h->n_heap[0] ? f->flows[f->heap_of[0][0]].key[0] : INFINITY;
+        if (h->n_heap[1] && f->flows[f->heap_of[1][0]].key[1] < t)
+            t = f->flows[f->heap_of[1][0]].key[1];
         double change = next_scenario_change(f);
         if (change < t)
             t = change;
@@ -1156,22 +1292,10 @@ static void advance(Fluid *f, double now)
             break;
         if (t < h->clock)
             t = h->clock;
-        step_to(f, t);
+        move_clock(f, t);
         /* flows that end within a step's rounding of t end now (a few ulps of t, for
          * clocks far from their base) */
-        double eps = fmax(DONE_BITS_SECONDS * 4, fabs(t) * 4e-16);
-        int k = 0;
-        for (int i = 0; i < h->n_active; i++) {
-            int32_t id = f->active[i];
-            Flow *x = &f->flows[id];
-            if (!x->persistent && x->rate > 0 && x->remaining / x->rate <= eps) {
-                finish(f, id, t);
-                h->dirty = 1;
-            } else {
-                f->active[k++] = id;
-            }
-        }
-        h->n_active = k;
+        due_events(f, t, fmax(DONE_BITS_SECONDS * 4, fabs(t) * 4e-16));
         const Timeline *tl = &f->tl[h->timeline];
         while (h->cursor < tl->n_events && scen_to_rel(h, tl->t[h->cursor]) <= t) {
             int64_t c = h->cursor++;
@@ -1180,8 +1304,10 @@ static void advance(Fluid *f, double now)
             seed_resource(f, tl->res[c], 0.0);
         }
     }
-    if (now > h->clock && isfinite(now))
-        step_to(f, now);
+    if (now > h->clock && isfinite(now)) {
+        move_clock(f, now);
+        due_events(f, now, DONE_BITS_SECONDS); /* ends within a transfer's rounding */
+    }
 }
 
 /* The token bucket of the pair src -> dst (HTB's burst: what the class's rate sends in
@@ -1263,6 +1389,8 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
     x->persistent = n->persistent;
     x->bound = bound;
     x->start = now;
+    x->t_ref = now;
+    x->hpos[0] = x->hpos[1] = -1;
     x->size = n->persistent ? INFINITY : n->amount;
     x->done_at = x->release_at = NAN;
     x->rcv_seen = x->snd_seen = INFINITY;
@@ -1290,6 +1418,7 @@ static int insert(Fluid *f, double wall, const NewFlow *n, int32_t *slot, uint32
         x->state = ACTIVE;
         if (!n->persistent && n->amount <= h->buffer)
             x->release_at = now;
+        x->apos = h->n_active;
         f->active[h->n_active++] = id;
         link_flow(f, id);
         seed_flow(f, id);
@@ -1319,7 +1448,7 @@ static int api_view(Fluid *f, int32_t slot, uint32_t gen, int party, FlView *out
     Flow *x = &f->flows[slot];
     out->state = x->state;
     out->start = x->start + h->base;
-    double end = projected_end(x, h->clock), rel = projected_release(h, x, h->clock);
+    double end = projected_end(x), rel = projected_release(h, x);
     out->end = end + h->base;
     out->release = rel + h->base;
     out->done = x->state == DONE;
@@ -1349,11 +1478,7 @@ static void api_drop(Fluid *f, int32_t slot, uint32_t gen, int party)
         free_slot(f, slot);
     } else if (x->persistent) { /* a background flow ends when its owner says */
         leave(f, slot);
-        for (int i = 0; i < h->n_active; i++)
-            if (f->active[i] == slot) {
-                f->active[i] = f->active[--h->n_active];
-                break;
-            }
+        remove_active(f, slot);
         h->dirty = 1;
         free_slot(f, slot);
     } /* else: its bytes are on the wire; freed when they are done */
@@ -1423,7 +1548,7 @@ static const FluidAPI API = {
 /* -- the Python type -------------------------------------------------------------------- */
 
 static size_t layout(int n_nodes, int n_res, int max_flows, size_t *o_res, size_t *o_flows,
-                     size_t *o_active, size_t *o_free, size_t *o_bucket)
+                     size_t *o_active, size_t *o_free, size_t *o_heaps, size_t *o_bucket)
 {
     size_t off = (sizeof(Header) + 63) & ~(size_t)63;
     *o_res = off;
@@ -1435,6 +1560,8 @@ static size_t layout(int n_nodes, int n_res, int max_flows, size_t *o_res, size_
     off += sizeof(int32_t) * (size_t)max_flows;
     *o_free = off;
     off += sizeof(int32_t) * (size_t)max_flows;
+    *o_heaps = off;
+    off += 2 * sizeof(int32_t) * (size_t)max_flows;
     off = (off + 7) & ~(size_t)7;
     *o_bucket = off;
     off += 2 * sizeof(double) * (size_t)n_nodes * (size_t)n_nodes;
@@ -1446,8 +1573,8 @@ static PyObject *state_bytes(PyObject *mod, PyObject *args)
     int n_nodes, n_res, max_flows;
     if (!PyArg_ParseTuple(args, "iii", &n_nodes, &n_res, &max_flows))
         return NULL;
-    size_t a, b, c, d, e;
-    return PyLong_FromSize_t(layout(n_nodes, n_res, max_flows, &a, &b, &c, &d, &e));
+    size_t a, b, c, d, e, g;
+    return PyLong_FromSize_t(layout(n_nodes, n_res, max_flows, &a, &b, &c, &d, &e, &g));
 }
 
 /* The numbers of a sequence into a new array of doubles (`ints`: of int32). */
@@ -1690,9 +1817,9 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         return -1;
     }
-    size_t o_res, o_flows, o_active, o_free, o_bucket;
+    size_t o_res, o_flows, o_active, o_free, o_heaps, o_bucket;
     size_t size = layout(n_nodes, f->n_res, max_flows, &o_res, &o_flows, &o_active, &o_free,
-                         &o_bucket);
+                         &o_heaps, &o_bucket);
     char *mem;
     mem = shm_memory(window, size, &f->view, &f->has_view, &f->mem);
     if (!mem)
@@ -1704,6 +1831,8 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
     f->flows = (Flow *)(mem + o_flows);
     f->active = (int32_t *)(mem + o_active);
     f->free_stack = (int32_t *)(mem + o_free);
+    f->heap_of[0] = (int32_t *)(mem + o_heaps);
+    f->heap_of[1] = f->heap_of[0] + max_flows;
     f->bucket = (double *)(mem + o_bucket);
     Header *h = f->h;
     if (create) {
@@ -1727,6 +1856,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         h->seed_floor = INFINITY;
         for (int i = 0; i < max_flows; i++) {
             f->flows[i].gen = 1;
+            f->flows[i].hpos[0] = f->flows[i].hpos[1] = -1;
             f->free_stack[i] = max_flows - 1 - i;
         }
         h->n_free = max_flows;
@@ -1870,7 +2000,7 @@ static PyObject *Fluid_view(Fluid *f, PyObject *args, PyObject *kwargs)
     api_advance(f, wall);
     int rc = api_view(f, slot, gen, party, &v);
     double rate = rc == 0 ? f->flows[slot].rate : 0.0;
-    double remaining = rc == 0 ? f->flows[slot].remaining : 0.0;
+    double remaining = rc == 0 ? remaining_at(&f->flows[slot], f->h->clock) : 0.0;
     fl_unlock(f);
     if (rc) {
         PyErr_SetString(PyExc_KeyError, "no such flow (freed, or another slot's)");
@@ -1918,15 +2048,12 @@ static PyObject *Fluid_next_event(Fluid *f, PyObject *noargs)
     fl_lock(f);
     if (f->h->dirty)
         solve(f);
+    Header *h = f->h;
     double t = next_scenario_change(f);
-    for (int i = 0; i < f->h->n_active; i++) {
-        const Flow *x = &f->flows[f->active[i]];
-        double e = projected_end(x, f->h->clock);
-        if (f->track && isnan(x->release_at))
-            e = fmin(e, projected_release(f->h, x, f->h->clock));
-        if (e < t)
-            t = e;
-    }
+    if (h->n_heap[0] && f->flows[f->heap_of[0][0]].key[0] < t)
+        t = f->flows[f->heap_of[0][0]].key[0];
+    if (f->track && h->n_heap[1] && f->flows[f->heap_of[1][0]].key[1] < t)
+        t = f->flows[f->heap_of[1][0]].key[1];
     double base = f->h->base;
     fl_unlock(f);
     return PyFloat_FromDouble(t + base);
