@@ -119,6 +119,11 @@ typedef struct {
     double duration;
 } Timeline;
 
+typedef struct HeapEntry {
+    double key; /* at most the level at which r saturates */
+    int32_t r;
+} HeapEntry;
+
 typedef struct Fluid {
     PyObject_HEAD
     Header *h;
@@ -150,10 +155,11 @@ typedef struct Fluid {
     char *sat;
     int32_t stamp_now, n_touched;
     double *lvl;   /* per resource: the level at which it saturated */
-    /* the heap solve's own: per resource its rem at level lref, its heap place and key,
-     * its elements' span; per position of the ids given, frozen or not */
-    double *lref, *key;
-    int32_t *heap, *hpos, *span, *span_end, *elems, *by_bound, *newsat;
+    /* the heap solve's own: per resource its rem at level lref and its elements' span, the
+     * heap of resources by saturation level; per position of the ids given, frozen or not */
+    double *lref;
+    struct HeapEntry *heap;
+    int32_t *span, *span_end, *elems, *by_bound, *newsat;
     char *frozen;
     size_t elems_cap;
     double *fixed; /* per resource: what flows outside an incremental solve take of it */
@@ -442,51 +448,23 @@ static void maxmin(Fluid *f, const int32_t *ids, int n, Flow *flows, const Res *
  * resources, where maxmin() costs O(levels x (R + flows)). maxmin() stays the reference
  * (Fluid.check() compares the two). */
 
-static void heap_swap(Fluid *f, int a, int b)
-{
-    int32_t ra = f->heap[a], rb = f->heap[b];
-    f->heap[a] = rb;
-    f->heap[b] = ra;
-    f->hpos[rb] = a;
-    f->hpos[ra] = b;
-}
-
-/* Sift the resource at heap place i down (heap_up: up), moving the others into the hole
- * it leaves rather than swapping at each level. */
+/* Sift the entry at heap place i down, moving the others into the hole it leaves. The heap
+ * holds (key, resource) pairs: a comparison reads no other array. */
 static void heap_down(Fluid *f, int i, int n)
 {
-    int32_t moving = f->heap[i];
-    double k = f->key[moving];
+    HeapEntry moving = f->heap[i];
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = l;
+        int l = 2 * i + 1, m = l;
         if (l >= n)
             break;
-        double km = f->key[f->heap[l]];
-        if (r < n && f->key[f->heap[r]] < km) {
-            m = r;
-            km = f->key[f->heap[r]];
-        }
-        if (!(km < k))
+        if (l + 1 < n && f->heap[l + 1].key < f->heap[l].key)
+            m = l + 1;
+        if (!(f->heap[m].key < moving.key))
             break;
         f->heap[i] = f->heap[m];
-        f->hpos[f->heap[i]] = i;
         i = m;
     }
     f->heap[i] = moving;
-    f->hpos[moving] = i;
-}
-
-static void heap_up(Fluid *f, int i)
-{
-    int32_t moving = f->heap[i];
-    double k = f->key[moving];
-    while (i > 0 && f->key[f->heap[(i - 1) / 2]] > k) {
-        f->heap[i] = f->heap[(i - 1) / 2];
-        f->hpos[f->heap[i]] = i;
-        i = (i - 1) / 2;
-    }
-    f->heap[i] = moving;
-    f->hpos[moving] = i;
 }
 
 /* what is left of resource r at `level` */
@@ -518,9 +496,18 @@ static int bound_order(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The level at which resource r saturates while its users stay as they are. */
+static inline double saturation_level(const Fluid *f, int32_t r)
+{
+    return f->users[r] > 0 ? f->lref[r] + fmax(f->rem[r], 0.0) / f->users[r] : INFINITY;
+}
+
 /* The flow at position i of `ids` freezes at `level` (or its bound, if lower): the
- * resources on its path lose a user and wait for a later level. */
-static void freeze(Fluid *f, const int32_t *ids, int i, Flow *flows, double level, int hn)
+ * resources on its path lose a user and wait for a later level. Their keys in the heap are
+ * left as they were: a resource's saturation level only rises as its users freeze
+ * elsewhere, so a key is a lower bound of it, made exact when it comes to the top
+ * (fresh_top). */
+static void freeze(Fluid *f, const int32_t *ids, int i, Flow *flows, double level)
 {
     Flow *x = &flows[ids[i]];
     f->frozen[i] = 1;
@@ -532,11 +519,19 @@ static void freeze(Fluid *f, const int32_t *ids, int i, Flow *flows, double leve
         f->rem[r] = rem_at(f, r, level);
         f->lref[r] = level;
         f->users[r]--;
-        if (f->sat[r])
-            continue;
-        f->key[r] = f->users[r] > 0 ? level + fmax(f->rem[r], 0.0) / f->users[r] : INFINITY;
-        heap_up(f, f->hpos[r]);
-        heap_down(f, f->hpos[r], hn);
+    }
+}
+
+/* The heap's top made exact: a top whose key is below its saturation level goes down with
+ * that key, until the top's key is its own (then no resource saturates earlier). */
+static void fresh_top(Fluid *f, int hn)
+{
+    while (hn > 0) {
+        double k = saturation_level(f, f->heap[0].r);
+        if (!(k > f->heap[0].key))
+            return;
+        f->heap[0].key = k;
+        heap_down(f, 0, hn);
     }
 }
 
@@ -598,9 +593,7 @@ static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const
     int hn = 0;
     for (int k = 0; k < nt; k++) {
         int32_t r = f->touched[k];
-        f->key[r] = f->rem[r] / f->users[r];
-        f->heap[hn] = r;
-        f->hpos[r] = hn++;
+        f->heap[hn++] = (HeapEntry){f->rem[r] / f->users[r], r};
     }
     for (int i = hn / 2 - 1; i >= 0; i--)
         heap_down(f, i, hn);
@@ -616,7 +609,8 @@ static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const
     while (nu > 0) {
         while (b < nb && f->frozen[f->by_bound[b]])
             b++;
-        double next_res = hn ? f->key[f->heap[0]] : INFINITY;
+        fresh_top(f, hn);
+        double next_res = hn ? f->heap[0].key : INFINITY;
         double next_bound = b < nb ? flows[ids[f->by_bound[b]]].bound : INFINITY;
         double next = next_bound < next_res ? next_bound : next_res;
         if (!isfinite(next)) { /* flows that cross nothing and have no bound: unlimited */
@@ -629,20 +623,21 @@ static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const
             level = next;
         int n_new = 0; /* every resource out of room at this level saturates */
         while (hn > 0) {
-            int32_t r = f->heap[0];
-            if (!(f->key[r] <= level || rem_at(f, r, level) <= 1e-12 * res[r].capacity))
+            fresh_top(f, hn);
+            int32_t r = f->heap[0].r;
+            if (!(f->heap[0].key <= level || rem_at(f, r, level) <= 1e-12 * res[r].capacity))
                 break;
             f->sat[r] = 1;
             f->lvl[r] = level;
             f->newsat[n_new++] = r;
-            heap_swap(f, 0, --hn);
+            f->heap[0] = f->heap[--hn];
             heap_down(f, 0, hn);
         }
         for (int k = 0; k < n_new; k++) {
             int32_t r = f->newsat[k];
             for (int32_t e = f->span[r]; e < f->span_end[r]; e++)
                 if (!f->frozen[f->elems[e]]) {
-                    freeze(f, ids, f->elems[e], flows, level, hn);
+                    freeze(f, ids, f->elems[e], flows, level);
                     nu--;
                 }
         }
@@ -652,16 +647,16 @@ static int maxmin_events(Fluid *f, const int32_t *ids, int n, Flow *flows, const
                 continue;
             if (level < flows[ids[i]].bound * (1 - 1e-12))
                 break;
-            freeze(f, ids, i, flows, level, hn);
+            freeze(f, ids, i, flows, level);
             nu--;
         }
     }
     /* a resource with background streams is filled by them after the flows froze */
     for (int k = 0; k < hn; k++) {
-        int32_t r = f->heap[k];
+        int32_t r = f->heap[k].r;
         if (res[r].background > 0) {
             f->sat[r] = 1;
-            f->lvl[r] = f->key[r];
+            f->lvl[r] = saturation_level(f, r);
         }
     }
     return 0;
@@ -1810,7 +1805,7 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         !ALLOC(f->s_list, f->n_res) || !ALLOC(f->r_stamp, f->n_res) ||
         !ALLOC(f->old_rate, max_flows) || !ALLOC(f->in_f, max_flows) ||
         !ALLOC(f->f_list, max_flows) || !ALLOC(f->lref, f->n_res) ||
-        !ALLOC(f->key, f->n_res) || !ALLOC(f->heap, f->n_res) || !ALLOC(f->hpos, f->n_res) ||
+        !ALLOC(f->heap, f->n_res) ||
         !ALLOC(f->span, f->n_res) || !ALLOC(f->span_end, f->n_res) ||
         !ALLOC(f->newsat, f->n_res) || !ALLOC(f->by_bound, max_flows) ||
         !ALLOC(f->frozen, max_flows) || !ALLOC(f->caps, max_flows + 2)) {
@@ -1913,9 +1908,7 @@ static void Fluid_dealloc(Fluid *f)
     free(f->f_load);
     free(f->f_count);
     free(f->lref);
-    free(f->key);
     free(f->heap);
-    free(f->hpos);
     free(f->span);
     free(f->span_end);
     free(f->newsat);
