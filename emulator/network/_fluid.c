@@ -1029,14 +1029,24 @@ static double water_level(Fluid *f, int32_t r, int32_t id)
 /* The floor of a solve for one new flow: below the first level at which a resource of its
  * path fills, progressive filling runs as before it came (the flows frozen there keep
  * their rates), and that level is the least water level of its path's resources with
- * every other flow at its rate. */
+ * every other flow at its rate. A resource with room left and no background streams
+ * cannot fill below that room (its flows take at most their rates, the new one the
+ * level), so its flows are counted only where its room is below the least level found:
+ * a switch's uplink, with hundreds of flows and room to spare, is not read. */
 static double new_flow_floor(Fluid *f, int32_t id)
 {
     const int32_t *p;
     int len = path_of(f, &f->flows[id], &p);
-    double floor = INFINITY;
+    double floor = INFINITY, room[FL_MAX_PATH];
+    for (int j = 0; j < len; j++) {
+        const Res *r = &f->res[p[j]];
+        room[j] = r->background ? -1.0 : r->capacity - (double)r->load;
+        if (!(room[j] > 0))
+            floor = fmin(floor, water_level(f, p[j], id));
+    }
     for (int j = 0; j < len; j++)
-        floor = fmin(floor, water_level(f, p[j], id));
+        if (room[j] > 0 && room[j] < floor)
+            floor = fmin(floor, water_level(f, p[j], id));
     return floor;
 }
 
