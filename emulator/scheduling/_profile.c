@@ -10,6 +10,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,48 @@ typedef struct {
 static PyTypeObject ProfileType;
 /* interned attribute names */
 static PyObject *s_start, *s_procs, *s_estimate, *s_slot, *s_reserved, *s_index;
+
+/* A job's attributes read straight from its __slots__ where its class has them as plain
+ * member slots (the scheduler's Job): a compression reads four of every queued job. The
+ * offsets are found once per call, for one exact type; any other object is asked. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t start, procs, estimate, slot;
+} Slots;
+
+static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *d = _PyType_Lookup(type, name);
+    if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type))
+        return -1;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) ? m->offset : -1;
+}
+
+static void slots_for(Slots *sl, PyObject *job)
+{
+    PyTypeObject *type = Py_TYPE(job);
+    sl->type = type;
+    sl->start = member_offset(type, s_start);
+    sl->procs = member_offset(type, s_procs);
+    sl->estimate = member_offset(type, s_estimate);
+    sl->slot = member_offset(type, s_slot);
+    if (sl->start < 0 || sl->procs < 0 || sl->estimate < 0 || sl->slot < 0)
+        sl->type = NULL; /* ask every object */
+}
+
+/* job.<name> as a new reference (NULL with an exception set on error) */
+static PyObject *job_attr(const Slots *sl, PyObject *job, Py_ssize_t offset, PyObject *name)
+{
+    if (sl->type && Py_TYPE(job) == sl->type) {
+        PyObject *v = *(PyObject **)((char *)job + offset);
+        if (v) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(job, name);
+}
 
 static int reserve_room(Profile *p, Py_ssize_t need)
 {
@@ -846,6 +890,7 @@ static PyObject *Profile_compress_queue(Profile *p, PyObject *args)
     }
     if (columns_alloc(&c, n))
         goto done;
+    Slots sl = {0};
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *entry = PySequence_Fast_GET_ITEM(fast, k);
         if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) {
@@ -853,19 +898,21 @@ static PyObject *Profile_compress_queue(Profile *p, PyObject *args)
             goto done;
         }
         PyObject *job = PyTuple_GET_ITEM(entry, 1), *v;
-        if (!(v = PyObject_GetAttr(job, s_start)))
+        if (k == 0)
+            slots_for(&sl, job);
+        if (!(v = job_attr(&sl, job, sl.start, s_start)))
             goto done;
         int started = v != Py_None;
         Py_DECREF(v);
         if (started)
             continue;
-        int bad = !(v = PyObject_GetAttr(job, s_procs)) || as_long_long(v, &c.procs[q]);
+        int bad = !(v = job_attr(&sl, job, sl.procs, s_procs)) || as_long_long(v, &c.procs[q]);
         Py_XDECREF(v);
-        if (bad || !(v = PyObject_GetAttr(job, s_estimate)))
+        if (bad || !(v = job_attr(&sl, job, sl.estimate, s_estimate)))
             goto done;
         c.est[q] = PyFloat_AsDouble(v);
         Py_DECREF(v);
-        if (PyErr_Occurred() || !(v = PyObject_GetAttr(job, s_slot)))
+        if (PyErr_Occurred() || !(v = job_attr(&sl, job, sl.slot, s_slot)))
             goto done;
         bad = slot_of(v, &c.slot[q]);
         Py_DECREF(v);
