@@ -686,28 +686,69 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
  * error.
  *
  * The first pass tries every job (what the ended job freed is not known here). After it,
- * only a move frees processors: a job moved from `old` to t frees from max(old, t + d) on,
- * and a job whose slot is no later than every such start met since it was last tried has
- * the same profile before its slot as then: its try would fail, and it is skipped. */
+ * only a move frees processors: a job moved from `old` to t frees its procs on [max(old,
+ * t + d), old + d), where every segment had between lo and hi - procs free before. A job of
+ * P processors at slot s can move only into room before s, and only where a segment that
+ * had fewer than P free now has P: a job none of whose moves since its last try (the log)
+ * freed before its slot with lo < P <= hi would fail again, and is skipped. */
+
+typedef struct {
+    double from;     /* where the freed stretch begins */
+    long long lo, hi; /* the least free there before the move, the most after it */
+} Move;
+
+typedef struct {
+    Move *m;
+    Py_ssize_t n, cap;
+} MoveLog;
+
+static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
+{
+    if (log->n == log->cap) {
+        Py_ssize_t cap = log->cap ? 2 * log->cap : 256;
+        Move *m = realloc(log->m, sizeof(Move) * (size_t)cap);
+        if (!m)
+            return -1;
+        log->m = m;
+        log->cap = cap;
+    }
+    long long lo = LLONG_MAX, hi = LLONG_MIN;
+    for (Py_ssize_t k = search_right(p, from) - 1; k < p->n && p->t[k] < to; k++) {
+        long long f = p->f[k < 0 ? 0 : k];
+        lo = f < lo ? f : lo;
+        hi = f > hi ? f : hi;
+    }
+    log->m[log->n++] = (Move){from, lo - procs, hi};
+    return 0;
+}
+
+/* whether a move logged from `since` on freed room a job of `procs` at `slot` may use */
+static int freed_for(const MoveLog *log, Py_ssize_t since, long long procs, double slot)
+{
+    for (Py_ssize_t i = since; i < log->n; i++) {
+        const Move *m = &log->m[i];
+        if (m->from < slot && m->lo < procs && procs <= m->hi)
+            return 1;
+    }
+    return 0;
+}
+
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
-                         double *slot, char *moved, double now, RunCache *runs, double *freed,
-                         Py_ssize_t *hint)
+                         double *slot, char *moved, double now, RunCache *runs,
+                         Py_ssize_t *seen, Py_ssize_t *hint, MoveLog *log)
 {
     advance(p, now);
     Py_ssize_t limit = q;
-    /* freed[k]: the earliest start freed by the moves after job k in the last pass */
     for (Py_ssize_t k = 0; k < q; k++) {
-        freed[k] = -INFINITY;
+        seen[k] = -1; /* not tried yet: the first pass tries it */
         hint[k] = 0;
     }
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
         Py_ssize_t last = -1, k;
-        double freed_now = INFINITY; /* the earliest start freed in this pass so far */
         for (k = 0; k < q; k++) {
             if (k >= limit && last < 0)
                 break;
-            double old = slot[k], was = freed[k];
-            freed[k] = INFINITY; /* from here on: what this pass frees at k */
+            double old = slot[k];
             if (isnan(old)) { /* queued since the last pass: reserved behind the others */
                 if (moved[k])
                     continue; /* reserved already, and nothing fits it */
@@ -722,8 +763,10 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
             }
             if (old < now)
                 return 1;
-            if (old <= was && old <= freed_now)
-                continue; /* nothing before its slot was freed since it was last tried */
+            Py_ssize_t since = seen[k];
+            seen[k] = log->n;
+            if (since >= 0 && !freed_for(log, since, procs[k], old))
+                continue; /* nothing it could use was freed since it was last tried */
             /* its slot's segment, from where it was last time if nothing moved it */
             Py_ssize_t i = hint[k];
             if (!(i <= p->n && p->t[i] >= old && (i == 0 || p->t[i - 1] < old)))
@@ -739,18 +782,13 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
             if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
                 return -1;
             runs_changed(runs, t);
+            double from = fmax(old, t + est[k]);
+            if (from < old + est[k] && log_move(log, p, from, old + est[k], procs[k]))
+                return -1;
+            seen[k] = log->n;
             slot[k] = t;
             moved[k] = 1;
             last = k;
-            freed[k] = fmax(old, t + est[k]);
-            freed_now = fmin(freed_now, freed[k]);
-        }
-        /* each job's bound for the next pass: the moves after it in this one */
-        double after = INFINITY;
-        for (Py_ssize_t i = q - 1; i >= 0; i--) { /* jobs from k on were not reached */
-            double own = i < k ? freed[i] : INFINITY;
-            freed[i] = after;
-            after = fmin(after, own);
         }
         limit = last > 0 ? last : 0;
         compact(p); /* the runs' times stay */
@@ -762,14 +800,17 @@ static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const
                          double *slot, char *moved, double now)
 {
     RunCache runs = {0};
-    double *freed = malloc(sizeof(double) * (size_t)(q ? q : 1));
+    MoveLog log = {0};
+    Py_ssize_t *seen = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
-    int rc = freed && hint ? compress_pass(p, q, procs, est, slot, moved, now, &runs, freed, hint)
-                           : -1;
+    int rc = seen && hint ? compress_pass(p, q, procs, est, slot, moved, now, &runs, seen, hint,
+                                          &log)
+                          : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_NoMemory();
     runs_free(&runs);
-    free(freed);
+    free(log.m);
+    free(seen);
     free(hint);
     return rc;
 }
