@@ -162,6 +162,24 @@ def test_every_option_has_a_help_line_and_every_command_an_example():
         assert "example" in (parser.epilog or ""), f"{' '.join(path)} shows no example"
 
 
+def test_each_command_is_built_from_the_group_the_table_names():
+    """A run builds its own group's parsers alone (``COMMANDS``): every command of every group
+    must be in the table under that group, or it would not parse."""
+    import importlib
+
+    from emulator.cli import COMMANDS, GROUPS
+
+    registered = {}
+    for group in GROUPS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"emulator.cli.{group}").register(sub)
+        registered.update({name: group for name in sub.choices})
+    assert registered == COMMANDS
+    for name, group in COMMANDS.items():
+        assert set(build_parser(name)._subparsers._group_actions[0].choices) == \
+            {n for n, g in COMMANDS.items() if g == group}
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["testbed", "up", "--help"], ["select", "--help"]])
 def test_help_prints_options_and_examples(argv, capsys):
     with pytest.raises(SystemExit) as e:

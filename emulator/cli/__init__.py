@@ -6,16 +6,22 @@ selection, experiments, kernel, workload, scheduling); this module assembles the
 """
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 
 from ..errors import UserError
-from . import batch, experiments, grid, kernel, network, prediction, programs, scheduling, \
-    selection, workload
 
-GROUPS = (experiments, network, programs, selection, kernel, workload, scheduling, prediction,
-          grid, batch)
+GROUPS = ("experiments", "network", "programs", "selection", "kernel", "workload",
+          "scheduling", "prediction", "grid", "batch")
+# command -> its group: a run imports and builds its own group's parsers alone
+COMMANDS = {"demo": "experiments", "experiment": "experiments", "run": "experiments",
+            "measure": "network", "flows": "network", "cluster": "network",
+            "scenario": "network", "mpiexec": "programs", "select": "selection",
+            "trace": "selection", "patterns": "selection", "testbed": "kernel", "tc": "kernel",
+            "workload": "workload", "schedule": "scheduling", "predict": "prediction",
+            "grid": "grid", "batch": "batch", "batch-experiment": "batch"}
 
 EXAMPLES = """\
 examples:
@@ -44,14 +50,15 @@ examples:
 """
 
 
-def build_parser():
+def build_parser(command=None):
+    """The parser of every command, or of ``command``'s group alone where it names one."""
     parser = argparse.ArgumentParser(
         prog="nodesel", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Cluster emulator for communication-aware node selection.", epilog=EXAMPLES)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for group in GROUPS:
-        group.register(sub)
+    for group in (COMMANDS[command],) if command in COMMANDS else GROUPS:
+        importlib.import_module(f".{group}", __name__).register(sub)
     return parser
 
 
@@ -92,9 +99,8 @@ def one_line(message: str) -> str:
 
 
 def main(argv=None):
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     args.argv = argv
     from ..coordinator import stop
     from ..coordinator.launch import under_mpiexec
