@@ -57,6 +57,17 @@ def starts(policy, jobs, processors, **kw):
 QUEUE = ((0, 2, 10), (1, 4, 5), (2, 1, 3), (3, 2, 4), (4, 1, 20))
 
 
+def test_a_fresh_copy_is_the_job_as_submitted_in_every_attribute():
+    job = Job(3, 5, 4, 10.0, requested=20, estimate=7, owner=Owner(1, 2, 3, 4), index=9)
+    job.priority, job.info = 5, {"note": 1}
+    submitted = {name: getattr(job, name) for name in Job.__slots__}
+    job.start, job.end, job.est_end, job.reserved, job.slot = 1, 2, 3, 4, 5
+    job.killed, job.restarts, job.nodes = True, 2, ["n1"]
+    copy = job.fresh()
+    assert {name: getattr(copy, name) for name in Job.__slots__} == submitted
+    assert copy.info is job.info and copy is not job
+
+
 def test_fcfs_by_hand():
     # nothing passes J2: J3, J4 and J5 start when J2 ends at 15, together (1+2+1 procs)
     assert starts("fcfs", jobs_of(*QUEUE), 4) == [0, 10, 15, 15, 15]

@@ -77,11 +77,19 @@ class Job:
 
     def fresh(self) -> "Job":
         """A copy as submitted: same attributes, no schedule."""
-        copy = Job(self.id, self.submit, self.procs, self.run, requested=self.requested,
-                   estimate=self.estimate, owner=self.owner, index=self.index)
-        copy.priority = self.priority
-        copy.info = self.info
+        copy = _new_job(Job)  # the attributes are already what __init__ would make them
+        copy.id, copy.index, copy.submit, copy.procs = self.id, self.index, self.submit, self.procs
+        copy.run, copy.requested, copy.estimate = self.run, self.requested, self.estimate
+        copy.user, copy.group = self.user, self.group
+        copy.executable, copy.queue = self.executable, self.queue
+        copy.priority, copy.info = self.priority, self.info
+        copy.start = copy.end = copy.est_end = copy.reserved = copy.slot = copy.nodes = None
+        copy.killed = False
+        copy.restarts = 0
         return copy
+
+
+_new_job = object.__new__
 
 
 def compress_arrivals(jobs: Sequence["Job"], factor: float) -> list:
