@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.mpi,
 TINY = ["--benchmarks", "cg,is", "--repeats", "1", "--nodes", "6", "--app-iterations", "1",
         "--trial-iterations", "2", "--timeout-seconds", "6"]
 METHODS = ("pattern", "all-all", "random")
+TWO_CG_SLOTS = ("--benchmarks", "cg", "--repeats", "2")  # two slots of the quicker benchmark
 
 
 class Run:
@@ -197,7 +198,7 @@ def test_a_real_program_as_the_application(tmp_path, experiment):
 def test_killed_node_is_marked_down_and_the_job_retried(tmp_path, experiment):
     out = tmp_path / "exp"
     before = mpich_segments()
-    run = experiment(out)
+    run = experiment(out, *TWO_CG_SLOTS)
     # kill node rank 2 once the first job has finished: the pipeline is busy
     assert run.wait_for_jobs(1), run.stderr[-3000:]
     ranks = rank_processes()
@@ -288,7 +289,7 @@ def test_a_stopped_experiment_resumed_keeps_what_it_finished_and_completes(tmp_p
     """Stopped within the second slot: the first is kept bit for bit, the second's
     measurement replayed, and the resumed run ends with every job an unbroken run has."""
     out = tmp_path / "exp"
-    run = experiment(out)
+    run = experiment(out, *TWO_CG_SLOTS)
     assert run.wait_for_jobs(6), run.stderr[-3000:]  # slot 0's five jobs and one of slot 1
     run.proc.send_signal(signal.SIGTERM)
     run.finish(timeout=60)
@@ -299,7 +300,7 @@ def test_a_stopped_experiment_resumed_keeps_what_it_finished_and_completes(tmp_p
     measured = json.loads((out / "measurements.json").read_text())
     assert [m["slot"] for m in measured] == [0, 1]
 
-    again = experiment(out, "--resume")
+    again = experiment(out, *TWO_CG_SLOTS, "--resume")
     stdout, stderr = again.finish()
     assert again.proc.returncode == 0, stderr[-3000:]
     assert "resuming: 1 of 2 slot(s) complete" in stdout + stderr
