@@ -166,6 +166,15 @@ def csv_rows(path):
         return list(csv.DictReader(f))
 
 
+def test_batsim_rows_write_whole_numbers_without_a_point_and_the_rest_exactly():
+    done, later, never = Job(7, 0.5, 2, 10.0), Job(8, 3, 1, 0.0), Job(9, 4, 1, 5.0)
+    done.start, done.end, later.start, later.end = 1.0, 11.25, 11.0, 11.0
+    lines = batsim_jobs_csv([done, later, never], 4).splitlines()
+    assert lines[1:] == ["7,w0,,0.5,2,-1,1,COMPLETED_SUCCESSFULLY,1,10.25,11.25,0.5,10.75,"
+                         "1.048780487804878,0-1,,",
+                         "8,w0,,3,1,-1,1,COMPLETED_SUCCESSFULLY,11,0,11,8,8,,2,,"]
+
+
 def test_a_killed_job_is_reported_as_batsim_reports_it():
     (job,) = simulate([Job(1, 0, 2, 50.0, requested=20.0)], Scheduler(4, "fcfs"),
                       kill_at_requested=True).jobs

@@ -68,6 +68,20 @@ def test_a_fresh_copy_is_the_job_as_submitted_in_every_attribute():
     assert copy.info is job.info and copy is not job
 
 
+def test_the_jobs_csv_writes_each_value_as_written_by_hand():
+    from emulator.scheduling.metrics import jobs_csv
+
+    a = Job(1, 0, 4, 100.0, requested=120.0, estimate=12.3456789, owner=Owner(user=3, group=2))
+    b = Job(2, 5, 2, 0.0, estimate=1.0)
+    c = Job(3, 6, 1, 30.0, estimate=30.0)
+    a.start, a.end, a.reserved = 2.0, 102.0, 2.0
+    b.start, b.end, b.killed = 7.5, 7.5, True
+    lines = jobs_csv([a, b, c]).splitlines()
+    assert lines[1:] == ["1,0,2,102,2,100,4,12.3457,120,2,1.02,1.02,0,0,3,2",
+                         "2,5,7.5,7.5,2.5,0,2,1,,,,1,1,0,-1,-1",
+                         "3,6,,,,,1,30,,,,,0,0,-1,-1"]
+
+
 def test_fcfs_by_hand():
     # nothing passes J2: J3, J4 and J5 start when J2 ends at 15, together (1+2+1 procs)
     assert starts("fcfs", jobs_of(*QUEUE), 4) == [0, 10, 15, 15, 15]

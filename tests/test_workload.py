@@ -71,6 +71,22 @@ def test_round_trip_plain_gz_and_zip(tmp_path):
     assert (tmp_path / "out.swf.gz").read_bytes() == (tmp_path / "again.swf.gz").read_bytes()
 
 
+def test_swf_lines_align_each_field_and_write_integers_where_a_field_is_integral():
+    from emulator.workload.swf import Trace
+
+    rows = np.full((2, 18), -1.0)
+    rows[:, :5] = [[1, 0, 3, 1200, 64], [2, 86400, 0, 7, 1]]
+    rows[:, 5] = [12.5, 3.0]  # field 6 (average CPU time) not integral: %.6g, both rows
+    rows[0, 9] = 1234567.0
+    text = format_swf(Trace(rows, header=[" MaxProcs: 64"]))
+    assert text.splitlines() == [
+        "; MaxProcs: 64",
+        "     1          0        3    1200    64    12.5     -1    -1      -1 1234567  -1   -1"
+        "  -1   -1  -1  -1     -1     -1",
+        "     2      86400        0       7     1       3     -1    -1      -1     -1  -1   -1"
+        "  -1   -1  -1  -1     -1     -1"]
+
+
 def test_the_nasa_trace_is_read_whole(nasa):
     assert len(nasa) == 18239 and nasa.max_procs == 128 and nasa.dropped == 0
     assert not nasa.has("requested_time") and nasa.has("user")
