@@ -181,6 +181,38 @@ def test_the_owner_reports_the_ends_its_model_gives(skew_seconds):
             assert f.start_seconds < release < end - 0.01, (f, release, end)
 
 
+def test_no_full_collection_walks_the_heap_while_the_model_is_served():
+    """A full collection holds the GIL through every object, and the owner's and agents'
+    threads wait with it: while they relay, what the process held is frozen and no full
+    collection runs (young ones do); closing gives the collector back as it was."""
+    import gc
+
+    from emulator.network.owner import FULL_COLLECTIONS_OFF
+    from emulator.shaping.served import served_model
+
+    before = gc.get_threshold()
+    comm = MPI.COMM_WORLD.Dup()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    model = served_model(comm, local, clusters.load_cluster("hostfiles/racks12.toml"), None)
+    collected = []
+
+    def seen(phase, info):
+        if phase == "start":
+            collected.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        assert gc.get_freeze_count() > 0 and gc.get_threshold()[2] == FULL_COLLECTIONS_OFF
+        kept = [[[] for _ in range(10)] for _ in range(30_000)]  # long-lived: promoted
+        assert len(kept) == 30_000 and 1 in collected and 2 not in collected
+    finally:
+        gc.callbacks.remove(seen)
+        comm.Barrier()
+        model.close()
+        comm.Free()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
 def test_the_clock_offset_is_the_fastest_exchanges():
     clock = ClockOffset(samples=3)
     clock.add(0.0, 5.010, 5.011, 0.030)  # 29 ms round trip, offset 4.9955

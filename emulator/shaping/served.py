@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Optional
 from mpi4py import MPI
 
 from ..network import _mirror  # type: ignore[attr-defined]  # compiled
-from ..network.owner import BYE_SECONDS, REPORTS_TAG, Loop, ModelOwner
+from ..network.owner import BYE_SECONDS, REPORTS_TAG, Loop, ModelOwner, hold_full_collections
 
 # one tag per kind and direction (REPORTS_TAG, 12, is the owner's): rank 0 is both the owner
 # and its machine's agent
@@ -315,6 +315,7 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
         loops.append(owner)
     if first:
         loops.append(Agent(served, mirror, skew_seconds=host_skew_seconds(host)))
+    release_collector = hold_full_collections() if loops else (lambda: None)
     for loop in loops:
         loop.start()
     for loop in loops:  # no flow before this host's clock is known
@@ -329,6 +330,7 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
             loop.stop()
         for loop in loops:
             loop.join(timeout=2 * BYE_SECONDS)
+        release_collector()
         mirror.detach()
         window.Free()
         served.Free()
