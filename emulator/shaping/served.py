@@ -260,6 +260,21 @@ def owner_max_flows(machines: int, mirror_slots: int,
     return int(given)
 
 
+def start_loops(loops: list) -> Callable[[], None]:
+    """Start the owner's and agents' threads (none: nothing) with full collections held off
+    (:func:`~emulator.network.owner.hold_full_collections`) and wait until each agent knows
+    its host's clock; returns what gives the collector back."""
+    if not loops:
+        return lambda: None
+    release = hold_full_collections()
+    for loop in loops:
+        loop.start()
+    for loop in loops:  # no flow before this host's clock is known
+        if isinstance(loop, Agent) and not loop.ready.wait(timeout=30):
+            raise Served("the model's owner did not answer this host's clock pings in 30 s")
+    return release
+
+
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                  rank_nodes: Optional[list] = None,
                  max_slots: int = MIRROR_SLOTS) -> ServedModel:
@@ -315,12 +330,7 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
         loops.append(owner)
     if first:
         loops.append(Agent(served, mirror, skew_seconds=host_skew_seconds(host)))
-    release_collector = hold_full_collections() if loops else (lambda: None)
-    for loop in loops:
-        loop.start()
-    for loop in loops:  # no flow before this host's clock is known
-        if isinstance(loop, Agent) and not loop.ready.wait(timeout=30):
-            raise Served("the model's owner did not answer this host's clock pings in 30 s")
+    release_collector = start_loops(loops)
     model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full,
                         owner_loop=owner, owner_flows=owner_flows)
 
