@@ -248,7 +248,8 @@ def test_more_ranks_than_nodes_is_refused():
 def test_node_ranks_take_their_cluster_from_rank_0_without_networkx(tmp_path, hosts):
     """Rank 0 alone reads the files and holds the cluster's graph; the node ranks get a view
     and the model's description from it: networkx is imported once in the whole job (every
-    rank imported it when each built the cluster, and the model, itself)."""
+    rank imported it when each built the cluster, and the model, itself), and so are the
+    TOML reader and psutil at most (node ranks with no local load need neither)."""
     flows = tmp_path / "flows.csv"
     flows.write_text("start_seconds,src,dst,size_bytes\n0,n1,n4,1000000\n0,n2,n4,1000000\n")
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
@@ -265,6 +266,9 @@ def test_node_ranks_take_their_cluster_from_rank_0_without_networkx(tmp_path, ho
                if line.startswith("import time:")]
     assert imports.count("mpi4py.MPI") == 5  # the hook saw every rank
     assert imports.count("networkx") == 1
+    # nor what only rank 0 or a local load uses: TOML files, a process's CPU and memory
+    assert imports.count("tomllib") <= 1 and imports.count("psutil") <= 1, \
+        (imports.count("tomllib"), imports.count("psutil"))
 
 
 def test_control_messages_larger_than_an_irecv_buffer_go_through(tmp_path):

@@ -27,8 +27,6 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-import psutil
-
 PERIOD_SECONDS = 0.1
 DATAGRAM_BYTES = 128
 
@@ -70,6 +68,8 @@ class LocalLoad:
         if lan_to is not None and spec.lan_bytes_per_second > 0:
             argv += ["--lan-bytes-per-second", str(spec.lan_bytes_per_second),
                      "--lan-to", f"{lan_to[0]}:{lan_to[1]}"]
+        import psutil  # here, not at import: a node rank with no local load never needs it
+
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self._ps = psutil.Process(self._proc.pid)
         self._ready = threading.Event()
@@ -118,6 +118,8 @@ class LocalLoad:
     def measure(self):
         """What the load used since the last call: CPU % (of the emulated node's CPU, which
         dilation K makes 1/K of a core), resident MB, LAN bytes/s (per emulated second)."""
+        import psutil
+
         now = time.monotonic()
         elapsed = max(now - self._since, 1e-9)
         try:

@@ -27,11 +27,6 @@ import json
 import os
 import re
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
-
 from ..errors import InputFileError
 from ..files import read_input_text
 from .view import DEFAULT_LATENCY_MS, ClusterView
@@ -489,6 +484,10 @@ def load_cluster(path=None):
     if not os.path.exists(path):
         raise InputFileError(path, "", "no such file")
     if path.endswith(".toml"):
+        try:  # here, not at import: a node rank reads no file
+            import tomllib
+        except ModuleNotFoundError:  # Python < 3.11
+            import tomli as tomllib
         text = read_input_text(path, "cluster file")
         try:
             data = tomllib.loads(text)
