@@ -284,6 +284,20 @@ def test_bad_timeline_json(tmp_path):
     assert_clean_error(nodesel("scenario", "show", str(path)), "line 1 column 2", "malformed JSON")
 
 
+@pytest.mark.parametrize("event, where, fragment", [
+    ('{"t": 9.0, "link": 1e999, "bandwidth_mbps": 70}', "links/events", "malformed timeline"),
+    ('{"t": NaN, "link": 0, "bandwidth_mbps": 70}', "events[0]", "t must be a number"),
+    ('{"t": 9.0, "link": 0, "bandwidth_mbps": Infinity}', "events[0]",
+     "bandwidth must be positive")])
+def test_a_timeline_event_beyond_every_number_is_refused(tmp_path, event, where, fragment):
+    """JSON as Python reads it takes 1e999, NaN and Infinity: each is refused in one line
+    (1e999 as a link index was an OverflowError's traceback)."""
+    path = tmp_path / "t.json"
+    path.write_text('{"format": "nodesel-timeline", "links": [{"a": "n1", "b": "n2", '
+                    '"capacity_mbps": 100}], "initial_mbps": [80], "events": [' + event + ']}')
+    assert_clean_error(nodesel("scenario", "show", str(path)), where, fragment)
+
+
 # -- network graphs and selection from the command line ---------------------------------
 
 

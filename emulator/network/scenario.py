@@ -223,19 +223,21 @@ def timeline_from_json(data, path="<timeline>"):
         link_list = [(l["a"], l["b"], float(l["capacity_mbps"])) for l in data["links"]]
         initial = [float(x) for x in data["initial_mbps"]]
         events = [(float(e["t"]), int(e["link"]), float(e["bandwidth_mbps"])) for e in data["events"]]
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, OverflowError) as e:  # OverflowError: int(1e999)
         raise InputFileError(path, "links/events", f"malformed timeline: {e!r}") from None
     if len(initial) != len(link_list):
         raise InputFileError(path, "initial_mbps", "needs one value per link")
     for k, (t, i, bw) in enumerate(events):
         if not 0 <= i < len(link_list):
             raise InputFileError(path, f"events[{k}]", f"link index {i} out of range")
-        if not bw > 0:
+        if not (math.isfinite(t) and t >= 0):
+            raise InputFileError(path, f"events[{k}]", f"t must be a number >= 0, got {t}")
+        if not (math.isfinite(bw) and bw > 0):
             raise InputFileError(path, f"events[{k}]", f"bandwidth must be positive, got {bw}")
         if k and t < events[k - 1][0]:
             raise InputFileError(path, f"events[{k}]", "times must not decrease")
     for i, bw in enumerate(initial):
-        if not bw > 0:
+        if not (math.isfinite(bw) and bw > 0):
             raise InputFileError(path, f"initial_mbps[{i}]", f"bandwidth must be positive, got {bw}")
     meta = {k: v for k, v in data.items()
             if k not in ("format", "version", "links", "initial_mbps", "events",
@@ -245,7 +247,7 @@ def timeline_from_json(data, path="<timeline>"):
         try:
             streams = ([int(s) for s in data["initial_streams"]],
                        [int(e["streams"]) for e in data["events"]])
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise InputFileError(path, "initial_streams/events", f"malformed streams: {e!r}") \
                 from None
         if len(streams[0]) != len(link_list) or min(streams[0] + streams[1], default=0) < 0:
