@@ -60,3 +60,23 @@ def read_input_text(path, what="file"):
     except UnicodeDecodeError as e:
         raise InputFileError(path, f"byte {e.start}",
                              f"not a text {what} (binary or not UTF-8)") from None
+
+
+def read_input_csv(path, what="file"):
+    """The rows of a CSV input file as (the line each ends on, its fields); what the csv
+    module cannot read (a field over its size limit) is an
+    :class:`~emulator.errors.InputFileError` naming the line, as any problem of
+    :func:`read_input_text`. A lone carriage return ends a row, as a newline does."""
+    import csv
+    import io
+
+    from .errors import InputFileError
+
+    reader = csv.reader(io.StringIO(read_input_text(path, what), newline=""))
+    rows = []
+    try:
+        for row in reader:
+            rows.append((reader.line_num, row))
+    except csv.Error as e:
+        raise InputFileError(path, f"line {reader.line_num}", f"not CSV: {e}") from None
+    return rows

@@ -298,6 +298,28 @@ def test_a_timeline_event_beyond_every_number_is_refused(tmp_path, event, where,
     assert_clean_error(nodesel("scenario", "show", str(path)), where, fragment)
 
 
+BIG_FIELD = b"9" * 140_000  # over the csv module's field limit (131,072)
+
+
+@pytest.mark.parametrize("name, data, argv, fragment", [
+    ("jobs.csv", b"arrival_seconds,benchmark,class,tasks\n0,cg,A\r,4\n",
+     ["batch", "--jobs", "FILE", "--list-jobs"], "3 fields, the header has 4"),
+    ("jobs.csv", b"arrival_seconds,benchmark,class,tasks\n0,cg,A," + BIG_FIELD + b"\n",
+     ["batch", "--jobs", "FILE", "--list-jobs"], "line 2: not CSV"),
+    ("flows.csv", b"start_seconds,src,dst,size_bytes\n0,n1,n2," + BIG_FIELD + b"\n",
+     ["flows", "--flows", "FILE", "--model-only"], "line 2: not CSV"),
+    ("trace.csv", b"time_seconds,a,b,bandwidth_mbps\n0,n1,n2," + BIG_FIELD + b"\n",
+     ["scenario", "show", "FILE"], "line 2: not CSV")], ids=["cr", "jobs", "flows", "trace"])
+def test_a_csv_file_the_csv_module_cannot_read_is_refused_in_one_line(tmp_path, name, data,
+                                                                       argv, fragment):
+    """A lone carriage return inside a row (csv's "new-line character seen in unquoted
+    field") and a field over csv's limit were tracebacks."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    assert_clean_error(nodesel(*[str(path) if a == "FILE" else a for a in argv]), str(path),
+                       fragment)
+
+
 # -- network graphs and selection from the command line ---------------------------------
 
 

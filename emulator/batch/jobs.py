@@ -25,7 +25,6 @@ SP), Poisson arrivals with a mean gap of 15 s, half of them from computation-bou
 benchmarks and half from communication-bound ones, shuffled, seeded.
 """
 
-import csv
 import io
 import os
 import shlex
@@ -40,7 +39,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from ..errors import InputFileError, ProcessCountError
-from ..files import read_input_text
+from ..files import read_input_csv, read_input_text
 from ..selection.patterns import CLASS_PARAMS, NAS_BENCHMARKS, check_nprocs
 from .memory import task_memory_mb
 
@@ -203,9 +202,9 @@ def _job(path, where, k, fields):
                     _nodes(path, where, fields.get("nodes"), ntasks))
 
 
-def _from_csv(path, text):
-    rows = list(csv.reader(io.StringIO(text)))
-    lines = [(i + 1, r) for i, r in enumerate(rows) if r and not r[0].lstrip().startswith("#")]
+def _from_csv(path):
+    lines = [(i, r) for i, r in read_input_csv(path, "jobs file")
+             if r and not r[0].lstrip().startswith("#")]
     if not lines:
         raise InputFileError(path, None, "no jobs: the file is empty")
     header_line, header = lines[0]
@@ -298,11 +297,10 @@ def read_jobs(path, *, npb_class="A"):
     if ext == ".swf":
         jobs = _from_swf(path, npb_class)
     else:
-        text = read_input_text(path, "jobs file")
         if ext == ".toml":
-            jobs = _from_toml(path, text)
+            jobs = _from_toml(path, read_input_text(path, "jobs file"))
         elif ext in (".csv", ".txt", ""):
-            jobs = _from_csv(path, text)
+            jobs = _from_csv(path)
         else:
             raise InputFileError(path, None, f"unknown jobs file type {ext!r}; use .csv, "
                                              ".toml or .swf")

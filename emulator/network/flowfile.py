@@ -7,12 +7,10 @@ is emulated time from the run's start, ``src`` and ``dst`` are node names of the
 MPI's limit for one message).
 """
 
-import csv
-import io
 import math
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import read_input_csv
 from .sharing import Flow
 
 HEADER = ["start_seconds", "src", "dst", "size_bytes"]
@@ -24,41 +22,40 @@ def read_flows(path, nodes):
     :class:`~emulator.network.sharing.Flow` in file order."""
     known = set(nodes)
     flows = []
-    with io.StringIO(read_input_text(path, "flows file"), newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header] != HEADER:
-            raise InputFileError(path, "line 1", f"header must be {','.join(HEADER)}, got "
-                                 f"{','.join(header or [])!r}")
-        for lineno, row in enumerate(reader, 2):
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            where = f"line {lineno}"
-            if len(row) != 4:
-                raise InputFileError(path, where, f"expected 4 fields, got {len(row)}")
-            start, src, dst, size = (cell.strip() for cell in row)
-            try:
-                start_seconds = float(start)
-            except ValueError:
-                raise InputFileError(path, f"{where}, start_seconds",
-                                     f"not a number: {start!r}") from None
-            if not (math.isfinite(start_seconds) and start_seconds >= 0):
-                raise InputFileError(path, f"{where}, start_seconds", f"must be >= 0, got {start}")
-            for name, node in (("src", src), ("dst", dst)):
-                if node not in known:
-                    raise InputFileError(path, f"{where}, {name}",
-                                         f"{node!r} is not a node of the cluster")
-            if src == dst:
-                raise InputFileError(path, f"{where}, dst", "a flow needs two different nodes")
-            try:
-                size_bytes = int(size)
-            except ValueError:
-                raise InputFileError(path, f"{where}, size_bytes",
-                                     f"not a whole number: {size!r}") from None
-            if not 1 <= size_bytes <= MAX_BYTES:
-                raise InputFileError(path, f"{where}, size_bytes",
-                                     f"must be from 1 to {MAX_BYTES}, got {size_bytes}")
-            flows.append(Flow(start_seconds, src, dst, size_bytes))
+    rows = read_input_csv(path, "flows file")
+    header = rows[0][1] if rows else None
+    if header is None or [h.strip() for h in header] != HEADER:
+        raise InputFileError(path, "line 1", f"header must be {','.join(HEADER)}, got "
+                             f"{','.join(header or [])!r}")
+    for lineno, row in rows[1:]:
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        where = f"line {lineno}"
+        if len(row) != 4:
+            raise InputFileError(path, where, f"expected 4 fields, got {len(row)}")
+        start, src, dst, size = (cell.strip() for cell in row)
+        try:
+            start_seconds = float(start)
+        except ValueError:
+            raise InputFileError(path, f"{where}, start_seconds",
+                                 f"not a number: {start!r}") from None
+        if not (math.isfinite(start_seconds) and start_seconds >= 0):
+            raise InputFileError(path, f"{where}, start_seconds", f"must be >= 0, got {start}")
+        for name, node in (("src", src), ("dst", dst)):
+            if node not in known:
+                raise InputFileError(path, f"{where}, {name}",
+                                     f"{node!r} is not a node of the cluster")
+        if src == dst:
+            raise InputFileError(path, f"{where}, dst", "a flow needs two different nodes")
+        try:
+            size_bytes = int(size)
+        except ValueError:
+            raise InputFileError(path, f"{where}, size_bytes",
+                                 f"not a whole number: {size!r}") from None
+        if not 1 <= size_bytes <= MAX_BYTES:
+            raise InputFileError(path, f"{where}, size_bytes",
+                                 f"must be from 1 to {MAX_BYTES}, got {size_bytes}")
+        flows.append(Flow(start_seconds, src, dst, size_bytes))
     if not flows:
         raise InputFileError(path, "", "no flows listed")
     return flows

@@ -23,16 +23,13 @@ than the wall clock, so a 30 s interval passes in 30/k s.
 """
 
 import bisect
-import csv
-import io
 import math
 import os
 import random
 from dataclasses import dataclass, field
 
 from ..errors import InputFileError
-from ..files import read_input_text
-from ..files import write_json_atomic
+from ..files import read_input_csv, write_json_atomic
 from . import cluster as clusters
 
 DEFAULT_INTERVAL_SECONDS = 30.0
@@ -177,41 +174,40 @@ def read_trace(path, cluster):
     index = {frozenset((a, b)): i for i, (a, b, _) in enumerate(link_list)}
     initial = [cap for _, _, cap in link_list]
     events = []
-    with io.StringIO(read_input_text(path, "scenario trace"), newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        want = ["time_seconds", "a", "b", "bandwidth_mbps"]
-        if header is None or [h.strip() for h in header] != want:
-            raise InputFileError(path, "line 1", f"header must be {','.join(want)}, got {header}")
-        last_t = -math.inf
-        for lineno, row in enumerate(reader, 2):
-            if not row:
-                continue
-            where = f"line {lineno}"
-            if len(row) != 4:
-                raise InputFileError(path, where, f"expected 4 fields, got {len(row)}")
-            try:
-                t, bw = float(row[0]), float(row[3])
-            except ValueError:
-                raise InputFileError(path, where, "time_seconds and bandwidth_mbps must be numbers") from None
-            a, b = row[1].strip(), row[2].strip()
-            key = frozenset((a, b))
-            if key not in index:
-                raise InputFileError(path, where, f"{a}-{b} is not a link of the cluster")
-            if not (math.isfinite(t) and t >= 0):
-                raise InputFileError(path, where, f"time_seconds must be >= 0, got {row[0]}")
-            if t < last_t:
-                raise InputFileError(path, where, "times must not decrease")
-            if not (math.isfinite(bw) and bw > 0):
-                raise InputFileError(path, where, f"bandwidth_mbps must be positive, got {row[3]}")
-            cap = link_list[index[key]][2]
-            if bw > cap:
-                raise InputFileError(path, where, f"bandwidth {bw} exceeds the link capacity {cap}")
-            last_t = t
-            if t == 0:
-                initial[index[key]] = bw
-            else:
-                events.append((t, index[key], bw))
+    rows = read_input_csv(path, "scenario trace")
+    header = rows[0][1] if rows else None
+    want = ["time_seconds", "a", "b", "bandwidth_mbps"]
+    if header is None or [h.strip() for h in header] != want:
+        raise InputFileError(path, "line 1", f"header must be {','.join(want)}, got {header}")
+    last_t = -math.inf
+    for lineno, row in rows[1:]:
+        if not row:
+            continue
+        where = f"line {lineno}"
+        if len(row) != 4:
+            raise InputFileError(path, where, f"expected 4 fields, got {len(row)}")
+        try:
+            t, bw = float(row[0]), float(row[3])
+        except ValueError:
+            raise InputFileError(path, where, "time_seconds and bandwidth_mbps must be numbers") from None
+        a, b = row[1].strip(), row[2].strip()
+        key = frozenset((a, b))
+        if key not in index:
+            raise InputFileError(path, where, f"{a}-{b} is not a link of the cluster")
+        if not (math.isfinite(t) and t >= 0):
+            raise InputFileError(path, where, f"time_seconds must be >= 0, got {row[0]}")
+        if t < last_t:
+            raise InputFileError(path, where, "times must not decrease")
+        if not (math.isfinite(bw) and bw > 0):
+            raise InputFileError(path, where, f"bandwidth_mbps must be positive, got {row[3]}")
+        cap = link_list[index[key]][2]
+        if bw > cap:
+            raise InputFileError(path, where, f"bandwidth {bw} exceeds the link capacity {cap}")
+        last_t = t
+        if t == 0:
+            initial[index[key]] = bw
+        else:
+            events.append((t, index[key], bw))
     return Timeline([tuple(l) for l in link_list], initial, events,
                     {"kind": "trace", "source": os.path.basename(path)})
 

@@ -2,14 +2,12 @@
 trace or a recorder run) made a pattern graph, pattern files (node-link JSON, a JSON or CSV
 matrix), and a pattern named or given by path (:func:`resolve_pattern`)."""
 
-import csv
-import io
 import os
 
 import numpy as np
 
 from ..errors import InputFileError, ProcessCountError
-from ..files import read_input_text
+from ..files import read_input_csv
 from .patterns import UNIT_BYTES, builtin_pattern, new_pattern, pattern_names
 
 
@@ -45,17 +43,16 @@ def pattern_from_matrix(matrix, *, threshold=0.1, name="matrix", rounds=None):
 
 def _read_csv_matrix(path):
     rows = []
-    with io.StringIO(read_input_text(path, "pattern file"), newline="") as f:
-        for lineno, row in enumerate(csv.reader(f), 1):
-            if not row or all(not c.strip() for c in row):
-                continue
-            try:
-                rows.append([float(c) for c in row])
-            except ValueError:
-                if lineno == 1 and not rows:
-                    continue  # a header row
-                raise InputFileError(path, f"line {lineno}",
-                                     f"non-numeric entry in {row!r}") from None
+    for lineno, row in read_input_csv(path, "pattern file"):
+        if not row or all(not c.strip() for c in row):
+            continue
+        try:
+            rows.append([float(c) for c in row])
+        except ValueError:
+            if lineno == 1 and not rows:
+                continue  # a header row
+            raise InputFileError(path, f"line {lineno}",
+                                 f"non-numeric entry in {row!r}") from None
     if rows and len(rows) == len(rows[0]) + 1 and rows[0] == list(range(len(rows[0]))):
         rows = rows[1:]  # a header row of rank numbers 0..m-1
     return rows
