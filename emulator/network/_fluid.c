@@ -1099,6 +1099,7 @@ static int incremental_solve(Fluid *f)
     int n_f = 0, n_s = 0;
     f->f_now++;
     f->s_now++;
+    f->n_touched = 0; /* nothing reached yet: another solve's scratch is not this one's */
     double floor = h->n_seed_flows > 1 ? 0.0 : h->seed_floor; /* new flows: see below */
     for (int i = 0; i < h->n_seed_flows && floor > 0; i++)
         if (f->flows[h->seed_flows[i]].state == ACTIVE)
