@@ -86,7 +86,9 @@ def flows(comm, *, flows, start_wall, timeout_seconds):
              + [comm.Isend(hello[2 * k + 1], p, tag=1) for k, p in enumerate(peers)])
     comm.Barrier()
     ids = [f[0] for f in incoming]
-    pending = [comm.Irecv(np.empty(f[4], dtype=np.uint8), f[2], tag=0) for f in incoming]
+    # pre-faulted too: MPI copies a payload in one call, and into fresh pages that took 20-30
+    # ms with 13 ranks on 2 cores, the rank's own sends due meanwhile leaving that late
+    pending = [comm.Irecv(np.ones(f[4], dtype=np.uint8), f[2], tag=0) for f in incoming]
     sends, ends = [], {}
     deadline = time.monotonic() + timeout_seconds
     while pending or out:
