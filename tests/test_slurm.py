@@ -85,6 +85,12 @@ def test_slurm_durations(text, seconds):
     ("SchedulerParameters=bf_window=0", "line 1, bf_window: must be at least 1"),
     ("PriorityFavorSmall=maybe", "line 1, PriorityFavorSmall: must be YES or NO"),
     ("just words", "line 1: expected Parameter=value"),
+    # found by fuzzing: a period of 0 reached the C state as a ValueError, a NaN passed
+    ("PriorityCalcPeriod=0", "line 1, PriorityCalcPeriod: must be above zero"),
+    ("PriorityCalcPeriod=00:00:00", "line 1, PriorityCalcPeriod: must be above zero"),
+    ("PriorityMaxAge=nan", "line 1, PriorityMaxAge: 'nan' is not a Slurm duration"),
+    ("PriorityDecayHalfLife=1e999", "line 1, PriorityDecayHalfLife: '1e999' is not a Slurm"),
+    ("PriorityDecayHalfLife=1-inf", "line 1, PriorityDecayHalfLife: '1-inf' is not a Slurm"),
 ])
 def test_a_bad_slurm_conf_line_is_named(tmp_path, line, says):
     path = tmp_path / "slurm.conf"

@@ -86,6 +86,13 @@ class SlurmConfig:
         return "slurm" if self.scheduler_type == "sched/backfill" else "none"
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 'nan', 'inf', 1e999: INFINITE is the word for it
+        raise ValueError(text)
+    return value
+
+
 def slurm_seconds(text: str, unit_seconds: float = 60.0) -> float:
     """A Slurm duration in seconds; a bare number counts ``unit_seconds`` (minutes for most
     parameters). ValueError if it is not one."""
@@ -95,13 +102,13 @@ def slurm_seconds(text: str, unit_seconds: float = 60.0) -> float:
     days = 0.0
     if "-" in text:
         d, text = text.split("-", 1)
-        days = float(d)
-        parts = [float(p) for p in text.split(":")]
+        days = _finite(d)
+        parts = [_finite(p) for p in text.split(":")]
         if not 1 <= len(parts) <= 3:
             raise ValueError(text)
         h, m, s = (parts + [0.0, 0.0])[:3]
         return days * 86400 + h * 3600 + m * 60 + s
-    parts = [float(p) for p in text.split(":")]
+    parts = [_finite(p) for p in text.split(":")]
     if len(parts) == 1:
         seconds = parts[0] * unit_seconds
     elif len(parts) == 2:
@@ -177,6 +184,8 @@ def _parameter(path: str, number: int, key: str, value: str, values: dict) -> No
     elif lower in DURATIONS:
         name, unit = DURATIONS[lower]
         values[name] = _duration(path, number, key, value, unit)
+        if lower == "prioritycalcperiod" and not values[name] > 0:
+            raise InputFileError(path, f"line {number}, {key}", "must be above zero")
     elif lower == "priorityfavorsmall":
         if value.upper() not in ("YES", "NO"):
             raise InputFileError(path, f"line {number}, {key}", "must be YES or NO")
