@@ -3,6 +3,7 @@ Weissman fitted to the NASA trace."""
 
 import gzip
 import json
+import warnings
 import zipfile
 
 import numpy as np
@@ -85,6 +86,22 @@ def test_swf_lines_align_each_field_and_write_integers_where_a_field_is_integral
         "  -1   -1  -1  -1     -1     -1",
         "     2      86400        0       7     1       3     -1    -1      -1     -1  -1   -1"
         "  -1   -1  -1  -1     -1     -1"]
+
+
+def test_a_whole_number_too_large_for_an_integer_is_written_as_it_is(tmp_path):
+    """Found by fuzzing Batsim files: a submit time of 1e20 was cast to int64 and written
+    as -9223372036854775808."""
+    from emulator.workload.swf import Trace
+
+    rows = np.full((2, 18), -1.0)
+    rows[:, :5] = [[1, 0, 3, 1200, 64], [2, 1e20, 0, 7, 1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text = format_swf(Trace(rows, header=[" MaxProcs: 64"]))
+    assert text.splitlines()[2].split()[:3] == ["2", "1e+20", "0"]
+    path = tmp_path / "big.swf"
+    path.write_text(text)
+    assert list(read_swf(str(path)).column("submit")) == [0.0, 1e20]
 
 
 def test_the_nasa_trace_is_read_whole(nasa):

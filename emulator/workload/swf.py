@@ -349,7 +349,10 @@ def format_swf(trace):
         out.write(f";{line}\n")
     data = trace.data
     widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
-    integral = np.all(data == np.round(data), axis=0) if len(data) else np.ones(18, bool)
+    # whole numbers as integers, where every value of the column is one that int64 holds
+    # exactly (a submit time of 1e20 read from a Batsim file would wrap)
+    integral = (np.all((data == np.round(data)) & (np.abs(data) < 2.0 ** 53), axis=0)
+                if len(data) else np.ones(18, bool))
     fmt = " ".join(f"%{w}d" if integral[k] else f"%{w}.6g" for k, w in enumerate(widths))
     if len(data):
         cols = [data[:, k].astype(np.int64) if integral[k] else data[:, k] for k in range(18)]
