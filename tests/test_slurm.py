@@ -91,6 +91,9 @@ def test_slurm_durations(text, seconds):
     ("PriorityMaxAge=nan", "line 1, PriorityMaxAge: 'nan' is not a Slurm duration"),
     ("PriorityDecayHalfLife=1e999", "line 1, PriorityDecayHalfLife: '1e999' is not a Slurm"),
     ("PriorityDecayHalfLife=1-inf", "line 1, PriorityDecayHalfLife: '1-inf' is not a Slurm"),
+    # a weight of 1e20 reached the C state, whose refusal named no file
+    ("PriorityWeightAge=99999999999999999999", "line 1, PriorityWeightAge: must be at most "
+                                               "4294967295"),
 ])
 def test_a_bad_slurm_conf_line_is_named(tmp_path, line, says):
     path = tmp_path / "slurm.conf"
@@ -639,3 +642,16 @@ def test_schedules_with_priorities_in_c_are_the_python_references(backfill, shap
     assert runs[0] == runs[1]
     waits = [start - job.submit for job, (start, _) in zip(jobs, runs[0][0])]
     assert sum(w > 0 for w in waits) > 50  # a queue to sort
+
+
+def test_a_priority_too_large_to_keep_whole_is_named_with_its_value():
+    """PyErr_Format has no %g: the message said 'a priority of %g'."""
+    from emulator.scheduling import priorities
+
+    priorities_of("c")
+    state = priorities.Priorities(300.0, 0.0, True, 1.0, 0.0, 1.0)
+    state.add_node(-1, 1.0, False)
+    state.add_node(0, 1.0, True)
+    slot = state.enter(0.0, 1e20, 1)
+    with pytest.raises(ValueError, match=r"^a priority of 1e\+20 cannot be kept whole$"):
+        state.key(slot, 10.0)

@@ -414,7 +414,9 @@ static int key_of(Priorities *s, Py_ssize_t slot, double now, long long *out)
     double age = now > submit ? (now - submit) * s->per_second : 0.0;
     double sum = s->w_age * (age < 1.0 ? age : 1.0) + s->w_fs * fs + s->j_static[slot];
     if (!(fabs(sum) < 9.0e18)) {
-        PyErr_Format(PyExc_ValueError, "a priority of %g cannot be kept whole", sum);
+        char text[32]; /* PyErr_Format has no %g */
+        snprintf(text, sizeof text, "%g", sum);
+        PyErr_Format(PyExc_ValueError, "a priority of %s cannot be kept whole", text);
         return -1;
     }
     long long priority = (long long)sum; /* int() truncates toward zero, as the cast */

@@ -31,6 +31,7 @@ header line): the columns ``Account``, ``User`` and ``Share`` are read, and ``Pa
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..errors import InputFileError
 from ..files import read_input_text
@@ -38,6 +39,7 @@ from ..files import read_input_text
 WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
            "priorityweightjobsize": "job_size", "priorityweightpartition": "partition",
            "priorityweightqos": "qos"}
+WEIGHT_MAX = 2 ** 32 - 1  # Slurm keeps each PriorityWeight* in 32 bits
 DURATIONS = {"prioritymaxage": ("max_age_seconds", 60.0),
              "prioritydecayhalflife": ("decay_half_life_seconds", 60.0),
              "prioritycalcperiod": ("calc_period_seconds", 60.0)}
@@ -158,7 +160,8 @@ def read_slurm_conf(path: str) -> SlurmConfig:
     return SlurmConfig(**values)
 
 
-def _integer(path: str, number: int, key: str, value: str, minimum: int = 0) -> int:
+def _integer(path: str, number: int, key: str, value: str, minimum: int = 0,
+             maximum: Optional[int] = None) -> int:
     try:
         n = int(value)
     except ValueError:
@@ -166,6 +169,8 @@ def _integer(path: str, number: int, key: str, value: str, minimum: int = 0) -> 
                              "number") from None
     if n < minimum:
         raise InputFileError(path, f"line {number}, {key}", f"must be at least {minimum}")
+    if maximum is not None and n > maximum:
+        raise InputFileError(path, f"line {number}, {key}", f"must be at most {maximum}")
     return n
 
 
@@ -180,7 +185,8 @@ def _duration(path: str, number: int, key: str, value: str, unit: float) -> floa
 def _parameter(path: str, number: int, key: str, value: str, values: dict) -> None:
     lower = key.lower()
     if lower in WEIGHTS:
-        values["weights"][WEIGHTS[lower]] = _integer(path, number, key, value)
+        values["weights"][WEIGHTS[lower]] = _integer(path, number, key, value,
+                                                     maximum=WEIGHT_MAX)
     elif lower in DURATIONS:
         name, unit = DURATIONS[lower]
         values[name] = _duration(path, number, key, value, unit)
