@@ -94,6 +94,12 @@ def test_slurm_durations(text, seconds):
     # a weight of 1e20 reached the C state, whose refusal named no file
     ("PriorityWeightAge=99999999999999999999", "line 1, PriorityWeightAge: must be at most "
                                                "4294967295"),
+    # Slurm's own bounds: past them a test limit of 1e20 overflowed a C size
+    ("SchedulerParameters=bf_max_job_test=99999999999999999999",
+     "line 1, bf_max_job_test: must be at most 1000000"),
+    ("SchedulerParameters=bf_resolution=3601", "line 1, bf_resolution: must be at most 3600"),
+    ("SchedulerParameters=bf_window=43201", "line 1, bf_window: must be at most 43200"),
+    ("SchedulerParameters=bf_interval=10801", "line 1, bf_interval: must be at most 10800"),
 ])
 def test_a_bad_slurm_conf_line_is_named(tmp_path, line, says):
     path = tmp_path / "slurm.conf"
@@ -655,3 +661,4 @@ def test_a_priority_too_large_to_keep_whole_is_named_with_its_value():
     slot = state.enter(0.0, 1e20, 1)
     with pytest.raises(ValueError, match=r"^a priority of 1e\+20 cannot be kept whole$"):
         state.key(slot, 10.0)
+

@@ -44,10 +44,11 @@ DURATIONS = {"prioritymaxage": ("max_age_seconds", 60.0),
              "prioritydecayhalflife": ("decay_half_life_seconds", 60.0),
              "prioritycalcperiod": ("calc_period_seconds", 60.0)}
 FLAGS = ("SMALL_RELATIVE_TO_TIME", "NO_FAIR_TREE")
-BACKFILL = {"bf_window": ("bf_window_seconds", 60.0), "bf_resolution": ("bf_resolution_seconds",
-                                                                        1.0),
-            "bf_max_job_test": ("bf_max_job_test", 1),
-            "bf_interval": ("bf_interval_seconds", 1.0)}
+# SchedulerParameters this reader models: (attribute, seconds a unit, Slurm's largest value)
+BACKFILL = {"bf_window": ("bf_window_seconds", 60.0, 43200),
+            "bf_resolution": ("bf_resolution_seconds", 1.0, 3600),
+            "bf_max_job_test": ("bf_max_job_test", 1, 1_000_000),
+            "bf_interval": ("bf_interval_seconds", 1.0, 10800)}
 
 
 @dataclass(frozen=True)
@@ -214,10 +215,9 @@ def _parameter(path: str, number: int, key: str, value: str, values: dict) -> No
         for item in filter(None, value.split(",")):
             name, _, setting = item.partition("=")
             if name in BACKFILL:
-                attribute, unit = BACKFILL[name]
-                values[attribute] = (_integer(path, number, name, setting, 1)
-                                     if attribute == "bf_max_job_test"
-                                     else _integer(path, number, name, setting, 1) * unit)
+                attribute, unit, most = BACKFILL[name]
+                n = _integer(path, number, name, setting, 1, most)
+                values[attribute] = n if attribute == "bf_max_job_test" else n * unit
             elif name == "bf_continue":
                 values["bf_continue"] = True
             else:
