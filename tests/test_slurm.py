@@ -662,3 +662,20 @@ def test_a_priority_too_large_to_keep_whole_is_named_with_its_value():
     with pytest.raises(ValueError, match=r"^a priority of 1e\+20 cannot be kept whole$"):
         state.key(slot, 10.0)
 
+
+def test_a_resolution_far_above_the_run_times_still_keeps_jobs_within_the_machine():
+    """Found by fuzzing slurm.conf (bf_resolution=1e20): a run time far below the resolution
+    rounded down to 0 (ceil of 1e-10 less the tolerance), so a job 'fitted' where no
+    processors were free. A positive time now rounds up to at least one step."""
+    from emulator.scheduling.profile import round_up
+
+    assert round_up(100.0, 1e12) == 1e12 and round_up(0.0, 1e12) == 0.0
+    jobs = whole_second_jobs(3)
+    params = BackfillParams(math.inf, 1e12, 10 ** 9, 0.0)
+    sim = simulate(jobs, Scheduler(32, order="fcfs", backfill="slurm", slurm=params))
+    events = sorted([(j.start, j.procs) for j in sim.jobs] +
+                    [(j.start + j.run, -j.procs) for j in sim.jobs])
+    busy = 0
+    for _, procs in events:  # at a tie, ends (negative) first
+        busy += procs
+        assert busy <= 32

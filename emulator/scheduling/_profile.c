@@ -457,6 +457,8 @@ static int Profile_init(Profile *p, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+static double round_up(double x, double res);
+
 /* from_running(now, free_now, running, resolution): running holds (end, _, job) in end
  * order; each end is rounded up to the resolution from now, as profile.round_up does. */
 static PyObject *Profile_from_running(PyObject *type, PyObject *args)
@@ -499,7 +501,7 @@ static PyObject *Profile_from_running(PyObject *type, PyObject *args)
             goto fail;
         }
         Py_DECREF(procs_obj);
-        double t = res > 0 ? now + ceil((end - now) / res - 1e-9) * res : end;
+        double t = res > 0 ? now + round_up(end - now, res) : end;
         if (t < now)
             t = now;
         if (t == p->t[p->n - 1]) {
@@ -995,7 +997,10 @@ done:
 
 static double round_up(double x, double res)
 {
-    return res > 0 ? ceil(x / res - 1e-9) * res : x;
+    if (!(res > 0))
+        return x;
+    double steps = ceil(x / res - 1e-9);
+    return (x > 0 && steps < 1 ? 1 : steps) * res; /* a positive time is at least one step */
 }
 
 /* Slurm's backfill plan over a scheduler's queue, entries (key, job) in priority order:

@@ -20,8 +20,12 @@ INFINITY = float("inf")
 
 
 def round_up(seconds, resolution):
-    """``seconds`` rounded up to a multiple of ``resolution`` (as is where it is 0)."""
-    return math.ceil(seconds / resolution - 1e-9) * resolution if resolution > 0 else seconds
+    """``seconds`` rounded up to a multiple of ``resolution`` (as is where it is 0); a
+    positive time is at least one multiple, however small against it."""
+    if not resolution > 0:
+        return seconds
+    steps = math.ceil(seconds / resolution - 1e-9)
+    return (1 if seconds > 0 and steps < 1 else steps) * resolution
 
 
 def _first_fit(bounds, small, starts, duration):
