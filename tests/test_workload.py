@@ -117,6 +117,13 @@ def test_the_nasa_trace_is_read_whole(nasa):
     (swf_line(1, 0, 10, -1), "line 5, field 8 (requested_procs)", "no processor count"),
     (swf_line(1, 0, 10, 16), "line 5, field 8 (requested_procs)", "more than the machine's 8"),
     (swf_line(1, -3, 10, 4), "line 5, field 2 (submit)", "negative submit time"),
+    # found by fuzzing: numbers to numpy's loadtxt, which then warned on a cast
+    (swf_line(1, 0, 10, 4).replace(" 10 ", " 1e999 ", 1), "line 5, field 4 (run)",
+     "'1e999' is not a finite number"),
+    (swf_line(1, 0, 10, 4).replace(" 10 ", " nan ", 1), "line 5, field 4 (run)",
+     "'nan' is not a finite number"),
+    (swf_line(1, 0, 10, 4).replace("1 0 ", "1 inf ", 1), "line 5, field 2 (submit)",
+     "'inf' is not a finite number"),
 ])
 def test_bad_lines_name_file_line_and_field(tmp_path, body, where, problem):
     path = write(tmp_path, body)

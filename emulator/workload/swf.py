@@ -22,6 +22,7 @@ allocated processors of field 5; the default) or ``allocated`` (field 5, else fi
 
 import gzip
 import io
+import math
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -244,19 +245,30 @@ def _parse_jobs(name, data_lines, numbers, skip_bad):
         try:
             data = np.loadtxt([data_lines[r] for r in rows], dtype=np.float64, ndmin=2,
                               comments=None)
+            if not np.isfinite(data).all():  # 'inf', 'nan' or 1e999: numbers to loadtxt
+                raise ValueError
         except ValueError:
             data = np.full((len(rows), len(FIELDS)), np.nan)
             for j, r in enumerate(rows):  # the slow path, only to name the bad field
                 for k, token in enumerate(data_lines[r].split()):
-                    try:
-                        data[j, k] = float(token)
-                    except ValueError:
-                        bad(r, f"field {k + 1} ({FIELDS[k]})", f"{token[:20]!r} is not a number")
+                    problem = _number_problem(token)
+                    if problem:
+                        bad(r, f"field {k + 1} ({FIELDS[k]})", f"{token[:20]!r} {problem}")
                         break
+                    data[j, k] = float(token)
             if skip_bad:
                 good = ~np.isnan(data).any(axis=1)
                 data, rows = data[good], rows[good]
     return data, rows, reasons, int((~keep).sum())
+
+
+def _number_problem(token):
+    """What is wrong with ``token`` as an SWF field ('' if nothing)."""
+    try:
+        value = float(token)
+    except ValueError:
+        return "is not a number"
+    return "" if math.isfinite(value) else "is not a finite number"
 
 
 def _drop_unschedulable(trace, machine_procs, skip_bad, reasons):
