@@ -38,6 +38,14 @@ def test_a_workload_reads_as_its_jobs_with_batsims_meaning():
     assert list(trace.procs) == [4, 2, 1]
 
 
+def test_an_id_of_other_digits_is_numbered_by_its_position():
+    """Found by fuzzing: a superscript two is a digit to str.isdigit() and not to float()."""
+    jobs = [dict(job, id=ident) for job, ident in zip(WORKLOAD["jobs"],
+                                                       ["7", "\u00b2", "\u0663"])]
+    trace = from_batsim(dict(WORKLOAD, jobs=jobs), "w.json")
+    assert list(trace.column("job")) == [7, 2, 3]
+
+
 @pytest.mark.parametrize("path", ARCHIVE or ["nasa"], ids=os.path.basename)
 def test_swf_to_batsim_to_swf_keeps_every_field(path):
     trace = read_swf(resolve_trace(path), check=False)

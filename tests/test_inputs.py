@@ -89,6 +89,9 @@ def test_hostfile_formats(tmp_path):
     ("nodeA\nnodeA\n", "line 2: host 'nodeA' is listed twice"),
     ("# nothing\n", "no hosts listed"),
     ("nodeA slots=-1\n", "slots must be a positive integer"),
+    # found by fuzzing: '²' is a digit to str.isdigit() and not to int()
+    ("nodeA slots=\u00b21\n", "slots must be a positive integer"),
+    ("nodeA:\u00b2\n", "line 1: slots must be a positive integer"),
 ])
 def test_bad_hostfiles(tmp_path, text, fragment):
     path = tmp_path / "hosts"

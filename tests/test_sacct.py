@@ -47,6 +47,12 @@ def test_slurm_durations(text, seconds):
     assert slurm_duration_seconds(text) == seconds
 
 
+@pytest.mark.parametrize("text", ["\u00b2", "1-\u00b2:00", "\u00b9-02:00:00", "2h"])
+def test_a_duration_of_other_digits_is_refused(text):
+    with pytest.raises(ValueError, match="not a Slurm duration"):
+        slurm_duration_seconds(text)
+
+
 @pytest.mark.parametrize("bad, where", [
     (LINES[0].replace("|16|16|", "|16|"), "line 2: 11 fields, the header has 12"),
     (LINES[0].replace("2026-11-20T08:00:00", "yesterday"), "line 2, field Submit"),

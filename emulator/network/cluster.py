@@ -434,7 +434,13 @@ def _node_link_node(graph, path, where, name, d):
 
 
 _OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
+
 _MPICH = re.compile(r"^(?P<host>[^\s:]+)(:(?P<slots>\S+))?\s*$")
+
+
+def _whole(text: str) -> bool:
+    """Digits 0-9 only: str.isdigit() also takes '²', which int() refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def parse_hostfile(path):
@@ -450,8 +456,9 @@ def parse_hostfile(path):
         mpich = _MPICH.match(line)
         if mpich:
             host, slots = mpich["host"], mpich["slots"]
-            if slots is not None and not (slots.isdigit() and int(slots) > 0):
-                raise InputFileError(path, where, f"slots must be a positive integer, got {slots!r}")
+            if slots is not None and not (_whole(slots) and int(slots) > 0):
+                raise InputFileError(path, where,
+                                     f"slots must be a positive integer, got {slots!r}")
             slots = int(slots or 1)
         else:
             ompi = _OPENMPI.match(line)
@@ -462,8 +469,9 @@ def parse_hostfile(path):
             for key, value in re.findall(r"(\w+)\s*=\s*(\S+)", ompi["opts"]):
                 if key not in ("slots", "max_slots", "max-slots"):
                     raise InputFileError(path, where, f"unknown option {key!r}")
-                if not (value.isdigit() and int(value) > 0):
-                    raise InputFileError(path, where, f"{key} must be a positive integer, got {value!r}")
+                if not (_whole(value) and int(value) > 0):
+                    raise InputFileError(path, where,
+                                         f"{key} must be a positive integer, got {value!r}")
                 if key == "slots":
                     slots = int(value)
         _check_name(path, where, host)

@@ -251,11 +251,15 @@ def owner_max_flows(machines: int, mirror_slots: int,
     >>> owner_max_flows(3, 16384, {OWNER_FLOWS_ENV: "lots"})
     Traceback (most recent call last):
     emulator.shaping.served.Served: NODESEL_OWNER_MAX_FLOWS='lots': not a positive whole number
+    >>> owner_max_flows(3, 16384, {OWNER_FLOWS_ENV: "\N{SUPERSCRIPT TWO}"})
+    Traceback (most recent call last):
+    emulator.shaping.served.Served: NODESEL_OWNER_MAX_FLOWS='²': not a positive whole number
     """
     given = (os.environ if environ is None else environ).get(OWNER_FLOWS_ENV)
     if not given:
         return min(machines * mirror_slots, OWNER_FLOWS_MAX)
-    if not given.strip().isdigit() or int(given) < 1:
+    digits = given.strip()
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
         raise Served(f"{OWNER_FLOWS_ENV}={given!r}: not a positive whole number")
     return int(given)
 

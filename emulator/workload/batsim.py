@@ -96,8 +96,8 @@ def from_batsim(doc: Any, path: str = "<workload>") -> Trace:
             unusable[job["profile"]] = unusable.get(job["profile"], 0) + 1
             continue
         row = np.full(len(FIELDS), MISSING)
-        ident = job["id"]
-        row[COLUMN["job"]] = float(ident) if str(ident).isdigit() else k + 1
+        ident = str(job["id"])  # Batsim's ids are strings; digits 0-9 keep their number
+        row[COLUMN["job"]] = float(ident) if ident.isascii() and ident.isdigit() else k + 1
         row[COLUMN["submit"]] = _number(path, f"{where}.subtime", job["subtime"])
         res = _number(path, f"{where}.res", job["res"], positive=True)
         row[COLUMN["requested_procs"]] = row[COLUMN["allocated_procs"]] = res

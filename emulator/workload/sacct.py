@@ -53,8 +53,8 @@ def slurm_duration_seconds(text: str) -> Optional[float]:
         return None
     days, _, clock = text.rpartition("-")
     parts = clock.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or \
-            (days and not days.isdigit()):
+    if not 1 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in parts) or \
+            (days and not (days.isascii() and days.isdigit())):
         raise ValueError(f"not a Slurm duration: {text!r}")
     values = [int(p) for p in parts]
     h, m, s = ([0] * (3 - len(values)) + values) if len(values) > 1 else (0, values[0], 0)
