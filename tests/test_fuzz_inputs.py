@@ -6,7 +6,7 @@ as a traceback.
 The damage: a line dropped, duplicated or swapped, a token replaced by a hostile one (empty,
 negative, huge, NaN, text where a number goes, a quote or bracket), the text cut short,
 random printable or binary bytes inserted. ``FUZZ_EXAMPLES`` (default 25 per format) bounds
-the run (14 formats, so 350 damaged files by default).
+the run (19 formats, so 475 damaged files by default).
 """
 
 import contextlib
@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -49,6 +50,44 @@ SWF = """; Version: 2.2
 5 45 -1 80 4 -1 -1 4 300 -1 1 2 2 3 1 -1 -1 -1
 """ + "".join(f"{i} {50 + 7 * i} -1 {30 + 11 * i} {1 + i % 8} -1 -1 {1 + i % 8} {60 + 40 * i} "
               f"-1 1 {i % 3 + 1} 1 1 1 -1 -1 -1\n" for i in range(6, 16))
+SLURM_CONF = """PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityWeightFairshare=10000
+PriorityWeightJobSize=1000
+PriorityMaxAge=00:16:40
+PriorityDecayHalfLife=01:00:00
+PriorityCalcPeriod=5
+PriorityFlags=SMALL_RELATIVE_TO_TIME
+SchedulerType=sched/backfill
+SchedulerParameters=bf_window=60,bf_resolution=30,bf_max_job_test=50,bf_continue
+PartitionName=1 Nodes=ALL PriorityJobFactor=10 Default=YES
+"""
+ASSOCIATIONS = """Cluster|Account|User|Partition|Share|Priority|GrpJobs|Par Name
+tiny|root||||1|||
+tiny|1|||60|||root
+tiny|1|1||1||||
+tiny|1|2||3||||
+tiny|2|||40|||root
+tiny|2|3||1||||
+"""
+SACCT = ("JobIDRaw|JobID|Submit|Start|End|Timelimit|AllocCPUS|ReqCPUS|User|Group|Partition|"
+         "State\n"
+         "1001|1001|2026-11-20T08:00:00|2026-11-20T08:00:05|2026-11-20T09:00:05|02:00:00|16|16|"
+         "ann|phys|batch|COMPLETED\n"
+         "1001.batch|1001.batch|2026-11-20T08:00:05|2026-11-20T08:00:05|2026-11-20T09:00:05||16|"
+         "||||COMPLETED\n"
+         "1002|1002|2026-11-20T08:10:00|None|2026-11-20T08:20:00|1-00:00:00|0|4|bob|chem|short|"
+         "CANCELLED by 1234\n"
+         "1003|1003_2|2026-11-20T08:30:00|2026-11-20T09:00:05|2026-11-20T11:00:05|UNLIMITED|8|8|"
+         "ann|phys|batch|TIMEOUT\n")
+BATSIM = json.dumps({
+    "nb_res": 16,
+    "jobs": [{"id": str(i), "subtime": float(10 * i), "res": 1 + i % 8,
+              "profile": f"delay_{30 + 11 * i}", "walltime": float(60 + 40 * i),
+              "swf": {"status": 1, "user": i % 3 + 1, "group": 1, "executable": 1,
+                      "queue": 1}} for i in range(1, 9)],
+    "profiles": {f"delay_{30 + 11 * i}": {"type": "delay", "delay": float(30 + 11 * i)}
+                 for i in range(1, 9)}}, indent=1)
 
 
 def _read(*parts):
@@ -86,6 +125,17 @@ FORMATS = {
     "jobs-toml": ("jobs.toml", '[[job]]\narrival_seconds = 0\nbenchmark = "cg"\ntasks = 4\n\n'
                                '[[job]]\narrival_seconds = 1.5\nbenchmark = "sp"\nclass = "S"\n'
                                'tasks = 9\n', ["batch", "--jobs", "FILE", "--list-jobs"]),
+    "slurm-conf": ("slurm.conf", SLURM_CONF,
+                   ["schedule", "SWF", "--slurm-conf", "FILE", "--out", "OUT", "--no-progress"]),
+    "sacctmgr-associations": ("assoc.txt", ASSOCIATIONS,
+                              ["schedule", "SWF", "--slurm-conf", "CONF", "--associations",
+                               "FILE", "--out", "OUT", "--no-progress"]),
+    "sacct": ("sacct.txt", SACCT, ["workload", "convert", "FILE", "--from", "sacct", "--to",
+                                   "swf", "--out", "OUT_SWF"]),
+    "batsim-json": ("w.json", BATSIM, ["workload", "convert", "FILE", "--to", "swf", "--out",
+                                       "OUT_SWF"]),
+    "simgrid-xml": ("p.xml", _read("hostfiles", "simgrid-4clusters.xml"),
+                    ["cluster", "show", "FILE"]),
     "grid-toml": ("g.toml", _read("hostfiles", "grid-homogeneous.toml"),
                   ["grid", "--grid", "FILE", "--replications", "2", "--jobs-per-site", "60",
                    "--sharing", "0,50", "--no-progress", "--out", "OUT"]),
@@ -128,8 +178,12 @@ def damaged(draw, text):
 
 
 def run_command(argv):
+    """The command's status and standard error; a warning (numpy's on a bad cast, say)
+    raises, since it would be a second line or a silent wrong value."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("error")
         status = main(argv)
     return status, err.getvalue()
 
@@ -141,7 +195,10 @@ def helpers(tmp_path_factory):
     net.write_text(STATUS_GRAPH)
     swf = base / "w.swf"
     swf.write_text(SWF)
-    return {"NET": str(net), "SWF": str(swf), "OUT": str(base / "out")}
+    conf = base / "slurm.conf"
+    conf.write_text(SLURM_CONF)
+    return {"NET": str(net), "SWF": str(swf), "CONF": str(conf), "OUT": str(base / "out"),
+            "OUT_SWF": str(base / "out.swf")}
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
