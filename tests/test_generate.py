@@ -75,6 +75,10 @@ def test_the_command_writes_a_file_that_loads_as_the_same_cluster(tmp_path, caps
     (["racks", "--racks", "2"], "needs --racks and --nodes-per-rack"),
     (["fat-tree"], "needs --k"),
     (["fat-tree", "--k", "3"], "k must be an even integer >= 2, got 3"),
+    # a port of inf Mbit/s or a latency of nan was written, and loaded
+    (["fat-tree", "--k", "4", "--link-mbps", "inf"], "link_mbps must be a finite number > 0"),
+    (["racks", "--racks", "2", "--nodes-per-rack", "2", "--port-mbps", "1e999"],
+     "port_mbps must be a finite number > 0, got inf"),
 ])
 def test_bad_requests_get_one_line(tmp_path, capsys, argv, message):
     assert main(["cluster", "generate", *argv, "--out", str(tmp_path / "c.toml")]) == 2

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from emulator.cli import main
 from emulator.errors import InputFileError
 from emulator.network import cluster as clusters
 from emulator.network.netgraph import read_graph
@@ -49,6 +50,31 @@ def assert_clean_error(proc, *fragments):
     assert "Traceback" not in proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+# -- numbers on the command line -----------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e999"])
+@pytest.mark.parametrize("argv, option", [
+    (["schedule", "nasa", "--policy", "easy", "--compress-arrivals"], "--compress-arrivals"),
+    (["schedule", "nasa", "--policy", "easy", "--gantt-start-seconds"],
+     "--gantt-start-seconds"),
+    (["scenario", "generate", "--seed", "1", "--out", "s.json", "--duration-seconds"],
+     "--duration-seconds"),
+    (["cluster", "generate", "racks", "--racks", "2", "--nodes-per-rack", "2", "--out",
+      "c.toml", "--latency-ms"], "--latency-ms"),
+])
+def test_a_number_that_is_not_finite_is_refused_on_the_command_line(tmp_path, capsys,
+                                                                     argv, option, value):
+    """float() reads nan, inf and 1e999: a scenario of inf seconds ended in a traceback, and
+    arrivals compressed by inf, a Gantt chart from nan or a latency of nan ran on."""
+    with pytest.raises(SystemExit) as stop:
+        main([a if a not in ("s.json", "c.toml") else str(tmp_path / a) for a in argv]
+             + [value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: must be a finite number" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())
 
 
 # -- clusters ----------------------------------------------------------------------------
@@ -125,6 +151,14 @@ def test_bad_hostfiles(tmp_path, text, fragment):
      'nodes = [{name = "a", switch = "s"}]\n', "switches[0]: unknown field(s) ['colour']"),
     ('topology = "tree"\nswitches = ["s", "t"]\nnodes = [{name = "a", switch = "s"}]\n'
      'links = [{a = "s", b = "t", sharing = "half"}]\n', "links[0]: sharing must be one of"),
+    # TOML has nan and inf: a cluster took them as latencies and capacities
+    ("latency_ms = nan\n", "latency_ms: must be a number >= 0, got nan"),
+    ("capacity_mbps = inf\n", "capacity_mbps must be a positive number, got inf"),
+    ('topology = "tree"\nswitches = ["s", "t"]\nnodes = [{name = "a", switch = "s"}]\n'
+     'links = [{a = "s", b = "t", latency_ms = inf}]\n',
+     "links[0]: latency_ms must be a number >= 0, got inf"),
+    ('topology = "tree"\nswitches = [{name = "s", fabric_mbps = 10, fabric_latency_ms = nan}]'
+     '\nnodes = [{name = "a", switch = "s"}]\n', "fabric_latency_ms must be a number >= 0"),
 ])
 def test_bad_cluster_files(tmp_path, text, fragment):
     path = tmp_path / "c.toml"

@@ -3,6 +3,7 @@ carries examples), the cluster options, and running a program on the emulated cl
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 
@@ -18,10 +19,24 @@ def positive_int(text):
     return value
 
 
-def positive_float(text):
+def finite_float(text):
     value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
+    return value
+
+
+def positive_float(text):
+    value = finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def nonnegative_float(text):
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 

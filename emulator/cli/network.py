@@ -15,6 +15,7 @@ from .common import (
     echo,
     allocation_cluster,
     load_cluster,
+    nonnegative_float,
     on_cluster,
     positive_float,
     positive_int,
@@ -101,7 +102,7 @@ def _register_cluster(sub):
                                            "nodes)")
     gen.add_argument("--link-mbps", type=float, default=1000.0,
                      help="fat-tree: every link's capacity (default 1000)")
-    gen.add_argument("--latency-ms", type=float, default=0.1,
+    gen.add_argument("--latency-ms", type=nonnegative_float, default=0.1,
                      help="each link's latency (default 0.1)")
     gen.add_argument("--out", required=True, help="the cluster file to write (TOML)")
 
@@ -114,7 +115,7 @@ def _register_scenario(sub):
                   handler=cmd_scenario)
     gen.add_argument("--seed", type=int, required=True, help="random seed (the same seed gives "
                                                              "the same file, byte for byte)")
-    gen.add_argument("--duration-seconds", type=float, required=True,
+    gen.add_argument("--duration-seconds", type=nonnegative_float, required=True,
                      help="scenario seconds to generate")
     gen.add_argument("--out", required=True, help="the timeline's JSON file")
     gen.add_argument("--cluster", help="cluster file (default: 10-node crossbar)")
@@ -313,8 +314,6 @@ def cmd_scenario(args):
 
     cluster = load_cluster(args.cluster)
     if args.action == "generate":
-        if args.duration_seconds < 0:
-            raise UserError(f"--duration-seconds must be >= 0, got {args.duration_seconds}")
         if args.initial_max_streams < 0:
             raise UserError("--initial-max-streams must be >= 0")
         parent = os.path.dirname(os.path.abspath(args.out))

@@ -4,7 +4,7 @@ import os
 import sys
 
 from ..errors import UserError
-from .common import command, fraction, output_folder, positive_float
+from .common import command, finite_float, fraction, output_folder, positive_float
 from .workload import NASA, read_trace, trace_options
 
 
@@ -78,7 +78,7 @@ def register(sub):
                                    "results/schedule, created as needed)")
     sch.add_argument("--gantt", action="store_true",
                      help="draw gantt.png, a Gantt chart of a window of the schedule")
-    sch.add_argument("--gantt-start-seconds", type=float,
+    sch.add_argument("--gantt-start-seconds", type=finite_float,
                      help="start of the Gantt chart's window (default: the first start)")
     sch.add_argument("--gantt-hours", type=positive_float, default=24.0,
                      help="length of the Gantt chart's window (default 24)")

@@ -24,6 +24,7 @@ show --json`` prints it)::
 """
 
 import json
+import math
 import os
 import re
 
@@ -191,9 +192,23 @@ def latency_function(graph):
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
+def _number(value):
+    """A finite int or float (TOML has nan and inf; a bool is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 def _positive(path, where, value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if not (_number(value) and value > 0):
         raise InputFileError(path, where, f"{name} must be a positive number, got {value!r}")
+    return value
+
+
+def _latency(path, where, value, name=None):
+    """``value`` if it is a finite number >= 0; the error says ``name`` after ``where``."""
+    if not (_number(value) and value >= 0):
+        raise InputFileError(path, where, (f"{name} " if name else "")
+                             + f"must be a number >= 0, got {value!r}")
     return value
 
 
@@ -227,9 +242,7 @@ def _defaults(data, path):
     cap = _positive(path, "capacity_mbps", data.get("capacity_mbps", DEFAULT_CAPACITY_MBPS),
                     "capacity_mbps")
     memory = _positive(path, "memory_mb", data.get("memory_mb", DEFAULT_MEMORY_MB), "memory_mb")
-    latency = data.get("latency_ms", DEFAULT_LATENCY_MS)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
-        raise InputFileError(path, "latency_ms", f"must be a number >= 0, got {latency!r}")
+    latency = _latency(path, "latency_ms", data.get("latency_ms", DEFAULT_LATENCY_MS))
     return cap, memory, latency
 
 
@@ -340,10 +353,7 @@ def _fabric(sw, path, where):
             raise InputFileError(path, where, "fabric_latency_ms and fabric_sharing need "
                                  "fabric_mbps")
         return {}
-    latency = sw.get("fabric_latency_ms", 0.0)
-    if isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0:
-        raise InputFileError(path, where, f"fabric_latency_ms must be a number >= 0, got "
-                             f"{latency!r}")
+    latency = _latency(path, where, sw.get("fabric_latency_ms", 0.0), "fabric_latency_ms")
     sharing = sw.get("fabric_sharing", "shared")
     if sharing not in ("shared", "fatpipe"):
         raise InputFileError(path, where, f"fabric_sharing must be shared or fatpipe, got "
@@ -373,7 +383,8 @@ def _tree_links(graph, links, cap, latency, path):
             raise InputFileError(path, where, f"duplicate or self link {a}-{b}")
         graph.add_edge(a, b, capacity_mbps=float(_positive(
             path, where, link.get("capacity_mbps", cap), "capacity_mbps")),
-            latency_ms=float(link.get("latency_ms", latency)),
+            latency_ms=float(_latency(path, where, link.get("latency_ms", latency),
+                                      "latency_ms")),
             **({} if sharing == "duplex" else {"sharing": sharing}))
 
 
