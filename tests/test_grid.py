@@ -204,6 +204,10 @@ def test_grid_command_writes_the_documented_summary(tmp_path):
      "sites[1].processors: site 'b' has no processors"),
     (GRID.replace("bandwidth_mbps = 40", "bandwidth_mbps = 0"),
      "grid.bandwidth_mbps: must be a positive number"),
+    # TOML has inf: a grid took it as a bandwidth or a load
+    (GRID.replace("bandwidth_mbps = 40", "bandwidth_mbps = inf"),
+     "grid.bandwidth_mbps: must be a positive number, got inf"),
+    (GRID.replace("load = 0.7", "load = inf"), "sites[1].load: must be a positive number, got inf"),
     (GRID.replace("load = 0.7", "load = 0.7\nworkload = \"missing.swf\"").replace(
         "workload = \"nasa\"\nload = 0.7\n", "load = 0.7\n"),
      "sites[1].workload"),

@@ -26,6 +26,7 @@ is. ``load`` (optional) scales the arrival times so the jobs ask for that share 
 site's processors.
 """
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -75,7 +76,8 @@ class Grid:
 
 def _number(path, where, value, *, positive=True, integer=False):
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (positive and not value > 0) or value != value:
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or \
+            (positive and not value > 0):  # TOML has nan and inf
         kind = "a positive integer" if integer else "a positive number"
         raise InputFileError(path, where, f"must be {kind}, got {value!r}")
     return value
