@@ -63,17 +63,22 @@ def assert_clean_error(proc, *fragments):
      "--duration-seconds"),
     (["cluster", "generate", "racks", "--racks", "2", "--nodes-per-rack", "2", "--out",
       "c.toml", "--latency-ms"], "--latency-ms"),
+    (["predict", "starts", "nasa", "--out", "o", "--at"], "--at"),
+    (["select", "--network", "n.json", "--pattern", "ring", "--nprocs", "3", "--threshold"],
+     "--threshold"),
 ])
 def test_a_number_that_is_not_finite_is_refused_on_the_command_line(tmp_path, capsys,
                                                                      argv, option, value):
     """float() reads nan, inf and 1e999: a scenario of inf seconds ended in a traceback, and
-    arrivals compressed by inf, a Gantt chart from nan or a latency of nan ran on."""
+    arrivals compressed by inf, a Gantt chart or a snapshot at nan or a latency of nan ran
+    on."""
     with pytest.raises(SystemExit) as stop:
-        main([a if a not in ("s.json", "c.toml") else str(tmp_path / a) for a in argv]
-             + [value])
+        main([a if a not in ("s.json", "c.toml", "o", "n.json") else str(tmp_path / a)
+              for a in argv] + [value])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert f"argument {option}: must be a finite number" in err and "Traceback" not in err
+    says = "must lie in [0, 1]" if option == "--threshold" else "must be a finite number"
+    assert f"argument {option}: {says}" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())
 
 

@@ -12,6 +12,7 @@ from .common import (
     cluster_options,
     command,
     echo,
+    fraction,
     load_cluster,
     on_cluster,
     output_folder,
@@ -140,7 +141,7 @@ def _run_options(run):
                      help="with --shaping tc: the testbed that is up (default nsel)")
     run.add_argument("--state-dir", default="/run/nodesel",
                      help="where that testbed's state is (default /run/nodesel)")
-    run.add_argument("--threshold", type=float, default=0.1,
+    run.add_argument("--threshold", type=fraction, default=0.1,
                      help="dominance threshold for matrix pattern files (default 0.1)")
     run.add_argument("--out", help="output folder; its parent must exist (default results/run, "
                                    "created as needed)")

@@ -4,7 +4,8 @@ import os
 import sys
 
 from ..errors import UserError
-from .common import actions, command, fraction, output_folder, positive_float, positive_int
+from .common import (actions, command, finite_float, fraction, output_folder, positive_float,
+                     positive_int)
 from .workload import NASA, read_trace, trace_options
 
 
@@ -96,7 +97,7 @@ def _register_starts(predict):
                  handler=cmd_starts)
     trace_options(st)
     _scheduler_options(st)
-    st.add_argument("--at", type=float, required=True,
+    st.add_argument("--at", type=finite_float, required=True,
                     help="the snapshot time, in seconds from the trace's start")
     st.add_argument("--runtimes", default="actual",
                     help="run times the forward simulation believes: actual, requested or a "

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from ..errors import UserError
-from .common import actions, command, positive_float, positive_int, require_mpiexec
+from .common import (actions, command, fraction, positive_float, positive_int,
+                     require_mpiexec)
 
 CLASSES = ("S", "W", "A", "B")
 
@@ -31,7 +32,7 @@ def register(sub):
     sel.add_argument("--seed", type=int, default=None, help="seed of --method random")
     sel.add_argument("--class", dest="npb_class", default="A", choices=CLASSES,
                      help="NAS problem class of a built-in pattern: sets its bytes (default A)")
-    sel.add_argument("--threshold", type=float, default=0.1,
+    sel.add_argument("--threshold", type=fraction, default=0.1,
                      help="dominance threshold for matrix pattern files (default 0.1)")
     sel.add_argument("--time-budget-seconds", type=positive_float, default=5.0,
                      help="past this, return the best found, marked \"exact\": false (default 5)")
