@@ -7,6 +7,12 @@ import os
 import tempfile
 
 
+def digits_only(text: str) -> bool:
+    """True if ``text`` is digits 0-9 and nothing else: ``str.isdigit()`` also takes '²',
+    which ``int()`` refuses."""
+    return text.isascii() and text.isdigit()
+
+
 def write_atomic(path, write, *, mode="w"):
     """Call ``write(file)`` on a temporary file, then rename it to ``path``."""
     path = os.fspath(path)

@@ -29,7 +29,7 @@ import os
 import re
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import digits_only, read_input_text
 from .view import DEFAULT_LATENCY_MS, ClusterView
 
 DEFAULT_NODES = 10
@@ -449,11 +449,6 @@ _OPENMPI = re.compile(r"^(?P<host>\S+)(?P<opts>(\s+\w+\s*=\s*\S+)*)\s*$")
 _MPICH = re.compile(r"^(?P<host>[^\s:]+)(:(?P<slots>\S+))?\s*$")
 
 
-def _whole(text: str) -> bool:
-    """Digits 0-9 only: str.isdigit() also takes '²', which int() refuses."""
-    return text.isascii() and text.isdigit()
-
-
 def parse_hostfile(path):
     """Hosts and slots from a hostfile, MPICH (``host[:slots]``) or Open MPI
     (``host [slots=N] [max_slots=M]``) format. Blank lines and ``#`` comments are ignored."""
@@ -467,7 +462,7 @@ def parse_hostfile(path):
         mpich = _MPICH.match(line)
         if mpich:
             host, slots = mpich["host"], mpich["slots"]
-            if slots is not None and not (_whole(slots) and int(slots) > 0):
+            if slots is not None and not (digits_only(slots) and int(slots) > 0):
                 raise InputFileError(path, where,
                                      f"slots must be a positive integer, got {slots!r}")
             slots = int(slots or 1)
@@ -480,7 +475,7 @@ def parse_hostfile(path):
             for key, value in re.findall(r"(\w+)\s*=\s*(\S+)", ompi["opts"]):
                 if key not in ("slots", "max_slots", "max-slots"):
                     raise InputFileError(path, where, f"unknown option {key!r}")
-                if not (_whole(value) and int(value) > 0):
+                if not (digits_only(value) and int(value) > 0):
                     raise InputFileError(path, where,
                                          f"{key} must be a positive integer, got {value!r}")
                 if key == "slots":

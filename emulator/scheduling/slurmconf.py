@@ -216,8 +216,7 @@ def _parameter(path: str, number: int, key: str, value: str, values: dict) -> No
             name, _, setting = item.partition("=")
             if name in BACKFILL:
                 attribute, unit, most = BACKFILL[name]
-                n = _integer(path, number, name, setting, 1, most)
-                values[attribute] = n if attribute == "bf_max_job_test" else n * unit
+                values[attribute] = _integer(path, number, name, setting, 1, most) * unit
             elif name == "bf_continue":
                 values["bf_continue"] = True
             else:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from mpi4py import MPI
 
+from ..files import digits_only
 from ..network import _mirror  # type: ignore[attr-defined]  # compiled
 from ..network.owner import BYE_SECONDS, REPORTS_TAG, Loop, ModelOwner, hold_full_collections
 
@@ -259,7 +260,7 @@ def owner_max_flows(machines: int, mirror_slots: int,
     if not given:
         return min(machines * mirror_slots, OWNER_FLOWS_MAX)
     digits = given.strip()
-    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+    if not digits_only(digits) or int(digits) < 1:
         raise Served(f"{OWNER_FLOWS_ENV}={given!r}: not a positive whole number")
     return int(given)
 

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import InputFileError
-from ..files import read_input_text, write_json_atomic
+from ..files import digits_only, read_input_text, write_json_atomic
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
 __all__ = ["read_batsim", "from_batsim", "to_batsim", "write_batsim", "holdable"]
@@ -97,7 +97,7 @@ def from_batsim(doc: Any, path: str = "<workload>") -> Trace:
             continue
         row = np.full(len(FIELDS), MISSING)
         ident = str(job["id"])  # Batsim's ids are strings; digits 0-9 keep their number
-        row[COLUMN["job"]] = float(ident) if ident.isascii() and ident.isdigit() else k + 1
+        row[COLUMN["job"]] = float(ident) if digits_only(ident) else k + 1
         row[COLUMN["submit"]] = _number(path, f"{where}.subtime", job["subtime"])
         res = _number(path, f"{where}.res", job["res"], positive=True)
         row[COLUMN["requested_procs"]] = row[COLUMN["allocated_procs"]] = res

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import digits_only, read_input_text
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
 __all__ = ["read_sacct", "parse_sacct", "slurm_duration_seconds"]
@@ -53,8 +53,8 @@ def slurm_duration_seconds(text: str) -> Optional[float]:
         return None
     days, _, clock = text.rpartition("-")
     parts = clock.split(":")
-    if not 1 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in parts) or \
-            (days and not (days.isascii() and days.isdigit())):
+    if not 1 <= len(parts) <= 3 or not all(map(digits_only, parts)) or \
+            (days and not digits_only(days)):
         raise ValueError(f"not a Slurm duration: {text!r}")
     values = [int(p) for p in parts]
     h, m, s = ([0] * (3 - len(values)) + values) if len(values) > 1 else (0, values[0], 0)
