@@ -20,7 +20,10 @@ starts) holds nothing: it is shown on the lowest free processors where there are
 import bisect
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..files import write_text_atomic
+from ..workload._columns import format_rows
 
 __all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
            "write_batsim_jobs_csv"]
@@ -119,23 +122,30 @@ def interval_text(ids: Sequence[int]) -> str:
 
 
 def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0") -> str:
-    """The text of ``batsim_jobs.csv`` for the jobs that started (see the module)."""
+    """The text of ``batsim_jobs.csv`` for the jobs that started (see the module): whole
+    numbers without a point, others as Python's repr."""
     allocation = allocate_runs(jobs, processors)
-    rows = [",".join(COLUMNS)]
-    num = _num
-    for j, runs in zip(jobs, allocation):
-        if j.start is None:
-            continue
-        start, end, submit = j.start, j.end, j.submit
-        run, turnaround = end - start, end - submit
-        rows.append(f"{j.id},{workload},,{num(submit)},{j.procs},"
-                    f"{num(j.requested if j.requested is not None else -1)},"
-                    f"{0 if j.killed else 1},"
-                    f"{'COMPLETED_WALLTIME_REACHED' if j.killed else 'COMPLETED_SUCCESSFULLY'},"
-                    f"{num(start)},{num(run)},{num(end)},{num(start - submit)},"
-                    f"{num(turnaround)},{num(turnaround / run) if run > 0 else ''},"
-                    f"{_runs_text(runs)},,")
-    return "\n".join(rows) + "\n"
+    started = [k for k, j in enumerate(jobs) if j.start is not None]
+    done = [jobs[k] for k in started]
+    submit = np.array([j.submit for j in done], dtype=float)
+    start = np.array([j.start for j in done], dtype=float)
+    end = np.array([j.end for j in done], dtype=float)
+    run, turnaround = end - start, end - submit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stretch = np.where(run > 0, turnaround / run, np.nan)
+    killed = [j.killed for j in done]
+    empty = [""] * len(done)
+    columns = [[str(j.id) for j in done], [workload] * len(done), empty, submit,
+               np.array([j.procs for j in done], dtype=float),
+               np.array([-1 if j.requested is None else j.requested for j in done], dtype=float),
+               np.array([not k for k in killed], dtype=float),
+               [_KILLED if k else _SUCCEEDED for k in killed], start, run, end, start - submit,
+               turnaround, stretch, [_runs_text(allocation[k]) for k in started], empty, empty]
+    return ",".join(COLUMNS) + "\n" + format_rows(columns, "sssririsrrrrrrsss",
+                                                   [0] * len(COLUMNS), ",")
+
+
+_KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"
 
 
 def _runs_text(runs: Sequence[tuple]) -> str:
@@ -147,12 +157,6 @@ def _runs_text(runs: Sequence[tuple]) -> str:
         else:
             joined.append([first, first + count - 1])
     return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in joined)
-
-
-def _num(v: Any) -> str:
-    """A number as Batsim writes it: whole ones without a point."""
-    v = float(v)
-    return str(int(v)) if v.is_integer() else repr(v)
 
 
 def write_batsim_jobs_csv(path: str, jobs: Sequence[Any], processors: int) -> None:

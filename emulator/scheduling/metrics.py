@@ -5,6 +5,7 @@ written as (per-job CSV, the input SWF with waits filled in)."""
 import numpy as np
 
 from ..files import write_text_atomic
+from ..workload._columns import format_rows
 from ..workload.swf import COLUMN, Trace, write_swf
 
 BOUNDED_SLOWDOWN_SECONDS = 10.0
@@ -66,32 +67,27 @@ def summarize(sim, *, policy=None, dropped_jobs=0, estimates=None):
     return out
 
 
-def _value(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.6g}" if not v.is_integer() else str(int(v))
-    return str(v)
+def _numbers(jobs, name):
+    """Attribute ``name`` of every job as float64, NaN where it is None."""
+    nan = float("nan")
+    return np.array([nan if (v := getattr(j, name)) is None else v for j in jobs], dtype=float)
 
 
 def jobs_csv(jobs):
-    """The per-job CSV text, jobs in the given order (slowdowns computed in one go)."""
-    started = [j.start is not None for j in jobs]
-    wait = np.array([j.start - j.submit if s else 0.0 for j, s in zip(jobs, started)])
-    ran = np.array([j.end - j.start if s else 0.0 for j, s in zip(jobs, started)])
+    """The per-job CSV text, jobs in the given order: whole numbers as integers, others to 6
+    significant digits, a blank where there is no value (a job that never started has no
+    wait, run time or slowdown)."""
+    submit, start, end = (_numbers(jobs, name) for name in ("submit", "start", "end"))
+    wait, ran = start - submit, end - start  # NaN for the jobs that never started
     slow, bounded = slowdowns(wait, ran)
-    rows = ["\n".join([",".join(CSV_FIELDS)])]
-    value = _value
-    for k, j in enumerate(jobs):
-        s = started[k]
-        rows.append(",".join((
-            str(j.id), value(j.submit), value(j.start), value(j.end),
-            value(float(wait[k])) if s else "", value(float(ran[k])) if s else "",
-            str(j.procs), value(j.estimate), value(j.requested), value(j.reserved),
-            value(float(slow[k])) if s and not np.isnan(slow[k]) else "",
-            value(float(bounded[k])) if s else "", str(int(j.killed)), str(j.restarts),
-            str(j.user), str(j.group))))
-    return "\n".join(rows) + "\n"
+    bounded[np.isnan(wait)] = np.nan
+    columns = [[str(j.id) for j in jobs], submit, start, end, wait, ran,
+               _numbers(jobs, "procs"), _numbers(jobs, "estimate"), _numbers(jobs, "requested"),
+               _numbers(jobs, "reserved"), slow, bounded,
+               np.array([j.killed for j in jobs], dtype=float), _numbers(jobs, "restarts"),
+               [str(j.user) for j in jobs], [str(j.group) for j in jobs]]
+    rows = format_rows(columns, "s" + "g" * 13 + "ss", [0] * len(CSV_FIELDS), ",")
+    return ",".join(CSV_FIELDS) + "\n" + rows
 
 
 def write_jobs_csv(path, jobs):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..files import write_atomic
+from ._columns import format_rows
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
           "requested_procs", "requested_time", "requested_memory", "status", "user", "group",
@@ -365,10 +366,9 @@ def format_swf(trace):
     # exactly (a submit time of 1e20 read from a Batsim file would wrap)
     integral = (np.all((data == np.round(data)) & (np.abs(data) < 2.0 ** 53), axis=0)
                 if len(data) else np.ones(18, bool))
-    fmt = " ".join(f"%{w}d" if integral[k] else f"%{w}.6g" for k, w in enumerate(widths))
-    if len(data):
-        cols = [data[:, k].astype(np.int64) if integral[k] else data[:, k] for k in range(18)]
-        np.savetxt(out, np.column_stack(cols).astype(object), fmt=fmt)
+    styles = "".join("i" if integral[k] else "f" for k in range(18))  # %{w}d or %{w}.6g
+    columns = [np.ascontiguousarray(data[:, k], dtype=np.float64) for k in range(18)]
+    out.write(format_rows(columns, styles, widths, " "))
     return out.getvalue()
 
 

@@ -1,0 +1,236 @@
+/* Columns of numbers as text: the per-job files (SWF, CSV) written a row at a time in C.
+ *
+ * format_rows(columns, styles, widths, sep) -> str
+ *
+ * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
+ * float64 (a numpy array) or, for style 's', a list of str. styles: one letter per column:
+ *   'i'  an integral value, as an integer (-0 written 0, as int() gives);
+ *   'f'  as Python's "%.6g" (savetxt's '%w.6g');
+ *   'g'  NaN empty, integral values as integers, others as Python's format(v, '.6g');
+ *   'r'  NaN empty, integral values as integers, others as Python's repr(v);
+ *   's'  the str as it is.
+ * widths: one int per column, the least width (right-justified, as printf's "%5d"); 0 for
+ * none. sep: put between fields; rows end in '\n'.
+ *
+ * Numbers that are not integral go through PyOS_double_to_string, which Python's own float
+ * formatting uses, so the text is the text Python would write.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    char *data;
+    size_t used, size;
+} Text;
+
+static int text_reserve(Text *t, size_t more) {
+    if (t->used + more <= t->size)
+        return 0;
+    size_t size = t->size ? t->size : 4096;
+    while (size < t->used + more)
+        size *= 2;
+    char *data = PyMem_Realloc(t->data, size);
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->data = data;
+    t->size = size;
+    return 0;
+}
+
+static int text_add(Text *t, const char *s, size_t len, long width) {
+    size_t pad = width > 0 && (size_t)width > len ? (size_t)width - len : 0;
+    if (text_reserve(t, pad + len) < 0)
+        return -1;
+    memset(t->data + t->used, ' ', pad);
+    memcpy(t->data + t->used + pad, s, len);
+    t->used += pad + len;
+    return 0;
+}
+
+/* An integral double as an integer; exact for every magnitude. */
+static int add_integer(Text *t, double v, long width) {
+    char buf[400];
+    int len;
+    if (fabs(v) >= 9007199254740992.0) {  /* 2^53: past it, printf's exact digits */
+        len = snprintf(buf, sizeof buf, "%.0f", v);
+        return text_add(t, buf, (size_t)len, width);
+    }
+    long long n = (long long)v;
+    unsigned long long u = n < 0 ? (unsigned long long)(-n) : (unsigned long long)n;
+    char *end = buf + sizeof buf, *p = end;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (n < 0)
+        *--p = '-';
+    return text_add(t, p, (size_t)(end - p), width);
+}
+
+/* v as Python formats it: code 'g' (precision 6) or 'r' (repr). */
+static int add_python(Text *t, double v, char code, long width) {
+    char *s = PyOS_double_to_string(v, code, code == 'r' ? 0 : 6, 0, NULL);
+    if (!s)
+        return -1;
+    int rc = text_add(t, s, strlen(s), width);
+    PyMem_Free(s);
+    return rc;
+}
+
+static int is_integral(double v) {
+    return isfinite(v) && v == floor(v);
+}
+
+static int add_number(Text *t, double v, char style, long width) {
+    switch (style) {
+    case 'i':
+        return add_integer(t, v, width);
+    case 'f':
+        return add_python(t, v, 'g', width);
+    default:  /* 'g', 'r' */
+        if (isnan(v))
+            return text_add(t, "", 0, width);
+        if (is_integral(v))
+            return add_integer(t, v, width);
+        return add_python(t, v, style, width);
+    }
+}
+
+typedef struct {
+    char style;
+    long width;
+    Py_buffer view;  /* numbers */
+    PyObject *strings;  /* style 's': a list of str */
+} Column;
+
+static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssize_t *n) {
+    Py_ssize_t len;
+    c->style = style;
+    c->width = width;
+    c->strings = NULL;
+    c->view.obj = NULL;
+    if (style == 's') {
+        if (!PyList_Check(obj)) {
+            PyErr_SetString(PyExc_TypeError, "a column of style 's' must be a list of str");
+            return -1;
+        }
+        c->strings = obj;
+        len = PyList_GET_SIZE(obj);
+    } else if (strchr("ifgr", style) && style) {
+        if (PyObject_GetBuffer(obj, &c->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return -1;
+        if (c->view.ndim != 1 || c->view.itemsize != 8 || strcmp(c->view.format, "d") != 0) {
+            PyErr_SetString(PyExc_TypeError, "a column of numbers must be 1-D float64");
+            return -1;
+        }
+        len = c->view.shape[0];
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown column style %c", style);
+        return -1;
+    }
+    if (*n >= 0 && len != *n) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        return -1;
+    }
+    *n = len;
+    return 0;
+}
+
+static int add_field(Text *t, Column *c, Py_ssize_t row) {
+    if (c->style != 's')
+        return add_number(t, ((const double *)c->view.buf)[row], c->style, c->width);
+    PyObject *item = PyList_GET_ITEM(c->strings, row);
+    Py_ssize_t len;
+    const char *s = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
+    if (!s) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a column of style 's' must hold str");
+        return -1;
+    }
+    return text_add(t, s, (size_t)len, c->width);
+}
+
+static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char *sep,
+                            Py_ssize_t sep_len) {
+    Text t = {NULL, 0, 0};
+    for (Py_ssize_t row = 0; row < n; row++) {
+        for (Py_ssize_t c = 0; c < k; c++) {
+            if ((c && text_add(&t, sep, (size_t)sep_len, 0) < 0) || add_field(&t, &cols[c], row) < 0)
+                goto fail;
+        }
+        if (text_add(&t, "\n", 1, 0) < 0)
+            goto fail;
+    }
+    PyObject *out = PyUnicode_DecodeUTF8(t.data ? t.data : "", (Py_ssize_t)t.used, "strict");
+    PyMem_Free(t.data);
+    return out;
+fail:
+    PyMem_Free(t.data);
+    return NULL;
+}
+
+static PyObject *format_rows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *columns, *widths;
+    const char *styles, *sep;
+    Py_ssize_t styles_len, sep_len;
+    if (!PyArg_ParseTuple(args, "Os#Os#", &columns, &styles, &styles_len, &widths, &sep,
+                          &sep_len))
+        return NULL;
+    PyObject *cseq = PySequence_Fast(columns, "columns must be a sequence");
+    PyObject *wseq = cseq ? PySequence_Fast(widths, "widths must be a sequence") : NULL;
+    if (!wseq) {
+        Py_XDECREF(cseq);
+        return NULL;
+    }
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(cseq), n = -1, opened = 0;
+    Column *cols = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Column));
+    PyObject *out = NULL;
+    if (!cols) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (styles_len != k || PySequence_Fast_GET_SIZE(wseq) != k) {
+        PyErr_SetString(PyExc_ValueError, "one style and one width per column");
+        goto done;
+    }
+    for (; opened < k; opened++) {
+        long width = PyLong_AsLong(PySequence_Fast_GET_ITEM(wseq, opened));
+        if (width == -1 && PyErr_Occurred())
+            goto done;
+        if (column_open(&cols[opened], PySequence_Fast_GET_ITEM(cseq, opened),
+                        styles[opened], width, &n) < 0) {
+            opened++;  /* its buffer, if taken, is released below */
+            goto done;
+        }
+    }
+    out = write_rows(cols, k, n < 0 ? 0 : n, sep, sep_len);
+done:
+    for (Py_ssize_t c = 0; cols && c < opened; c++)
+        if (cols[c].view.obj)
+            PyBuffer_Release(&cols[c].view);
+    PyMem_Free(cols);
+    Py_DECREF(cseq);
+    Py_DECREF(wseq);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"format_rows", format_rows, METH_VARARGS,
+     "format_rows(columns, styles, widths, sep) -> str: the rows of the columns as text "
+     "(see the module source for the styles)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns",
+                                    "Columns of numbers as text, a row at a time.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__columns(void) {
+    return PyModule_Create(&module);
+}
