@@ -136,6 +136,83 @@ def test_no_processor_serves_two_jobs_at_once(rows, processors, policy):
             assert not (overlap and set(pa) & set(pk)), (j, k)
 
 
+def reference_runs(jobs, processors):
+    """The sweep as first written in Python: the oracle of the C one."""
+    import bisect
+
+    events = []
+    for k, j in enumerate(jobs):
+        if j.start is not None:
+            events.append((j.end, 0, k))
+            events.append((j.start, 2 if j.end <= j.start else 1, k))
+    events.sort()
+    free, left, held = [[0, processors]], processors, [[] for _ in jobs]
+
+    def lowest(need):
+        out = []
+        for first, count in free:
+            if need <= 0:
+                break
+            out.append((first, min(count, need)))
+            need -= count
+        return out
+
+    for t, kind, k in events:
+        need = jobs[k].procs
+        if kind == 0:
+            for first, count in held[k]:
+                i = bisect.bisect_left(free, [first, 0])
+                if i > 0 and free[i - 1][0] + free[i - 1][1] == first:
+                    i -= 1
+                    free[i][1] += count
+                else:
+                    free.insert(i, [first, count])
+                if i + 1 < len(free) and free[i][0] + free[i][1] == free[i + 1][0]:
+                    free[i][1] += free.pop(i + 1)[1]
+                left += count
+        elif kind == 2:
+            held[k] = lowest(need) if need <= left else [(0, need)]
+        elif need > left:
+            raise ValueError(f"job {jobs[k].id} starts at {t:g} s on {need} processors, and "
+                             f"only {left} of {processors} are free")
+        else:
+            held[k] = lowest(need)
+            for first, count in held[k]:
+                if free[0][1] == count:
+                    free.pop(0)
+                else:
+                    free[0][0] += count
+                    free[0][1] -= count
+            left -= need
+    return held
+
+
+def _outcome(allocate, jobs, processors):
+    try:
+        return allocate(jobs, processors)
+    except ValueError as e:
+        return str(e)
+
+
+placed = st.lists(st.tuples(st.none() | st.integers(0, 30), st.integers(0, 12),
+                            st.integers(1, 8)), min_size=1, max_size=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(placed=placed, processors=st.integers(1, 10))
+def test_the_sweep_gives_the_runs_the_python_sweep_gave(placed, processors):
+    from emulator.scheduling.batsim_out import allocate_runs
+
+    jobs = []
+    for i, (start, length, procs) in enumerate(placed):  # any schedule, overfull ones too
+        job = Job(i + 1, 0, procs, float(length), index=i)
+        if start is not None:
+            job.start, job.end = float(start), float(start + length)
+        jobs.append(job)
+    assert _outcome(allocate_runs, jobs, processors) == \
+        _outcome(reference_runs, jobs, processors)
+
+
 def test_evalys_loads_the_schedule_as_we_wrote_it(tmp_path):
     evalys = pytest.importorskip("evalys.jobset", reason="evalys comes with the test extra")
     assert main(["schedule", "nasa", "--policy", "easy", "--compress-arrivals", "2",

@@ -17,13 +17,13 @@ starts) holds nothing: it is shown on the lowest free processors where there are
 ['0-1', '2', '2-3']
 """
 
-import bisect
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..files import write_text_atomic
 from ..workload._columns import format_rows
+from ._allocate import allocate_runs as _sweep
 
 __all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
            "write_batsim_jobs_csv"]
@@ -45,68 +45,17 @@ def allocate_processors(jobs: Sequence[Any], processors: int) -> list:
 def allocate_runs(jobs: Sequence[Any], processors: int) -> list:
     """As :func:`allocate_processors`, each job's processors as runs ``(first, count)`` of
     consecutive ids: the free processors are kept as such runs, so a job costs the runs it
-    touches, not its processors."""
-    events = []
-    for k, j in enumerate(jobs):
-        if j.start is not None:
-            events.append((j.end, 0, k))  # ends first at one instant, jobs of no length last
-            events.append((j.start, 2 if j.end <= j.start else 1, k))
-    events.sort()
-    free = [[0, processors]]  # runs of free ids, in order, never touching
-    left = processors
-    held: list = [[] for _ in jobs]
-    for t, kind, k in events:
-        if kind == 0:
-            for run in held[k]:  # (a job of no length ends before it starts: nothing yet)
-                _give(free, run)
-                left += run[1]
-            continue
-        need = jobs[k].procs
-        if kind == 2:  # no length: the lowest free ones where there are enough, else any
-            held[k] = _lowest(free, need) if need <= left else [(0, need)]
-            continue
-        if need > left:
-            raise ValueError(f"job {jobs[k].id} starts at {t:g} s on {need} processors, and "
-                             f"only {left} of {processors} are free")
-        held[k] = _take(free, need)
-        left -= need
+    touches, not its processors (the sweep is in C)."""
+    nan = float("nan")
+    start = np.array([nan if j.start is None else j.start for j in jobs], dtype=float)
+    end = np.array([nan if j.start is None else j.end for j in jobs], dtype=float)
+    procs = np.array([j.procs for j in jobs], dtype=float)
+    held, overfull = _sweep(start, end, procs, processors)
+    if overfull is not None:
+        k, left = overfull
+        raise ValueError(f"job {jobs[k].id} starts at {start[k]:g} s on {jobs[k].procs} "
+                         f"processors, and only {left} of {processors} are free")
     return held
-
-
-def _lowest(free: list, need: int) -> list:
-    """The runs of the ``need`` lowest free ids, left free."""
-    out = []
-    for first, count in free:
-        if need <= 0:
-            break
-        out.append((first, min(count, need)))
-        need -= count
-    return out
-
-
-def _take(free: list, need: int) -> list:
-    """Take the ``need`` lowest free ids."""
-    out = _lowest(free, need)
-    for first, count in out:
-        if free[0][1] == count:
-            free.pop(0)
-        else:
-            free[0][0] += count
-            free[0][1] -= count
-    return out
-
-
-def _give(free: list, run: tuple) -> None:
-    """Free the ids of ``run``, joining the runs it touches."""
-    first, count = run
-    k = bisect.bisect_left(free, [first, 0])
-    if k > 0 and free[k - 1][0] + free[k - 1][1] == first:
-        k -= 1
-        free[k][1] += count
-    else:
-        free.insert(k, [first, count])
-    if k + 1 < len(free) and free[k][0] + free[k][1] == free[k + 1][0]:
-        free[k][1] += free.pop(k + 1)[1]
 
 
 def interval_text(ids: Sequence[int]) -> str:
@@ -150,6 +99,9 @@ _KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"
 
 def _runs_text(runs: Sequence[tuple]) -> str:
     """Runs ``(first, count)`` in Batsim's interval syntax, touching runs joined."""
+    if len(runs) == 1:  # most jobs
+        first, count = runs[0]
+        return f"{first}-{first + count - 1}" if count > 1 else str(first)
     joined: list = []
     for first, count in runs:
         if joined and joined[-1][1] + 1 == first:
