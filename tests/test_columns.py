@@ -69,3 +69,47 @@ def test_rows_join_columns_with_the_separator_and_end_in_newlines():
 def test_bad_columns_are_refused(columns, styles, widths, error):
     with pytest.raises((TypeError, ValueError), match=error):
         format_rows(columns, styles, widths, ",")
+
+
+# -- SWF's job lines read ---------------------------------------------------------------------
+
+import re  # noqa: E402
+
+from emulator.workload._columns import parse_rows  # noqa: E402
+
+PLAIN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _plain(token):
+    """A token the C reader takes: a plain decimal number that float() reads as finite."""
+    return len(token) < 64 and bool(PLAIN.fullmatch(token)) and math.isfinite(float(token))
+
+
+tokens = st.one_of(
+    st.integers(-10 ** 20, 10 ** 20).map(str),
+    st.floats(allow_nan=False).map(repr),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:.3e}"),
+    st.sampled_from(["-0", "+7", "5.", ".5", "-.5e-3", "1e999", "0x1", "1_0", "inf", "nan",
+                     "-", "+.e1", "1e", "²1", "1.2.3", "9" * 19, "9" * 70, "0" * 63 + "1"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(tokens, min_size=2, max_size=4), max_size=6), st.integers(2, 4),
+       st.sampled_from([" ", "\t", "  "]))
+def test_lines_of_plain_numbers_read_as_float_reads_them(rows, fields, sep):
+    raw, bad = parse_rows([sep.join(r) for r in rows], fields)
+    good = [len(r) == fields and all(_plain(t) for t in r) for r in rows]
+    assert bad == (good.index(False) if False in good else -1)
+    data = np.frombuffer(raw).reshape(len(rows), fields)
+    for k in range(len(rows) if bad < 0 else bad):
+        expected = [float(t) for t in rows[k]]
+        assert data[k].tolist() == expected
+        assert np.signbit(data[k]).tolist() == [math.copysign(1, v) < 0 for v in expected]
+
+
+@pytest.mark.parametrize("token", ["9" * 15, "9" * 16, "9" * 19, "-" + "9" * 19, "1" + "0" * 22,
+                                   "123456789012345.5", "-0", "0" * 62 + "1"])
+def test_long_numbers_read_as_float_reads_them(token):
+    raw, bad = parse_rows([token, f"1 {token}"], 1)
+    assert bad == 1 and np.frombuffer(raw)[0] == float(token)
+    assert math.copysign(1, np.frombuffer(raw)[0]) == math.copysign(1, float(token))

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..files import write_atomic
-from ._columns import format_rows
+from ._columns import format_rows, parse_rows
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
           "requested_procs", "requested_time", "requested_memory", "status", "user", "group",
@@ -223,6 +223,10 @@ def _parse_jobs(name, data_lines, numbers, skip_bad):
     """The job lines as rows of numbers: (data, the rows of ``data_lines`` kept, up to five
     reasons for the lines dropped, how many were). A bad line raises, naming its line and
     field, unless ``skip_bad``."""
+    raw, bad_row = parse_rows(data_lines, len(FIELDS))  # plain numbers throughout: done
+    if bad_row < 0:
+        data = np.frombuffer(raw).reshape(len(data_lines), len(FIELDS))
+        return data, np.arange(len(data_lines)), [], 0
     counts = np.fromiter((len(s.split()) for s in data_lines), dtype=np.int64,
                          count=len(data_lines))
     keep = np.ones(len(data_lines), dtype=bool)
