@@ -264,3 +264,32 @@ def test_the_agent_moves_the_times_it_relays_by_its_clocks_offset():
     ((tag, (event,)),) = wire.sent
     assert tag == STARTS_TAG and event[10] == pytest.approx(100.0 + 0.25 + 1.5)
     assert m.view(gid, gen)["end"] == pytest.approx(250.0 - 0.25 - 1.5)
+
+
+def test_an_agent_whose_clock_is_not_known_in_time_gives_the_collector_back():
+    """No owner answers the agent's clock pings: the start fails in one error, and the
+    collector is as it was before (a caller that goes on is not left without full
+    collections)."""
+    import gc
+
+    from emulator.shaping.served import Served, start_loops
+
+    before = gc.get_threshold()
+    cluster = clusters.load_cluster("hostfiles/racks12.toml")
+    nodes = clusters.node_names(cluster)
+    comm = MPI.COMM_SELF.Dup()
+    agent = Agent(comm, _mirror.Mirror(0, 1, [0] * len(nodes), 8, BUFFER_BITS))
+    owner = None
+    try:
+        with pytest.raises(Served, match="did not answer this host's clock pings in 0.3 s"):
+            start_loops([agent], ready_seconds=0.3)
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    finally:  # an owner late, so that the goodbyes end at once
+        owner = Owner(comm, ClusterModel(cluster, None), [0] * len(nodes), [0])
+        owner.start()
+        for loop in (agent, owner):
+            loop.stop()
+        for loop in (agent, owner):
+            loop.join(30)
+            assert not loop.is_alive()
+        comm.Free()

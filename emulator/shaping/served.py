@@ -265,18 +265,21 @@ def owner_max_flows(machines: int, mirror_slots: int,
     return int(given)
 
 
-def start_loops(loops: list) -> Callable[[], None]:
+def start_loops(loops: list, *, ready_seconds: float = 30.0) -> Callable[[], None]:
     """Start the owner's and agents' threads (none: nothing) with full collections held off
     (:func:`~emulator.network.owner.hold_full_collections`) and wait until each agent knows
-    its host's clock; returns what gives the collector back."""
+    its host's clock; returns what gives the collector back. Raises :class:`Served`, the
+    collector given back, if an agent's clock is not known within ``ready_seconds``."""
     if not loops:
         return lambda: None
     release = hold_full_collections()
     for loop in loops:
         loop.start()
     for loop in loops:  # no flow before this host's clock is known
-        if isinstance(loop, Agent) and not loop.ready.wait(timeout=30):
-            raise Served("the model's owner did not answer this host's clock pings in 30 s")
+        if isinstance(loop, Agent) and not loop.ready.wait(timeout=ready_seconds):
+            release()  # a caller that handles the error gets its collector back
+            raise Served("the model's owner did not answer this host's clock pings in "
+                         f"{ready_seconds:g} s")
     return release
 
 
