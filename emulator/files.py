@@ -3,6 +3,7 @@ renamed, so a reader or an interrupted run never sees half a file), and input fi
 one clear message for whatever the operating system refuses."""
 
 import json
+import math
 import os
 import tempfile
 
@@ -11,6 +12,17 @@ def digits_only(text: str) -> bool:
     """True if ``text`` is digits 0-9 and nothing else: ``str.isdigit()`` also takes '²',
     which ``int()`` refuses."""
     return text.isascii() and text.isdigit()
+
+
+def finite_number(value: object) -> bool:
+    """True if ``value`` is a finite int or float as a parsed file gives it: TOML and JSON
+    have nan and inf (Python's json reads NaN and Infinity), and a bool is no number.
+
+    >>> [finite_number(v) for v in (3, 2.5, float("nan"), float("inf"), True, "4", None)]
+    [True, True, False, False, False, False, False]
+    """
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
 
 
 def write_atomic(path, write, *, mode="w"):

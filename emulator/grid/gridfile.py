@@ -26,7 +26,6 @@ is. ``load`` (optional) scales the arrival times so the jobs ask for that share 
 site's processors.
 """
 
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -36,7 +35,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import finite_number, read_input_text
 from ..scheduling.scheduler import POLICIES
 
 GRID_KEYS = {"jobs_per_site", "span_days", "data_mb", "bandwidth_mbps", "wan", "wan_floor_mbps",
@@ -75,9 +74,8 @@ class Grid:
 
 
 def _number(path, where, value, *, positive=True, integer=False):
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or not math.isfinite(value) or \
-            (positive and not value > 0):  # TOML has nan and inf
+    ok = isinstance(value, int) if integer else True
+    if not finite_number(value) or not ok or (positive and not value > 0):
         kind = "a positive integer" if integer else "a positive number"
         raise InputFileError(path, where, f"must be {kind}, got {value!r}")
     return value

@@ -24,12 +24,11 @@ show --json`` prints it)::
 """
 
 import json
-import math
 import os
 import re
 
 from ..errors import InputFileError
-from ..files import digits_only, read_input_text
+from ..files import digits_only, finite_number, read_input_text
 from .view import DEFAULT_LATENCY_MS, ClusterView
 
 DEFAULT_NODES = 10
@@ -192,21 +191,15 @@ def latency_function(graph):
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
-def _number(value):
-    """A finite int or float (TOML has nan and inf; a bool is no number)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value)
-
-
 def _positive(path, where, value, name):
-    if not (_number(value) and value > 0):
+    if not (finite_number(value) and value > 0):
         raise InputFileError(path, where, f"{name} must be a positive number, got {value!r}")
     return value
 
 
 def _latency(path, where, value, name=None):
     """``value`` if it is a finite number >= 0; the error says ``name`` after ``where``."""
-    if not (_number(value) and value >= 0):
+    if not (finite_number(value) and value >= 0):
         raise InputFileError(path, where, (f"{name} " if name else "")
                              + f"must be a number >= 0, got {value!r}")
     return value

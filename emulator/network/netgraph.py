@@ -6,12 +6,11 @@ available bandwidth ``bandwidth_mbps`` and, optionally, ``capacity_mbps`` and ``
 """
 
 import json
-import math
 
 import networkx as nx
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import finite_number, read_input_text
 
 COMPUTE = "compute"
 ROUTER_KINDS = ("router", "switch")
@@ -39,10 +38,10 @@ def load_json(path):
 
 
 def _number(value, path, where, name, *, minimum=0.0, allow_zero=True):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputFileError(path, where, f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise InputFileError(path, where, f"{name} must be finite, got {value!r}")
+    if not finite_number(value):
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        raise InputFileError(path, where, f"{name} must be "
+                             f"{'finite' if numeric else 'a number'}, got {value!r}")
     if value < minimum or (not allow_zero and value == 0):
         bound = "positive" if not allow_zero else f">= {minimum}"
         raise InputFileError(path, where, f"{name} must be {bound}, got {value!r}")

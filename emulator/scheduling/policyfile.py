@@ -48,12 +48,11 @@ Two file forms are read:
 Group and user names are matched against the trace's ids as text (``users.7`` is user 7).
 """
 
-import math
 import re
 from dataclasses import dataclass, field
 
 from ..errors import InputFileError
-from ..files import read_input_text
+from ..files import finite_number, read_input_text
 from .reservations import ReservationRequest
 
 try:
@@ -110,7 +109,7 @@ class SitePolicy:
 
 
 def _number(path, where, value, *, integer=False, minimum=None, positive=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         raise InputFileError(path, where, f"must be a number, got {value!r}")
     if integer and value != int(value):
         raise InputFileError(path, where, f"must be a whole number, got {value!r}")

@@ -23,13 +23,12 @@ end it there): read back, the trace is the one written (Batsim ignores the extra
 """
 
 import json
-import math
 from typing import Any, Optional
 
 import numpy as np
 
 from ..errors import InputFileError
-from ..files import digits_only, read_input_text, write_json_atomic
+from ..files import digits_only, finite_number, read_input_text, write_json_atomic
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
 __all__ = ["read_batsim", "from_batsim", "to_batsim", "write_batsim", "holdable"]
@@ -51,7 +50,7 @@ def read_batsim(path: str) -> Trace:
 
 
 def _number(path: str, where: str, value: Any, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not finite_number(value):
         raise InputFileError(path, where, f"must be a number, got {value!r}")
     if value < 0 or (positive and value == 0):
         raise InputFileError(path, where, f"must be {'> 0' if positive else '>= 0'}, got "
