@@ -169,6 +169,12 @@ typedef struct Fluid {
     int32_t *in_f, *in_s, *f_list, *s_list, *r_stamp, *f_count;
     char *has_out;
     int32_t f_now, s_now, r_now;
+    /* F grows round by round: the flows of F already counted in f_count and f_load, and the
+     * resources a round's new flows cross (stamped with the round) */
+    int32_t counted, round_now, *r_round, *changed;
+    /* per resource, within one solve: the fastest flow outside F (fastest_outside) */
+    int32_t *fo_stamp, *fo_id;
+    double *fo_rate;
     double cut; /* this solve's: flows slower than this keep their rates (outside F) */
     double fell_back;   /* how often incremental solves fell back lately (a moving average) */
     double *caps;       /* the floor of a new flow's solve: the rates on one resource */
@@ -836,6 +842,7 @@ static void remove_active(Fluid *f, int32_t id)
 
 static int incremental_on = 1; /* off: every solve is a full one (for comparison) */
 static int pruning_on = 1;     /* off: no floor (for comparison) */
+static int caching_on = 1;     /* off: every round counts F and scans afresh (for tests) */
 static unsigned long long stat_rounds, stat_flows; /* this process's incremental solves */
 
 static inline Flow *elem_flow(Fluid *f, int32_t e)
@@ -951,11 +958,18 @@ static void close_s(Fluid *f, int32_t r, int *n_f, int *n_s)
 }
 
 /* What the flows outside F take of each resource F crosses (its load less what F's flows
- * took), and whether there are any. */
+ * took), and whether there are any. F only grows during a solve (and the loads stay as they
+ * were), so a round counts only the flows that joined since the last (in F's order: the same
+ * sums as counting all again) and updates only the resources those cross. */
 static void outside_usage(Fluid *f, int n_f)
 {
-    int32_t now = ++f->r_now;
-    for (int i = 0; i < n_f; i++) {
+    if (!caching_on) { /* count F afresh */
+        f->r_now++;
+        f->counted = 0;
+    }
+    int32_t now = f->r_now, round = ++f->round_now;
+    int n_changed = 0;
+    for (int i = f->counted; i < n_f; i++) {
         int32_t id = f->f_list[i];
         const int32_t *p;
         int len = path_of(f, &f->flows[id], &p);
@@ -968,31 +982,43 @@ static void outside_usage(Fluid *f, int n_f)
             }
             f->f_count[r]++;
             f->f_load[r] += f->old_rate[id];
+            if (f->r_round[r] != round) {
+                f->r_round[r] = round;
+                f->changed[n_changed++] = r;
+            }
         }
     }
-    for (int i = 0; i < n_f; i++) {
-        const int32_t *p;
-        int len = path_of(f, &f->flows[f->f_list[i]], &p);
-        for (int j = 0; j < len; j++) {
-            int32_t r = p[j];
-            f->has_out[r] = f->f_count[r] < f->res[r].n_flows;
-            double out = f->has_out[r] ? (double)(f->res[r].load - f->f_load[r]) : 0.0;
-            f->fixed[r] = out > 0 ? out : 0.0;
-        }
+    f->counted = n_f;
+    for (int k = 0; k < n_changed; k++) {
+        int32_t r = f->changed[k];
+        f->has_out[r] = f->f_count[r] < f->res[r].n_flows;
+        double out = f->has_out[r] ? (double)(f->res[r].load - f->f_load[r]) : 0.0;
+        f->fixed[r] = out > 0 ? out : 0.0;
     }
 }
 
 /* The fastest flow outside F crossing r, of those not below the solve's floor; -1 if
- * there is none (the flows outside F there keep their rates whatever F does). */
+ * there is none (the flows outside F there keep their rates whatever F does). Kept per
+ * solve: the flows outside F only leave it (their rates stay), so the last answer holds
+ * while the flow it named is still outside. */
 static double fastest_outside(Fluid *f, int32_t r)
 {
+    if (caching_on && f->fo_stamp[r] == f->f_now &&
+        (f->fo_id[r] < 0 || f->in_f[f->fo_id[r]] != f->f_now))
+        return f->fo_rate[r];
     double fastest = -1.0;
+    int32_t which = -1;
     for (int32_t e = f->res[r].head; e >= 0; e = elem_flow(f, e)->link_next[e % FL_MAX_PATH]) {
         int32_t id = e / FL_MAX_PATH;
         double rate = f->flows[id].rate;
-        if (f->in_f[id] != f->f_now && rate >= f->cut && rate > fastest)
+        if (f->in_f[id] != f->f_now && rate >= f->cut && rate > fastest) {
             fastest = rate;
+            which = id;
+        }
     }
+    f->fo_stamp[r] = f->f_now;
+    f->fo_id[r] = which;
+    f->fo_rate[r] = fastest;
     return fastest;
 }
 
@@ -1099,6 +1125,8 @@ static int incremental_solve(Fluid *f)
     int n_f = 0, n_s = 0;
     f->f_now++;
     f->s_now++;
+    f->r_now++; /* outside_usage counts F afresh */
+    f->counted = 0;
     f->n_touched = 0; /* nothing reached yet: another solve's scratch is not this one's */
     double floor = h->n_seed_flows > 1 ? 0.0 : h->seed_floor; /* new flows: see below */
     for (int i = 0; i < h->n_seed_flows && floor > 0; i++)
@@ -1814,6 +1842,9 @@ static int Fluid_init(Fluid *f, PyObject *args, PyObject *kwargs)
         !ALLOC(f->f_load, f->n_res) || !ALLOC(f->f_count, f->n_res) ||
         !ALLOC(f->has_out, f->n_res) || !ALLOC(f->in_s, f->n_res) ||
         !ALLOC(f->s_list, f->n_res) || !ALLOC(f->r_stamp, f->n_res) ||
+        !ALLOC(f->r_round, f->n_res) || !ALLOC(f->changed, f->n_res) ||
+        !ALLOC(f->fo_stamp, f->n_res) || !ALLOC(f->fo_id, f->n_res) ||
+        !ALLOC(f->fo_rate, f->n_res) ||
         !ALLOC(f->old_rate, max_flows) || !ALLOC(f->in_f, max_flows) ||
         !ALLOC(f->f_list, max_flows) || !ALLOC(f->lref, f->n_res) ||
         !ALLOC(f->heap, f->n_res) ||
@@ -1931,6 +1962,11 @@ static void Fluid_dealloc(Fluid *f)
     free(f->in_s);
     free(f->s_list);
     free(f->r_stamp);
+    free(f->r_round);
+    free(f->changed);
+    free(f->fo_stamp);
+    free(f->fo_id);
+    free(f->fo_rate);
     free(f->old_rate);
     free(f->in_f);
     free(f->f_list);
@@ -2511,9 +2547,24 @@ static PyObject *set_pruning_py(PyObject *mod, PyObject *args)
     return PyBool_FromLong(was);
 }
 
+/* set_caching(on) -> was: incremental solves that count F and find the fastest flow outside
+ * it round by round from the last round's answers, or afresh (the same rates, to the bit) */
+static PyObject *set_caching_py(PyObject *mod, PyObject *args)
+{
+    int on, was = caching_on;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    caching_on = on;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_incremental", set_incremental_py, METH_VARARGS,
      "set_incremental(on) -> the previous setting: incremental or full solves (this process)"},
+    {"set_caching", set_caching_py, METH_VARARGS,
+     "set_caching(on) -> the previous setting: incremental solves that reuse a round's "
+     "counts, or count afresh"},
     {"set_pruning", set_pruning_py, METH_VARARGS,
      "set_pruning(on) -> the previous setting: incremental solves with a floor, or without"},
     {"maxmin", maxmin_py, METH_VARARGS,
