@@ -4,7 +4,8 @@ import os
 import sys
 
 from ..errors import UserError
-from .common import command, finite_float, fraction, output_folder, positive_float
+from .common import (collector_off, command, finite_float, fraction, output_folder,
+                     positive_float)
 from .workload import NASA, read_trace, trace_options
 
 
@@ -185,6 +186,11 @@ def _write_sprio(path, scheduler):
 
 
 def cmd_schedule(args):
+    with collector_off():
+        return _schedule(args)
+
+
+def _schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
     from ..scheduling.estimates import estimator
