@@ -48,9 +48,9 @@
 #define FL_MAX_PATH 16 /* resources a flow crosses, at most, for the incremental solve */
 #define FL_SEEDS 1024  /* flows and resources a solve starts from; past that, a full solve */
 #define CHANGE_TOL 1e-11 /* a rate this much apart (relative) has changed */
-#define FULL_SHARE 1.0 /* an incremental solve whose rounds have solved as many flows as
-                          are active, summed, stops and solves them all: at worst it cost a
-                          full solve more than one (at half, more fell back: slower) */
+#define FULL_SHARE 2.0 /* an incremental solve whose rounds have solved twice as many
+                          flows as are active, summed, stops and solves them all (at 1 and
+                          1.5, more gave up: slower where changes reach far) */
 
 enum { FREE = 0, ACTIVE = 1, DONE = 2 };
 
@@ -176,7 +176,7 @@ typedef struct Fluid {
     int32_t *fo_stamp, *fo_id;
     double *fo_rate;
     double cut; /* this solve's: flows slower than this keep their rates (outside F) */
-    double fell_back;   /* how often incremental solves fell back lately (a moving average) */
+    double attempt_cost; /* incremental attempts' cost lately, in full solves (moving average) */
     double *caps;       /* the floor of a new flow's solve: the rates on one resource */
     int32_t full_streak; /* full solves in a row since, skipping the incremental attempt */
     Rings rings;
@@ -1118,8 +1118,9 @@ static void full_solve(Fluid *f)
 }
 
 /* The incremental solve (see above). Returns the number of flows in F (listed in
- * f->f_list), or -1 after it fell back on a full solve. */
-static int incremental_solve(Fluid *f)
+ * f->f_list), or -1 where it gave up (the caller solves in full); *work: the flows its
+ * rounds solved, summed. */
+static int incremental_solve(Fluid *f, double *work_out)
 {
     Header *h = f->h;
     int n_f = 0, n_s = 0;
@@ -1147,6 +1148,7 @@ static int incremental_solve(Fluid *f)
     double work = 0.0;
     while (n_f > 0) {
         work += n_f;
+        *work_out = work;
         if (work > FULL_SHARE * h->n_active && n_f > 64)
             return -1;
         outside_usage(f, n_f);
@@ -1210,20 +1212,22 @@ static void ring_if_earlier(Fluid *f, Flow *x)
     }
 }
 
-/* Where most incremental solves fall back (everything is coupled: oversubscribed uplinks
- * that every flow crosses), the attempt costs more than it saves: then solves are full ones,
- * and one in SKIP_RETRY tries again. */
-#define FELL_BACK_MAX 0.5
+/* Where incremental attempts cost more than full solves on average (everything is coupled:
+ * oversubscribed uplinks that every flow crosses), solves are full ones, and one in
+ * SKIP_RETRY tries again. An attempt costs the flows its rounds solved, in active flows
+ * (a full solve solves each once), and a full solve more where it gave up. */
+#define ATTEMPT_COST_MAX 1.0
 #define SKIP_RETRY 32
 
 static void solve(Fluid *f)
 {
     Header *h = f->h;
     int n_f = -1;
-    int skip = f->fell_back > FELL_BACK_MAX && ++f->full_streak % SKIP_RETRY != 0;
+    int skip = f->attempt_cost > ATTEMPT_COST_MAX && ++f->full_streak % SKIP_RETRY != 0;
     if (incremental_on && h->linked && !h->seed_full && !skip) {
-        n_f = incremental_solve(f);
-        f->fell_back = 0.9 * f->fell_back + (n_f < 0 ? 0.1 : 0.0);
+        double work = 0.0, active = h->n_active > 0 ? h->n_active : 1;
+        n_f = incremental_solve(f, &work);
+        f->attempt_cost = 0.9 * f->attempt_cost + 0.1 * (work / active + (n_f < 0));
         f->full_streak = 0;
     }
     if (n_f < 0)
