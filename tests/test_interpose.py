@@ -18,6 +18,7 @@ from emulator.network.cluster import crossbar
 from emulator.network.scenario import full_capacity_timeline
 from emulator.network.sharing import BUFFER_BITS, simulate
 
+from measuring import best_of, host_state
 from programs import HAVE_MPICC, MPICC
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -177,10 +178,18 @@ def test_a_tree_path_pays_the_sum_of_its_links_latencies(paced, tmp_path):
                     'nodes = [{name = "a", switch = "s"}, {name = "b", switch = "s"}, '
                     '{name = "c", switch = "t"}]\n'
                     'links = [{a = "s", b = "t", latency_ms = 1.0}]\n')
-    proc, rows, _ = mpiexec(tmp_path, 2, [paced, "pingpong", "0", "20"], "--cluster", str(tree),
-                            "--hosts", "a,c", "--dilation", "4")
-    assert proc.returncode == 0, proc.stderr
-    assert near(figure(rows, "one_way")[0], 0.0012, 0.05), rows
+
+    def one_way():
+        proc, rows, _ = mpiexec(tmp_path, 2, [paced, "pingpong", "0", "20"], "--cluster",
+                                str(tree), "--hosts", "a,c", "--dilation", "4")
+        assert proc.returncode == 0, proc.stderr
+        return figure(rows, "one_way")[0]
+
+    # a busy host wakes the ranks late and never early: never faster than the path's
+    # latency on any attempt, and within 5% of it on the best of three
+    seconds = best_of(one_way, lambda s: near(s, 0.0012, 0.05))
+    assert all(s >= 0.0012 * 0.95 for s in seconds), seconds
+    assert near(seconds[-1], 0.0012, 0.05), (seconds, host_state())
 
 
 @pytest.mark.mpi
