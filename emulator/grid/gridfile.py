@@ -74,8 +74,8 @@ class Grid:
 
 
 def _number(path, where, value, *, positive=True, integer=False):
-    ok = isinstance(value, int) if integer else True
-    if not finite_number(value) or not ok or (positive and not value > 0):
+    if not finite_number(value) or (integer and not isinstance(value, int)) or \
+            (positive and not value > 0):
         kind = "a positive integer" if integer else "a positive number"
         raise InputFileError(path, where, f"must be {kind}, got {value!r}")
     return value

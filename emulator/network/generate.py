@@ -23,8 +23,9 @@ as TOML. Nodes are ``n1`` .. ``nN``, numbered rack by rack.
 (16, {'a': 'edge1-1', 'b': 'pod1', 'capacity_mbps': 2000.0})
 """
 
-import math
 from typing import Any, Optional
+
+from ..files import finite_number
 
 __all__ = ["racks", "fat_tree", "cluster_toml", "summary"]
 
@@ -134,5 +135,5 @@ def _check_count(what: str, n: Any) -> None:
 
 
 def _check_positive(what: str, v: Any) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+    if not (finite_number(v) and v > 0):
         raise ValueError(f"{what} must be a finite number > 0, got {v!r}")

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from ..errors import InputFileError
-from ..files import write_atomic, write_json_atomic
+from ..files import finite_number, write_atomic, write_json_atomic
 from .runtimes import RunTimes, fit_runtimes, runtimes_from_json
 from .swf import COLUMN, FIELDS, Trace
 
@@ -434,9 +434,8 @@ def model_from_json(data, path="<model>"):
 
     def numbers(name, *, positive=False):
         values = getattr(model, name)
-        check(isinstance(values, list) and values and
-              all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                  for v in values), name, "must be a non-empty list of numbers")
+        check(isinstance(values, list) and values and all(finite_number(v) for v in values),
+              name, "must be a non-empty list of numbers")
         check(not positive or all(v > 0 for v in values), name, "must be positive")
         return values
 
