@@ -24,6 +24,7 @@ import numpy as np
 from ..files import write_text_atomic
 from ..workload._columns import format_rows
 from ._allocate import allocate_runs as _sweep
+from .job import attribute_array
 
 __all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
            "write_batsim_jobs_csv"]
@@ -46,10 +47,13 @@ def allocate_runs(jobs: Sequence[Any], processors: int) -> list:
     """As :func:`allocate_processors`, each job's processors as runs ``(first, count)`` of
     consecutive ids: the free processors are kept as such runs, so a job costs the runs it
     touches, not its processors (the sweep is in C)."""
-    nan = float("nan")
-    start = np.array([nan if j.start is None else j.start for j in jobs], dtype=float)
-    end = np.array([nan if j.start is None else j.end for j in jobs], dtype=float)
-    procs = np.array([j.procs for j in jobs], dtype=float)
+    return _runs(jobs, attribute_array(jobs, "start"), attribute_array(jobs, "end"),
+                 attribute_array(jobs, "procs"), processors)
+
+
+def _runs(jobs: Sequence[Any], start: np.ndarray, end: np.ndarray, procs: np.ndarray,
+          processors: int) -> list:
+    """:func:`allocate_runs` with the jobs' times and sizes as arrays (NaN: never started)."""
     held, overfull = _sweep(start, end, procs, processors)
     if overfull is not None:
         k, left = overfull
@@ -73,19 +77,19 @@ def interval_text(ids: Sequence[int]) -> str:
 def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0") -> str:
     """The text of ``batsim_jobs.csv`` for the jobs that started (see the module): whole
     numbers without a point, others as Python's repr."""
-    allocation = allocate_runs(jobs, processors)
-    started = [k for k, j in enumerate(jobs) if j.start is not None]
+    submit, start, end, procs = (attribute_array(jobs, name)
+                                 for name in ("submit", "start", "end", "procs"))
+    allocation = _runs(jobs, start, end, procs, processors)
+    ran = ~np.isnan(start)
+    started = np.flatnonzero(ran).tolist()
     done = [jobs[k] for k in started]
-    submit = np.array([j.submit for j in done], dtype=float)
-    start = np.array([j.start for j in done], dtype=float)
-    end = np.array([j.end for j in done], dtype=float)
+    submit, start, end = submit[ran], start[ran], end[ran]
     run, turnaround = end - start, end - submit
     with np.errstate(divide="ignore", invalid="ignore"):
         stretch = np.where(run > 0, turnaround / run, np.nan)
     killed = [j.killed for j in done]
     empty = [""] * len(done)
-    columns = [[str(j.id) for j in done], [workload] * len(done), empty, submit,
-               np.array([j.procs for j in done], dtype=float),
+    columns = [[str(j.id) for j in done], [workload] * len(done), empty, submit, procs[ran],
                np.array([-1 if j.requested is None else j.requested for j in done], dtype=float),
                np.array([not k for k in killed], dtype=float),
                [_KILLED if k else _SUCCEEDED for k in killed], start, run, end, start - submit,

@@ -112,6 +112,18 @@ def compress_arrivals(jobs: Sequence["Job"], factor: float) -> list:
     return out
 
 
+def attribute_array(jobs: Sequence["Job"], name: str) -> np.ndarray:
+    """Attribute ``name`` of every job as float64, NaN where it is None.
+
+    >>> a, b = Job(1, 0, 4, 60.0), Job(2, 5, 2, 30.0)
+    >>> a.start = 3.0
+    >>> attribute_array([a, b], "start").tolist()
+    [3.0, nan]
+    """
+    nan = float("nan")
+    return np.array([nan if (v := getattr(j, name)) is None else v for j in jobs], dtype=float)
+
+
 def jobs_from_trace(trace: Any) -> list:
     """The jobs of an SWF :class:`~emulator.workload.swf.Trace`, in file order."""
     data = trace.data

@@ -7,6 +7,7 @@ import numpy as np
 from ..files import write_text_atomic
 from ..workload._columns import format_rows
 from ..workload.swf import COLUMN, Trace, write_swf
+from .job import attribute_array
 
 BOUNDED_SLOWDOWN_SECONDS = 10.0
 CSV_FIELDS = ("job", "submit_seconds", "start_seconds", "end_seconds", "wait_seconds",
@@ -67,24 +68,18 @@ def summarize(sim, *, policy=None, dropped_jobs=0, estimates=None):
     return out
 
 
-def _numbers(jobs, name):
-    """Attribute ``name`` of every job as float64, NaN where it is None."""
-    nan = float("nan")
-    return np.array([nan if (v := getattr(j, name)) is None else v for j in jobs], dtype=float)
-
-
 def jobs_csv(jobs):
     """The per-job CSV text, jobs in the given order: whole numbers as integers, others to 6
     significant digits, a blank where there is no value (a job that never started has no
     wait, run time or slowdown)."""
-    submit, start, end = (_numbers(jobs, name) for name in ("submit", "start", "end"))
+    procs, estimate, requested, reserved, restarts, submit, start, end = (
+        attribute_array(jobs, name) for name in ("procs", "estimate", "requested", "reserved",
+                                                 "restarts", "submit", "start", "end"))
     wait, ran = start - submit, end - start  # NaN for the jobs that never started
-    slow, bounded = slowdowns(wait, ran)
-    bounded[np.isnan(wait)] = np.nan
-    columns = [[str(j.id) for j in jobs], submit, start, end, wait, ran,
-               _numbers(jobs, "procs"), _numbers(jobs, "estimate"), _numbers(jobs, "requested"),
-               _numbers(jobs, "reserved"), slow, bounded,
-               np.array([j.killed for j in jobs], dtype=float), _numbers(jobs, "restarts"),
+    slow, bounded = slowdowns(wait, ran)  # NaN there too
+    columns = [[str(j.id) for j in jobs], submit, start, end, wait, ran, procs, estimate,
+               requested, reserved, slow, bounded,
+               np.array([j.killed for j in jobs], dtype=float), restarts,
                [str(j.user) for j in jobs], [str(j.group) for j in jobs]]
     rows = format_rows(columns, "s" + "g" * 13 + "ss", [0] * len(CSV_FIELDS), ",")
     return ",".join(CSV_FIELDS) + "\n" + rows
