@@ -123,6 +123,13 @@ def test_bad_pattern_files(tmp_path):
     ranks.write_text(json.dumps({"nodes": [{"id": 1}, {"id": 2}], "links": []}))
     with pytest.raises(InputFileError, match="0..m-1"):
         load_pattern(ranks)
+    ring = nx.node_link_data(generic_pattern("ring", 4), edges="links")
+    for nbytes in (float("inf"), float("nan"), -1, True):
+        ring["links"][1]["bytes"] = nbytes
+        weights = tmp_path / "weights.json"
+        weights.write_text(json.dumps(ring))  # inf and nan as JSON's Infinity and NaN
+        with pytest.raises(InputFileError, match=r"edge \d-\d: bytes must be a finite number"):
+            load_pattern(weights)
 
 
 def test_a_pattern_file_gives_its_rounds_or_is_taken_at_its_largest_degree(tmp_path):

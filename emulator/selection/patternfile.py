@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ..errors import InputFileError, ProcessCountError
-from ..files import read_input_csv
+from ..files import finite_number, read_input_csv
 from .patterns import UNIT_BYTES, builtin_pattern, new_pattern, pattern_names
 
 
@@ -89,12 +89,11 @@ def _pattern_from_node_link(data, path):
         raise InputFileError(path, "nodes", "pattern nodes must be the ranks 0..m-1")
     for u, v, attrs in graph.edges(data=True):
         nbytes = attrs.setdefault("bytes", UNIT_BYTES)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or nbytes < 0:
+        if not (finite_number(nbytes) and nbytes >= 0):
             raise InputFileError(path, f"edge {u}-{v}",
-                                 f"bytes must be a number >= 0, got {nbytes!r}")
+                                 f"bytes must be a finite number >= 0, got {nbytes!r}")
     rounds = graph.graph.get("rounds")
-    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, (int, float))
-                               or not 0 <= rounds < float("inf")):
+    if rounds is not None and not (finite_number(rounds) and rounds >= 0):
         raise InputFileError(path, "graph.rounds",
                              f"rounds must be a finite number >= 0, got {rounds!r}")
     graph.graph.setdefault("nprocs", len(ids))

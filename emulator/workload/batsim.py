@@ -126,8 +126,9 @@ def _restore(path: str, where: str, row: np.ndarray, extra: Any) -> None:
     for name, value in extra.items():
         if name not in EXTRA and name not in ("run", "allocated_procs", "requested_procs"):
             raise InputFileError(path, f"{where}.swf.{name}", "not an SWF field Batsim lacks")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputFileError(path, f"{where}.swf.{name}", f"must be a number, got {value!r}")
+        if not finite_number(value):
+            raise InputFileError(path, f"{where}.swf.{name}",
+                                 f"must be a finite number, got {value!r}")
         row[COLUMN[name]] = float(value)
 
 
