@@ -10,7 +10,8 @@ MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.co
            "emulator.scheduling.job", "emulator", "emulator.network.generate",
            "emulator.scheduling.trace_run", "emulator.workload.batsim",
            "emulator.scheduling.batsim_out", "emulator.workload.sacct", "emulator.network.cluster",
-           "emulator.experiments.userjob", "emulator.shaping.served", "emulator.files"]
+           "emulator.experiments.userjob", "emulator.shaping.served", "emulator.files",
+           "emulator.workload.slurmtime"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -5,7 +5,8 @@ import pytest
 
 from emulator.cli import main
 from emulator.errors import InputFileError
-from emulator.workload.sacct import parse_sacct, slurm_duration_seconds
+from emulator.workload.sacct import parse_sacct
+from emulator.workload.slurmtime import slurm_duration_seconds
 from emulator.workload.swf import read_swf
 
 HEADER = "JobIDRaw|JobID|Submit|Start|End|Timelimit|AllocCPUS|ReqCPUS|User|Group|Partition|State"
@@ -40,14 +41,18 @@ def test_jobs_become_swf_rows_with_steps_folded_and_pending_jobs_left_out():
     assert trace.fields["UnixStartTime"] == "1795161600"  # 2026-11-20T08:00:00 UTC
 
 
-@pytest.mark.parametrize("text, seconds", [("1-02:03:04", 93784), ("02:00:00", 7200),
-                                           ("05:00", 300), ("45", 2700), ("UNLIMITED", None),
-                                           ("Partition_Limit", None)])
-def test_slurm_durations(text, seconds):
-    assert slurm_duration_seconds(text) == seconds
+@pytest.mark.parametrize("limit, seconds", [
+    ("1-02:03:04", 93784), ("02:00:00", 7200), ("05:00", 300), ("45", 2700),
+    ("1-02", 93600), ("1-2:03", 93780),  # days-hours, days-hours:minutes
+    ("UNLIMITED", -1), ("Partition_Limit", -1), ("", -1)])
+def test_time_limits_in_every_slurm_form(limit, seconds):
+    line = LINES[0].replace("|02:00:00|", f"|{limit}|")
+    trace, _ = parse_sacct("\n".join([HEADER, line]) + "\n")
+    assert list(trace.column("requested_time")) == [seconds]
 
 
-@pytest.mark.parametrize("text", ["\u00b2", "1-\u00b2:00", "\u00b9-02:00:00", "2h"])
+@pytest.mark.parametrize("text", ["\u00b2", "1-\u00b2:00", "\u00b9-02:00:00", "2h", "-5",
+                                  "1.5", "1-2:3:4:5", "1-", "nan"])
 def test_a_duration_of_other_digits_is_refused(text):
     with pytest.raises(ValueError, match="not a Slurm duration"):
         slurm_duration_seconds(text)

@@ -16,8 +16,8 @@ from emulator.scheduling.multifactor import Multifactor
 from emulator.scheduling.scheduler import Scheduler
 from emulator.scheduling.simulate import simulate
 from emulator.scheduling.slurmbackfill import BackfillParams
-from emulator.scheduling.slurmconf import (SlurmConfig, read_associations,
-                                           read_slurm_conf, slurm_seconds)
+from emulator.scheduling.slurmconf import SlurmConfig, read_associations, read_slurm_conf
+from emulator.workload.slurmtime import slurm_duration_seconds
 
 CONF = """\
 # the scheduling lines of a site's slurm.conf
@@ -73,9 +73,10 @@ def test_slurm_conf_is_read_in_slurms_words(tmp_path):
 
 @pytest.mark.parametrize("text, seconds", [("5", 300), ("7-0", 604800), ("1-2:03", 93780),
                                            ("1-02:03:04", 93784), ("10:30", 630),
-                                           ("01:00:00", 3600), ("INFINITE", math.inf)])
+                                           ("01:00:00", 3600), ("INFINITE", math.inf),
+                                           ("1-2", 93600)])
 def test_slurm_durations(text, seconds):
-    assert slurm_seconds(text) == seconds
+    assert slurm_duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("line, says", [

@@ -28,21 +28,21 @@ header line): the columns ``Account``, ``User`` and ``Share`` are read, and ``Pa
 (``ParentName``) when present; a row without a user is an account.
 """
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import InputFileError
 from ..files import read_input_text
+from ..workload.slurmtime import slurm_duration_seconds
 
 WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
            "priorityweightjobsize": "job_size", "priorityweightpartition": "partition",
            "priorityweightqos": "qos"}
 WEIGHT_MAX = 2 ** 32 - 1  # Slurm keeps each PriorityWeight* in 32 bits
-DURATIONS = {"prioritymaxage": ("max_age_seconds", 60.0),
-             "prioritydecayhalflife": ("decay_half_life_seconds", 60.0),
-             "prioritycalcperiod": ("calc_period_seconds", 60.0)}
+DURATIONS = {"prioritymaxage": "max_age_seconds",  # a bare number counts minutes
+             "prioritydecayhalflife": "decay_half_life_seconds",
+             "prioritycalcperiod": "calc_period_seconds"}
 FLAGS = ("SMALL_RELATIVE_TO_TIME", "NO_FAIR_TREE")
 # SchedulerParameters this reader models: (attribute, seconds a unit, Slurm's largest value)
 BACKFILL = {"bf_window": ("bf_window_seconds", 60.0, 43200),
@@ -87,42 +87,6 @@ class SlurmConfig:
     def backfill(self) -> str:
         """The engine's backfilling rule: Slurm's own, or none for ``sched/builtin``."""
         return "slurm" if self.scheduler_type == "sched/backfill" else "none"
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):  # 'nan', 'inf', 1e999: INFINITE is the word for it
-        raise ValueError(text)
-    return value
-
-
-def slurm_seconds(text: str, unit_seconds: float = 60.0) -> float:
-    """A Slurm duration in seconds; a bare number counts ``unit_seconds`` (minutes for most
-    parameters). ValueError if it is not one."""
-    text = text.strip()
-    if text.upper() in ("INFINITE", "UNLIMITED"):
-        return math.inf
-    days = 0.0
-    if "-" in text:
-        d, text = text.split("-", 1)
-        days = _finite(d)
-        parts = [_finite(p) for p in text.split(":")]
-        if not 1 <= len(parts) <= 3:
-            raise ValueError(text)
-        h, m, s = (parts + [0.0, 0.0])[:3]
-        return days * 86400 + h * 3600 + m * 60 + s
-    parts = [_finite(p) for p in text.split(":")]
-    if len(parts) == 1:
-        seconds = parts[0] * unit_seconds
-    elif len(parts) == 2:
-        seconds = parts[0] * 60 + parts[1]
-    elif len(parts) == 3:
-        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    else:
-        raise ValueError(text)
-    if seconds < 0 or any(p < 0 for p in parts):
-        raise ValueError(text)
-    return seconds
 
 
 PAIR = re.compile(r"(\S+?)=(\"[^\"]*\"|\S*)")
@@ -175,9 +139,9 @@ def _integer(path: str, number: int, key: str, value: str, minimum: int = 0,
     return n
 
 
-def _duration(path: str, number: int, key: str, value: str, unit: float) -> float:
+def _duration(path: str, number: int, key: str, value: str) -> float:
     try:
-        return slurm_seconds(value, unit)
+        return slurm_duration_seconds(value)
     except ValueError:
         raise InputFileError(path, f"line {number}, {key}", f"{value!r} is not a Slurm "
                              "duration (minutes, days-hours:minutes:seconds, ...)") from None
@@ -189,8 +153,8 @@ def _parameter(path: str, number: int, key: str, value: str, values: dict) -> No
         values["weights"][WEIGHTS[lower]] = _integer(path, number, key, value,
                                                      maximum=WEIGHT_MAX)
     elif lower in DURATIONS:
-        name, unit = DURATIONS[lower]
-        values[name] = _duration(path, number, key, value, unit)
+        name = DURATIONS[lower]
+        values[name] = _duration(path, number, key, value)
         if lower == "prioritycalcperiod" and not values[name] > 0:
             raise InputFileError(path, f"line {number}, {key}", "must be above zero")
     elif lower == "priorityfavorsmall":

@@ -5,7 +5,7 @@ fields separated by ``|``. Read: ``JobIDRaw`` (or ``JobID``), ``Submit``, ``Star
 ``End``, ``Timelimit``, ``AllocCPUS`` (or ``NCPUS``), ``ReqCPUS``, ``User``, ``Group``,
 ``Partition`` and ``State``; others are ignored. Steps (``123.batch``, ``123.0``,
 ``123.extern``) are folded into their job. Times are Slurm's (``2024-01-05T10:22:31``;
-``Unknown`` or ``None`` where missing; a time limit as ``[D-]HH:MM:SS``, ``MM:SS``,
+``Unknown`` or ``None`` where missing; a time limit in any of Slurm's duration forms,
 ``UNLIMITED`` or ``Partition_Limit``). Jobs are numbered in submit order from 1, users,
 groups and partitions from 1 in order of appearance, and the trace's time 0 is the first
 submit (``UnixStartTime``). States become SWF's status: completed 1, failed (FAILED,
@@ -24,15 +24,17 @@ counted. A line that cannot be read is named with its number and field.
 """
 
 import datetime
+import math
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from ..errors import InputFileError
-from ..files import digits_only, read_input_text
+from ..files import read_input_text
+from .slurmtime import slurm_duration_seconds
 from .swf import COLUMN, FIELDS, MISSING, Trace
 
-__all__ = ["read_sacct", "parse_sacct", "slurm_duration_seconds"]
+__all__ = ["read_sacct", "parse_sacct"]
 
 FAILED = ("FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
           "DEADLINE")
@@ -41,24 +43,12 @@ UNFINISHED = ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEU
 NEEDED = ("Submit", "State")
 
 
-def slurm_duration_seconds(text: str) -> Optional[float]:
-    """Seconds of a Slurm duration: ``[D-]HH:MM:SS``, ``MM:SS`` or ``MM``; None for
-    ``UNLIMITED``, ``Partition_Limit`` or empty. Raises ValueError otherwise.
-
-    >>> slurm_duration_seconds("1-02:03:04"), slurm_duration_seconds("05:00")
-    (93784.0, 300.0)
-    """
-    text = text.strip()
-    if text in ("", "UNLIMITED", "Partition_Limit", "INVALID", "NONE"):
+def _limit(text: str) -> Optional[float]:
+    """A time limit in seconds; None where sacct gives none."""
+    if text.strip() in ("", "Partition_Limit", "INVALID", "NONE"):
         return None
-    days, _, clock = text.rpartition("-")
-    parts = clock.split(":")
-    if not 1 <= len(parts) <= 3 or not all(map(digits_only, parts)) or \
-            (days and not digits_only(days)):
-        raise ValueError(f"not a Slurm duration: {text!r}")
-    values = [int(p) for p in parts]
-    h, m, s = ([0] * (3 - len(values)) + values) if len(values) > 1 else (0, values[0], 0)
-    return float(((int(days or 0) * 24 + h) * 60 + m) * 60 + s)
+    seconds = slurm_duration_seconds(text)
+    return None if seconds == math.inf else seconds
 
 
 def _time(text: str) -> Optional[float]:
@@ -133,7 +123,7 @@ def _job(path: str, number: int, cells: list, col: dict, cpus: Optional[str],
     else:
         raise InputFileError(path, f"line {number}, field State", f"unknown state {state!r}")
     return {"submit": submit, "start": field("Start", _time), "end": field("End", _time),
-            "limit": field("Timelimit", slurm_duration_seconds),
+            "limit": field("Timelimit", _limit),
             "cpus": field(cpus, count) if cpus else None, "req": field("ReqCPUS", count),
             "user": field("User", str.strip), "group": field("Group", str.strip),
             "partition": field("Partition", str.strip), "status": status}
