@@ -54,3 +54,8 @@ class NodeFailure(RuntimeError):
         self.nodes = list(nodes) if nodes is not None else [node]
         self.reason = reason
         super().__init__(f"node {node} failed: {reason}")
+
+
+class MachineFailure(RuntimeError):
+    """A machine of a run over several (or the served model's owner) went silent or failed:
+    its nodes' flows would never end, so the run ends (exit status 3)."""

@@ -447,6 +447,81 @@ def test_a_machine_that_dies_under_hydras_own_cleanup_leaves_nothing():
     assert _shm() <= before
 
 
+def _machine_freezes(proxy_id):
+    """``emulator flows`` on two Hydra proxies, the machine of proxy ``proxy_id`` frozen
+    mid-run (its proxy and ranks stopped: its sockets stay open, as a machine's do when it
+    hangs or its network is cut); (status, stderr, seconds from the freeze to mpiexec's end).
+    The machine is thawed at the end, so that its processes can end."""
+    import psutil
+
+    env = {**os.environ, "NODESEL_HOST_SILENT_SECONDS": "3"}
+    proc = subprocess.Popen([MPIEXEC, *machines_here(2), "-n", "13", sys.executable, "-m",
+                             "emulator", "flows", "--cluster", "hostfiles/racks12.toml",
+                             "--flows", "hostfiles/flows-racks12.csv", "--dilation", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env)
+    frozen = []
+    try:
+        launcher = psutil.Process(proc.pid)
+        deadline = time.time() + 60
+        while not frozen and time.time() < deadline:
+            time.sleep(0.5)
+            frozen = [p for p in launcher.children()
+                      if f"--proxy-id {proxy_id}" in " ".join(p.cmdline())]
+        assert frozen, "the proxy started"
+        time.sleep(6)  # the flows are under way (each takes 50 times its second)
+        frozen += frozen[0].children()
+        assert len(frozen) == (8 if proxy_id == 0 else 7)
+        for p in frozen:
+            p.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        out, err = proc.communicate(timeout=60)
+        return proc.returncode, err, time.time() - stopped
+    finally:
+        for p in frozen:
+            try:
+                p.send_signal(signal.SIGCONT)
+            except psutil.NoSuchProcess:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_a_machine_that_goes_silent_is_named_and_the_run_ends():
+    """A machine frozen whole never closes a socket, so neither Hydra nor MPI sees it go:
+    the owner, which hears from each machine's agent at least every second, names it once
+    it has been silent for NODESEL_HOST_SILENT_SECONDS (3 here), and the run ends with
+    status 3 instead of waiting for ever; once thawed, nothing of it is left."""
+    before = _shm()
+    status, err, seconds = _machine_freezes(1)
+    assert status == 3, err[-2000:]
+    assert seconds < 20, "the run ends soon after the machine goes silent"
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert said == ["nodesel: error: machine 2 of 2 (" + os.uname().nodename + "; ranks 1, 3, "
+                    "5, 7, 9, 11) sent nothing for 3 s (its agent, rank 1, pings every 1 s): "
+                    "down or cut off; the run cannot go on without its nodes' flows"], err
+    assert "Traceback" not in err
+    assert _no_rank_left()
+    assert _shm() <= before
+
+
+def test_a_silent_owner_machine_ends_the_run_in_one_line():
+    """The owner's machine frozen (rank 0 with it): the other machine's agent, whose clock
+    pings go unanswered, says so and ends the job."""
+    before = _shm()
+    status, err, seconds = _machine_freezes(0)
+    assert status == 3, err[-2000:]
+    assert seconds < 20, "the run ends soon after the owner goes silent"
+    said = [ln for ln in err.splitlines() if ln.startswith("nodesel")]
+    assert len(said) == 1 and said[0].startswith(
+        "nodesel: error: the served model's owner, rank 0 on machine 1 of 2 (") and \
+        said[0].endswith("answered no clock ping for 3 s: down or cut off"), err
+    assert "Traceback" not in err
+    assert _no_rank_left()
+    assert _shm() <= before
+
+
 def test_a_measurement_over_two_machines_sees_the_true_bandwidths():
     """NWS probes between nodes on two Hydra proxies, through the served model."""
     proc = subprocess.run([MPIEXEC, *machines_here(2), "-n", "5", sys.executable, "-m",

@@ -293,3 +293,52 @@ def test_an_agent_whose_clock_is_not_known_in_time_gives_the_collector_back():
             loop.join(30)
             assert not loop.is_alive()
         comm.Free()
+
+
+class _Hosts:
+    """A communicator for the owner alone: ``pings[rank]`` clock pings wait from each rank
+    (one is taken a step); what the owner sends is dropped."""
+
+    def __init__(self):
+        self.pings = {}
+
+    def isend(self, message, rank, tag):
+        return MPI.REQUEST_NULL
+
+    def Iprobe(self, source, tag, status=None):
+        from emulator.shaping.served import PING_TAG
+
+        waiting = [r for r, n in self.pings.items() if n > 0] if tag == PING_TAG else []
+        if waiting and status is not None:
+            status.Set_source(waiting[0])
+        return bool(waiting)
+
+    def recv(self, source, tag):
+        self.pings[source] -= 1
+        return time.time()
+
+
+def test_the_owner_names_a_machine_that_has_gone_silent_and_no_other():
+    """Machines 2 and 3 ping; machine 3 stops. The owner goes on while both ping (past the
+    limit), then names machine 3 within a ping period of the limit; the owner's own machine
+    (1) is never judged."""
+    from emulator.errors import MachineFailure
+
+    cluster = clusters.load_cluster("hostfiles/racks12.toml")
+    nodes = clusters.node_names(cluster)
+    wire = _Hosts()
+    owner = Owner(wire, ClusterModel(cluster, None), [0] * len(nodes), [0, 4, 5],
+                  machines=["machine 1", "machine 2", "machine 3"], silent_seconds=1.5)
+    began = time.monotonic()
+    while time.monotonic() - began < 2.5:  # both ping twice a second
+        wire.pings = {4: 1, 5: 1}
+        owner.step()
+        time.sleep(0.5)
+    silent = time.monotonic()
+    with pytest.raises(MachineFailure, match=r"^machine 3 sent nothing for 1.5 s \(its agent, "
+                                             r"rank 5, pings every 1 s\)"):
+        while time.monotonic() - silent < 5:
+            wire.pings = {4: 1}
+            owner.step()
+            time.sleep(0.05)
+    assert 1.5 <= time.monotonic() - silent <= 2.7

@@ -33,7 +33,7 @@ from dataclasses import replace
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import NodeFailure, UserError
+from ..errors import MachineFailure, NodeFailure, UserError
 from ..network import cluster as clusters
 from ..network.scenario import pair_bandwidth_function
 from ..network.view import ClusterView
@@ -243,11 +243,13 @@ class Coordinator:
 
     def _check_model(self):
         """A model served across machines whose owner has failed ends the run (its flows
-        would never end): :class:`UserError` says why, in one line."""
+        would never end): :class:`MachineFailure` for a machine gone silent, else
+        :class:`UserError`, says why in one line."""
         failure = getattr(self.model, "failure", None)
         message = failure() if failure is not None else None
         if message:
-            raise UserError(message)
+            silent = isinstance(self.model.owner_loop.error, MachineFailure)
+            raise MachineFailure(message) if silent else UserError(message)
 
     def poll(self, handle):
         """The results of a submitted group (as :meth:`wait`) if every node has answered,
@@ -518,8 +520,13 @@ def _launch(program, settings, world):
     if settings.shaping == "inproc":
         from ..shaping.window import SpansMachines, shared_model
 
+        def machine_failed(message):  # in an agent's thread: the run cannot go on
+            print(f"nodesel: error: {message}", file=sys.stderr, flush=True)
+            _abort(world, 3)
+
         try:
-            model = shared_model(world, settings.cluster, settings.timeline)
+            model = shared_model(world, settings.cluster, settings.timeline,
+                                 on_failure=machine_failed)
         except SpansMachines as e:
             if world.Get_rank() == 0:
                 print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
@@ -562,6 +569,9 @@ def _launch(program, settings, world):
     except UserError as e:
         print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
         _abort(world, 2)
+    except MachineFailure as e:
+        print(f"nodesel: error: {e}", file=sys.stderr, flush=True)
+        _abort(world, 3)
     except KeyboardInterrupt:
         raise  # stopped: every rank was told, and each ends on its own, quietly
     except BaseException:

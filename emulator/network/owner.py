@@ -71,6 +71,8 @@ class Loop(threading.Thread):
         self._stopping = threading.Event()
         self._sends: list = []  # requests of sends not yet complete
         self.error: Optional[Exception] = None
+        # called with the error that ended the loop, in its thread (None: seen at close)
+        self.on_error: Optional[Callable[[Exception], None]] = None
 
     def start(self) -> None:
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)  # for the whole process
@@ -90,8 +92,10 @@ class Loop(threading.Thread):
             while self._sends and time.monotonic() < deadline:  # let them be received
                 self._sends = [r for r in self._sends if not r.Test()]
                 time.sleep(NAP_MAX_SECONDS)
-        except Exception as e:  # the run sees it at close
+        except Exception as e:  # the run sees it at close, or on_error at once
             self.error = e
+            if self.on_error is not None:
+                self.on_error(e)
 
     def step(self) -> bool:
         raise NotImplementedError

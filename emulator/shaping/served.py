@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from mpi4py import MPI
 
+from ..errors import MachineFailure
 from ..files import digits_only
 from ..network import _mirror  # type: ignore[attr-defined]  # compiled
 from ..network.owner import BYE_SECONDS, REPORTS_TAG, Loop, ModelOwner, hold_full_collections
@@ -42,6 +43,12 @@ MIRROR_SLOTS = 16384
 # Clocks: each agent asks the owner's time this often (the first CLOCK_FIRST pings faster),
 # and keeps the offset of the fastest of its last CLOCK_SAMPLES exchanges (NTP's filter)
 CLOCK_PERIOD_SECONDS, CLOCK_FIRST_SECONDS, CLOCK_FIRST, CLOCK_SAMPLES = 1.0, 0.005, 8, 8
+# A machine whose agent sends nothing (its clock pings come every CLOCK_PERIOD_SECONDS) for
+# this long is taken for dead or cut off, and so is the owner by an agent whose ping it does
+# not answer (the agents of machines 2, 3, ... 2 s later each, so that one says it); the
+# variable sets it (seconds)
+HOST_SILENT_ENV, HOST_SILENT_SECONDS, HOST_SILENT_STAGGER_SECONDS = \
+    "NODESEL_HOST_SILENT_SECONDS", 10.0, 2.0
 # A test hook: how far each host's clock is off (seconds, by host number, comma separated),
 # as if its machine's clock were: namespaces cannot shift the real-time clock
 SKEW_ENV = "NODESEL_CLOCK_SKEW_SECONDS"
@@ -53,6 +60,38 @@ OWNER_FLOWS_ENV, OWNER_FLOWS_MAX = "NODESEL_OWNER_MAX_FLOWS", 1 << 18
 
 class Served(RuntimeError):
     """The model cannot be served (the MPI library's thread support)."""
+
+
+def host_silent_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
+    """How long a machine may send nothing: HOST_SILENT_SECONDS, unless HOST_SILENT_ENV
+    says (:class:`Served` if that is not a number of seconds above the ping period).
+
+    >>> host_silent_seconds({}), host_silent_seconds({HOST_SILENT_ENV: "3"})
+    (10.0, 3.0)
+    >>> host_silent_seconds({HOST_SILENT_ENV: "0.5"})
+    Traceback (most recent call last):
+    emulator.shaping.served.Served: NODESEL_HOST_SILENT_SECONDS='0.5': not a number of seconds above 1
+    """
+    given = (os.environ if environ is None else environ).get(HOST_SILENT_ENV)
+    if not given:
+        return HOST_SILENT_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = float("nan")
+    if not CLOCK_PERIOD_SECONDS < seconds < float("inf"):
+        raise Served(f"{HOST_SILENT_ENV}={given!r}: not a number of seconds above "
+                     f"{CLOCK_PERIOD_SECONDS:g}")
+    return seconds
+
+
+def end_job(message: str) -> None:
+    """What a served loop that fails on a node rank does by default: say why and end the
+    whole job (a host whose flows never end would hang it)."""
+    import sys
+
+    print(f"nodesel: error: {message}", file=sys.stderr, flush=True)
+    MPI.COMM_WORLD.Abort(3)
 
 
 class LocalResources:
@@ -103,24 +142,52 @@ def host_skew_seconds(host: int, environ: Optional[dict] = None) -> float:
 class Owner(ModelOwner):
     """The model's owner (rank 0): starts in over MPI, ends and releases out."""
 
-    def __init__(self, comm: Any, model: Any, node_host: list, agents: list) -> None:
+    def __init__(self, comm: Any, model: Any, node_host: list, agents: list, *,
+                 machines: Optional[list] = None,
+                 silent_seconds: float = HOST_SILENT_SECONDS) -> None:
         super().__init__("nodesel-model-owner", comm, model, node_host, agents)
+        # each machine as an error names it
+        self.machines = machines or [f"machine {h + 1} of {len(agents)}"
+                                     for h in range(len(agents))]
+        self.silent_seconds = silent_seconds
+        now = time.monotonic()
+        self.heard = dict.fromkeys(agents, now)  # agent's rank -> when it last sent
+        self._next_check = now + CLOCK_PERIOD_SECONDS
 
     def step(self) -> bool:
         status = MPI.Status()
         got = False
         while self.comm.Iprobe(MPI.ANY_SOURCE, PING_TAG, status):  # an agent's clock ping
             t2 = time.time()
-            t1 = self.comm.recv(source=status.Get_source(), tag=PING_TAG)
-            self.send((t1, t2, time.time()), status.Get_source(), PONG_TAG)
+            source = status.Get_source()
+            t1 = self.comm.recv(source=source, tag=PING_TAG)
+            self.send((t1, t2, time.time()), source, PONG_TAG)
+            self.heard[source] = time.monotonic()
         while self.comm.Iprobe(MPI.ANY_SOURCE, STARTS_TAG, status):
-            events = self.comm.recv(source=status.Get_source(), tag=STARTS_TAG)
-            host = self.host_of_rank[status.Get_source()]
+            source = status.Get_source()
+            events = self.comm.recv(source=source, tag=STARTS_TAG)
+            self.heard[source] = time.monotonic()
+            host = self.host_of_rank[source]
             for event in events:
                 self._event(host, event)
             got = True
+        self._check_silence()
         self.fluid.advance(time.time())
         return self._report() or got
+
+    def _check_silence(self) -> None:
+        """:class:`MachineFailure` naming a machine (not the owner's) whose agent has sent
+        nothing, not even a clock ping, for ``silent_seconds``."""
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + CLOCK_PERIOD_SECONDS
+        for host, rank in enumerate(self.agents):
+            if host and now - self.heard[rank] > self.silent_seconds:
+                raise MachineFailure(
+                    f"{self.machines[host]} sent nothing for {self.silent_seconds:g} s (its "
+                    f"agent, rank {rank}, pings every {CLOCK_PERIOD_SECONDS:g} s): down or cut "
+                    "off; the run cannot go on without its nodes' flows")
 
     def finish(self) -> bool:
         """Answer pings and take starts until every agent has said bye, then say bye."""
@@ -142,18 +209,26 @@ class Agent(Loop):
     off (the test hook)."""
 
     def __init__(self, comm: Any, mirror: Any, owner_rank: int = 0,
-                 skew_seconds: float = 0.0) -> None:
+                 skew_seconds: float = 0.0, *, silent_seconds: Optional[float] = None,
+                 owner_machine: str = "machine 1") -> None:
         super().__init__("nodesel-model-agent", comm)
         self.mirror, self.owner_rank = mirror, owner_rank
         self.skew = skew_seconds
         self.clock = ClockOffset()
         self.lost = self.pings = 0
-        self._next_ping = 0.0
+        self._next_ping = self._pinged = 0.0
         self._pinging = self._said_bye = False
         self.ready = threading.Event()  # set once the first pings have estimated the clock
+        # a ping unanswered this long (None: never, as on the owner's own machine) ends the run
+        self.silent_seconds, self.owner_machine = silent_seconds, owner_machine
 
     def step(self) -> bool:
         busy = self._ping()
+        if self._pinging and self.silent_seconds is not None and \
+                time.monotonic() - self._pinged > self.silent_seconds:
+            raise MachineFailure(
+                f"the served model's owner, rank {self.owner_rank} on {self.owner_machine}, "
+                f"answered no clock ping for {self.silent_seconds:g} s: down or cut off")
         if self.mirror.pending():
             shift = self.skew + self.clock.seconds  # this host's true time -> the owner's
             events = [(*e[:10], e[10] + shift, e[11]) for e in self.mirror.take()]
@@ -201,6 +276,7 @@ class Agent(Loop):
             self.send(now + self.skew, self.owner_rank, PING_TAG)
             self.pings += 1
             self._pinging = True
+            self._pinged = time.monotonic()
             first = self.pings < CLOCK_FIRST
             self._next_ping = now + (CLOCK_FIRST_SECONDS if first else CLOCK_PERIOD_SECONDS)
         return False
@@ -227,6 +303,8 @@ class ServedModel:
         error = self.owner_loop.error if self.owner_loop is not None else None
         if error is None:
             return None
+        if isinstance(error, MachineFailure):
+            return str(error)
         if "flow table is full" in str(error):
             return (f"the served model's owner holds at most {self.owner_flows} flows at once, "
                     f"and more were under way: set {OWNER_FLOWS_ENV} higher")
@@ -265,6 +343,14 @@ def owner_max_flows(machines: int, mirror_slots: int,
     return int(given)
 
 
+def _machine(host: int, hosts: int, places: list) -> str:
+    """How an error names a machine: its number, name and first ranks."""
+    ranks = [r for r, (h, _) in enumerate(places) if h == host]
+    name = next(n for h, n in places if h == host)
+    more = ", ..." if len(ranks) > 6 else ""
+    return f"machine {host + 1} of {hosts} ({name}; ranks {', '.join(map(str, ranks[:6]))}{more})"
+
+
 def start_loops(loops: list, *, ready_seconds: float = 30.0) -> Callable[[], None]:
     """Start the owner's and agents' threads (none: nothing) with full collections held off
     (:func:`~emulator.network.owner.hold_full_collections`) and wait until each agent knows
@@ -284,13 +370,15 @@ def start_loops(loops: list, *, ready_seconds: float = 30.0) -> Callable[[], Non
 
 
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
-                 rank_nodes: Optional[list] = None,
-                 max_slots: int = MIRROR_SLOTS) -> ServedModel:
+                 rank_nodes: Optional[list] = None, max_slots: int = MIRROR_SLOTS,
+                 on_failure: Callable[[str], None] = end_job) -> ServedModel:
     """The model served over the ranks of ``comm`` (collective), ``local`` its split by
     machine. ``rank_nodes``: the node each rank emulates (None for none; by default the
     runtime's: rank r >= 1 emulates the r-th node), which says the machine of each node's
     flows. Rank 0 owns the model; raises :class:`Served` on every rank where MPI cannot run
-    the owner's and agents' threads."""
+    the owner's and agents' threads. An agent that fails (the owner silent past
+    :func:`host_silent_seconds`, among others) calls ``on_failure`` with why, in its thread;
+    the owner's failure is :meth:`ServedModel.failure`, for rank 0's main thread to see."""
     if not comm.allreduce(MPI.Query_thread() >= MPI.THREAD_MULTIPLE, op=MPI.LAND):
         raise Served("serving the model across hosts needs MPI_THREAD_MULTIPLE")
     rank, first = comm.Get_rank(), local.Get_rank() == 0
@@ -298,8 +386,11 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     if leaders[0] != 0:
         raise Served("rank 0 must lead its host")
     host = leaders.index(local.bcast(rank if first else None, root=0))
-    places = comm.allgather(host)  # rank -> its machine
+    places = comm.allgather((host, MPI.Get_processor_name()))  # rank -> its machine
+    machines = [_machine(h, len(leaders), places) for h in range(len(leaders))]
+    places = [h for h, _ in places]
     owner_flows = owner_max_flows(len(leaders), max_slots)  # the same environment: all raise
+    silent_seconds = host_silent_seconds()
     full = table = None
     if rank == 0:
         from ..network import cluster as clusters
@@ -334,10 +425,16 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     loops: list = []
     owner = None
     if rank == 0:
-        owner = Owner(served, full, node_host, leaders)
+        owner = Owner(served, full, node_host, leaders, machines=machines,
+                      silent_seconds=silent_seconds)
         loops.append(owner)
     if first:
-        loops.append(Agent(served, mirror, skew_seconds=host_skew_seconds(host)))
+        agent = Agent(served, mirror, skew_seconds=host_skew_seconds(host),
+                      silent_seconds=None if host == 0 else
+                      silent_seconds + HOST_SILENT_STAGGER_SECONDS * (host - 1),
+                      owner_machine=machines[0])
+        agent.on_error = lambda e: on_failure(str(e))
+        loops.append(agent)
     release_collector = start_loops(loops)
     model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full,
                         owner_loop=owner, owner_flows=owner_flows)

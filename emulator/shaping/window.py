@@ -23,21 +23,23 @@ class SpansMachines(RuntimeError):
     """The model cannot be served to ranks that span machines."""
 
 
-def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS, rank_nodes=None):
+def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS, rank_nodes=None,
+                 on_failure=None):
     """The cluster's model in a shared-memory window (collective over ``comm``).
 
     Every rank gets a :class:`~emulator.network.sharing.ClusterModel` over the same memory;
     ``model.close()`` (collective too) frees the window. Ranks on several machines get the
     served model (:func:`~emulator.shaping.served.served_model`, which ``rank_nodes`` is
-    for) with the same surface; :class:`SpansMachines` is raised on every rank where it
-    cannot be served."""
+    for, and ``on_failure``: what an agent that fails calls, with why) with the same surface;
+    :class:`SpansMachines` is raised on every rank where it cannot be served."""
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     together = comm.allreduce(local.Get_size(), op=MPI.MIN) == comm.Get_size()
     if not together:
         from .served import Served, served_model
 
         try:
-            return served_model(comm, local, cluster, timeline, rank_nodes=rank_nodes)
+            more = {} if on_failure is None else {"on_failure": on_failure}
+            return served_model(comm, local, cluster, timeline, rank_nodes=rank_nodes, **more)
         except Served as e:
             local.Free()
             raise SpansMachines(str(e)) from None
