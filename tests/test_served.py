@@ -342,3 +342,13 @@ def test_the_owner_names_a_machine_that_has_gone_silent_and_no_other():
             owner.step()
             time.sleep(0.05)
     assert 1.5 <= time.monotonic() - silent <= 2.7
+
+
+@pytest.mark.parametrize("given", ["1", "0.5", "-3", "nan", "inf", "soon", "1e999"])
+def test_a_silence_limit_that_is_no_time_over_the_ping_period_is_refused(given):
+    from emulator.shaping.served import Served, host_silent_seconds
+
+    with pytest.raises(Served, match=rf"NODESEL_HOST_SILENT_SECONDS='{given}': not a finite "
+                                     r"time over 1 s"):
+        host_silent_seconds({"NODESEL_HOST_SILENT_SECONDS": given})
+    assert host_silent_seconds({"NODESEL_HOST_SILENT_SECONDS": "2.5"}) == 2.5

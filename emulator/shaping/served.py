@@ -64,13 +64,13 @@ class Served(RuntimeError):
 
 def host_silent_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
     """How long a machine may send nothing: HOST_SILENT_SECONDS, unless HOST_SILENT_ENV
-    says (:class:`Served` if that is not a number of seconds above the ping period).
+    says (:class:`Served` if that is not a number of seconds above the ping period's).
 
     >>> host_silent_seconds({}), host_silent_seconds({HOST_SILENT_ENV: "3"})
     (10.0, 3.0)
     >>> host_silent_seconds({HOST_SILENT_ENV: "0.5"})
     Traceback (most recent call last):
-    emulator.shaping.served.Served: NODESEL_HOST_SILENT_SECONDS='0.5': not a number of seconds above 1
+    emulator.shaping.served.Served: NODESEL_HOST_SILENT_SECONDS='0.5': not a finite time over 1 s
     """
     given = (os.environ if environ is None else environ).get(HOST_SILENT_ENV)
     if not given:
@@ -80,8 +80,8 @@ def host_silent_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
     except ValueError:
         seconds = float("nan")
     if not CLOCK_PERIOD_SECONDS < seconds < float("inf"):
-        raise Served(f"{HOST_SILENT_ENV}={given!r}: not a number of seconds above "
-                     f"{CLOCK_PERIOD_SECONDS:g}")
+        raise Served(f"{HOST_SILENT_ENV}={given!r}: not a finite time over "
+                     f"{CLOCK_PERIOD_SECONDS:g} s")
     return seconds
 
 
