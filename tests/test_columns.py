@@ -113,3 +113,32 @@ def test_long_numbers_read_as_float_reads_them(token):
     raw, bad = parse_rows([token, f"1 {token}"], 1)
     assert bad == 1 and np.frombuffer(raw)[0] == float(token)
     assert math.copysign(1, np.frombuffer(raw)[0]) == math.copysign(1, float(token))
+
+
+class _Held:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                          st.floats(allow_nan=True, allow_infinity=True))))
+def test_an_attribute_column_is_what_numpy_makes_of_the_values(values):
+    """None as NaN, every other value as float() gives it (ints past 2^53 rounded, -0.0 kept)."""
+    from emulator.workload._columns import attribute_column
+
+    got = np.frombuffer(attribute_column([_Held(v) for v in values], "value"), dtype=float)
+    want = np.array([math.nan if v is None else v for v in values], dtype=float)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_an_attribute_that_is_no_number_or_missing_is_an_error():
+    from emulator.workload._columns import attribute_column
+
+    with pytest.raises(TypeError, match="must be real number, not str"):
+        attribute_column([_Held(1.0), _Held("soon")], "value")
+    with pytest.raises(AttributeError, match="no attribute 'other'"):
+        attribute_column([_Held(1.0)], "other")

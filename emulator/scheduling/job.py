@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ..workload import _columns  # type: ignore[attr-defined]  # compiled
 from ..workload.swf import COLUMN
 
 
@@ -120,8 +121,7 @@ def attribute_array(jobs: Sequence["Job"], name: str) -> np.ndarray:
     >>> attribute_array([a, b], "start").tolist()
     [3.0, nan]
     """
-    nan = float("nan")
-    return np.array([nan if (v := getattr(j, name)) is None else v for j in jobs], dtype=float)
+    return np.frombuffer(_columns.attribute_column(list(jobs), name), dtype=float)
 
 
 def jobs_from_trace(trace: Any) -> list:
