@@ -1096,3 +1096,48 @@ def test_a_schedule_run_holds_the_cyclic_collector_off_and_gives_it_back(tmp_pat
     # collector on throughout, this run makes some 170
     assert len(generations) < 10 and 2 not in generations and gc.isenabled()
     assert "easy: 18239 jobs" in capsys.readouterr().out
+
+
+def _jobs_as_job_makes_them(trace, compress):
+    """The jobs of ``trace`` made one by one by ``Job`` and compressed by
+    ``compress_arrivals``: what ``jobs_from_trace`` must give."""
+    procs = np.asarray(trace.procs).astype(int).tolist()
+    col = {name: trace.column(name).tolist() for name in
+           ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")}
+    jobs = [Job(int(col["job"][i]), col["submit"][i], procs[i], col["run"][i],
+                requested=col["requested_time"][i],
+                owner=(int(col["user"][i]), int(col["group"][i]), int(col["executable"][i]),
+                       int(col["queue"][i])), index=i) for i in range(len(trace))]
+    return compress_arrivals(jobs, compress)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.integers(-3, 10**12).map(float),
+                                   st.floats(-1e6, 1e12, allow_nan=False)),
+                         min_size=18, max_size=18), min_size=1, max_size=30),
+       st.sampled_from([1.0, 0.7, 1 / 0.7, 3.0]))
+def test_jobs_from_a_trace_are_those_job_makes(rows, compress):
+    """Every attribute of every job, its type too, as Job(...) and compress_arrivals make
+    them: ids and owners truncated to ints, a negative requested time None, submit times
+    divided and rounded down."""
+    from emulator.workload.swf import Trace
+
+    trace = Trace(rows)
+    got, want = jobs_from_trace(trace, compress), _jobs_as_job_makes_them(trace, compress)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        for name in Job.__slots__:
+            x, y = getattr(a, name), getattr(b, name)
+            assert (type(x), x) == (type(y), y), (name, x, y)
+
+
+def test_jobs_from_a_trace_with_values_int_cannot_take_fail_as_job_does():
+    from emulator.workload.swf import Trace
+
+    row = [1.0, 0, 0, 60, 4, -1, -1, 4, 120, -1, 1, 3, 1, -1, 1, -1, -1, -1]
+    for bad in (math.nan, math.inf):
+        trace = Trace([row[:11] + [bad] + row[12:]])  # the user
+        with pytest.raises((ValueError, OverflowError)):
+            jobs_from_trace(trace)
+    with pytest.raises(ValueError, match="must be positive"):
+        jobs_from_trace(Trace([row]), 0.0)

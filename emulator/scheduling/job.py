@@ -124,15 +124,44 @@ def attribute_array(jobs: Sequence["Job"], name: str) -> np.ndarray:
     return np.frombuffer(_columns.attribute_column(list(jobs), name), dtype=float)
 
 
-def jobs_from_trace(trace: Any) -> list:
-    """The jobs of an SWF :class:`~emulator.workload.swf.Trace`, in file order."""
+def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
+    """The jobs of an SWF :class:`~emulator.workload.swf.Trace`, in file order; their
+    arrivals compressed by ``compress`` as :func:`compress_arrivals` does.
+
+    >>> from emulator.workload.swf import Trace
+    >>> trace = Trace([[1, 0, 0, 60, 4, -1, -1, 4, 120, -1, 1, 3, 1, -1, 1, -1, -1, -1],
+    ...                [2, 7, 0, 30, 2, -1, -1, 2, -1, -1, 1, 5, 1, -1, 1, -1, -1, -1]])
+    >>> [(j.id, j.submit, j.procs, j.run, j.requested, j.user) for j in jobs_from_trace(trace, 2)]
+    [(1, 0.0, 4, 60.0, 120.0, 3), (2, 3.0, 2, 30.0, None, 5)]
+    """
+    if not compress > 0:
+        raise ValueError(f"the compression factor must be positive, got {compress}")
     data = trace.data
-    procs = trace.procs
-    cols = {name: data[:, COLUMN[name]].tolist() for name in
-            ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")}
-    procs = np.asarray(procs).astype(int).tolist()
-    return [Job(int(cols["job"][i]), cols["submit"][i], procs[i], cols["run"][i],
-                requested=cols["requested_time"][i],
-                owner=(int(cols["user"][i]), int(cols["group"][i]),
-                       int(cols["executable"][i]), int(cols["queue"][i])), index=i)
-            for i in range(len(data))]
+    names = ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")
+    used = data[:, [COLUMN[name] for name in names]]
+    procs = np.asarray(trace.procs).astype(int).tolist()
+    if not np.isfinite(used).all():  # int() and float() say what is wrong
+        jobs = [Job(int(r[0]), r[1], procs[i], r[2], requested=r[3],
+                    owner=(int(r[4]), int(r[5]), int(r[6]), int(r[7])), index=i)
+                for i, r in enumerate(used.tolist())]
+        return compress_arrivals(jobs, compress) if compress != 1.0 else jobs
+    submit = used[:, 1] if compress == 1.0 else np.floor(used[:, 1] / compress)
+    whole = used[:, [0, 4, 5, 6, 7]].astype(np.int64).tolist()
+    requested = np.where(used[:, 3] < 0, np.nan, used[:, 3]).tolist()
+    return [_job(i, ids, t, p, run, None if req != req else req)
+            for i, (ids, t, p, run, req) in enumerate(zip(whole, submit.tolist(), procs,
+                                                           used[:, 2].tolist(), requested))]
+
+
+def _job(index: int, ids: list, submit: float, procs: int, run: float,
+         requested: Optional[float]) -> Job:
+    """A job as ``Job(ids[0], submit, procs, run, requested=requested, owner=ids[1:],
+    index=index)`` makes it, its values already of their types."""
+    job = _new_job(Job)
+    job.id, job.user, job.group, job.executable, job.queue = ids
+    job.index, job.submit, job.procs, job.run, job.requested = index, submit, procs, run, requested
+    job.estimate = job.start = job.end = job.est_end = job.reserved = job.slot = None
+    job.nodes = job.info = None
+    job.priority = job.restarts = 0
+    job.killed = False
+    return job

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .estimates import Function, estimator
-from .job import compress_arrivals, jobs_from_trace
+from .job import jobs_from_trace
 from .reservations import jobs_as_reservations
 from .simulate import Simulation, Watch, simulate
 
@@ -67,7 +67,7 @@ def check_trace_options(trace: Any, options: TraceRunOptions) -> None:
 def trace_jobs(trace: Any, options: TraceRunOptions) -> tuple:
     """(the jobs a run of ``trace`` schedules, the reservation requests made of the others):
     arrivals compressed, ``options.reservation_fraction`` of the jobs turned into requests."""
-    jobs = compress_arrivals(jobs_from_trace(trace), options.compress_arrivals)
+    jobs = jobs_from_trace(trace, options.compress_arrivals)
     if not options.reservation_fraction:
         return jobs, []
     return jobs_as_reservations(jobs, options.reservation_fraction, seed=options.seed)
