@@ -369,6 +369,27 @@ def start_loops(loops: list, *, ready_seconds: float = 30.0) -> Callable[[], Non
     return release
 
 
+def _full_model(cluster: Any, timeline: Any, places: list, rank_nodes: Optional[list],
+                owner_flows: int) -> tuple:
+    """On rank 0: the full model, and what every rank needs of it: each node's machine
+    (``places``: each rank's), node name -> model index, and each node's port up and CPU."""
+    from ..network import cluster as clusters
+    from ..network.sharing import ClusterModel
+
+    full = ClusterModel(cluster, timeline, max_flows=owner_flows)
+    names = clusters.node_names(cluster)
+    if rank_nodes is None:
+        rank_nodes = [None, *names][:len(places)]
+    node_host = [0] * len(full.nodes)
+    for r, name in enumerate(rank_nodes):
+        if name is not None:
+            node_host[full.index[name]] = places[r]
+    index = {name: full.index[name] for name in names}
+    small = {key: full.resources.index[key] for name in names
+             for key in (("up", name), ("cpu", name))}
+    return full, (node_host, index, small)
+
+
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                  rank_nodes: Optional[list] = None, max_slots: int = MIRROR_SLOTS,
                  on_failure: Callable[[str], None] = end_job) -> ServedModel:
@@ -391,23 +412,8 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
     places = [h for h, _ in places]
     owner_flows = owner_max_flows(len(leaders), max_slots)  # the same environment: all raise
     silent_seconds = host_silent_seconds()
-    full = table = None
-    if rank == 0:
-        from ..network import cluster as clusters
-        from ..network.sharing import ClusterModel
-
-        full = ClusterModel(cluster, timeline, max_flows=owner_flows)
-        names = clusters.node_names(cluster)
-        if rank_nodes is None:
-            rank_nodes = [None, *names][:len(places)]
-        node_host = [0] * len(full.nodes)
-        for r, name in enumerate(rank_nodes):
-            if name is not None:
-                node_host[full.index[name]] = places[r]
-        index = {name: full.index[name] for name in names}
-        small = {key: full.resources.index[key] for name in names
-                 for key in (("up", name), ("cpu", name))}
-        table = (node_host, index, small)
+    full, table = _full_model(cluster, timeline, places, rank_nodes, owner_flows) \
+        if rank == 0 else (None, None)
     node_host, index, small = comm.bcast(table, root=0)
     served = comm.Dup()
     size = _mirror.mirror_bytes(len(node_host), max_slots)
