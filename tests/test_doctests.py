@@ -11,7 +11,7 @@ MODULES = ["emulator.network.sharing", "emulator.coordinator.load", "emulator.co
            "emulator.scheduling.trace_run", "emulator.workload.batsim",
            "emulator.scheduling.batsim_out", "emulator.workload.sacct", "emulator.network.cluster",
            "emulator.experiments.userjob", "emulator.shaping.served", "emulator.files",
-           "emulator.workload.slurmtime"]
+           "emulator.workload.slurmtime", "emulator.coordinator.tasks"]
 
 
 @pytest.mark.parametrize("name", MODULES)

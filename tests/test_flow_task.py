@@ -9,6 +9,7 @@ import mmap
 import os
 import struct
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -64,8 +65,23 @@ def test_a_flows_receive_buffers_are_in_memory_when_posted():
     comm = RecordingComm()
     sizes = [8 << 20, 3 << 20]
     flows = [(0, 0.0, 0, 1, sizes[0]), (1, 0.0, 2, 1, sizes[1])]
-    ends = tasks.WORK["flows"](comm, flows=flows, start_wall=0.0, timeout_seconds=5.0)
-    assert sorted(ends) == [0, 1]
+    before = time.time()
+    out = tasks.WORK["flows"](comm, flows=flows, start_wall=0.0, timeout_seconds=5.0)
+    assert sorted(out["ends"]) == [0, 1]
+    assert before <= out["ready_wall"] <= min(out["ends"].values())
     payloads = [(n, share) for tag, n, share in comm.posted if tag == 0]
     assert sorted(n for n, _ in payloads) == sorted(sizes)
     assert all(share == 1.0 for _, share in payloads), payloads
+
+
+def test_a_flow_is_suspect_when_its_sender_or_receiver_was_not_ready_in_time():
+    """The sender ready after the flow's start, or the receiver after its end in the model;
+    ready at the very instant is in time."""
+    flows = [(0, 1.0, 0, 1, 8), (1, 1.0, 1, 0, 8), (2, 2.0, 2, 0, 8), (3, 0.5, 2, 1, 8)]
+    model_ends = [1.5, 1.25, 3.0, 1.0]
+    ready = {0: 1.0, 1: 1.25, 2: 0.75}
+    # 0: sender ready at its start, receiver at its end; 1: sender 0.25 s late;
+    # 2: in time; 3: sender 0.25 s late, receiver 0.25 s late: the larger gap
+    assert tasks.late_flows(flows, ready, model_ends) == {1: 0.25, 3: 0.25}
+    ready[1] = 1.75  # now the receiver of flow 3 is 0.75 s late, of flow 0 0.25 s
+    assert tasks.late_flows(flows, ready, model_ends) == {0: 0.25, 1: 0.75, 3: 0.75}

@@ -183,6 +183,8 @@ def cmd_flows(args):
         return _report_flows(args, rows)
 
     def program(coordinator):
+        from ..coordinator.tasks import late_flows
+
         index = {n: i for i, n in enumerate(coordinator.names)}
         work = [(i, f.start_seconds, index[f.src], index[f.dst], int(f.size_bytes))
                 for i, f in enumerate(flows)]
@@ -196,9 +198,20 @@ def cmd_flows(args):
                                     start_wall=epoch,
                                     timeout_seconds=2 * last + coordinator.timeout_seconds)
         results = coordinator.wait(handle, timeout=3 * last + 2 * coordinator.timeout_seconds)
-        for ends in results.values():
-            for fid, wall in ends["result"].items():
+        ready = {}
+        for node, reply in results.items():
+            for fid, wall in reply["result"]["ends"].items():
                 rows[int(fid)]["end_seconds"] = (wall - epoch) / dilation
+            ready[index[node]] = (reply["result"]["ready_wall"] - epoch) / dilation
+        late = late_flows(work, ready, model_ends)
+        for row in rows:
+            row["not_ready_seconds"] = late.get(row["id"], 0.0)
+        if late:
+            worst = max(late, key=late.get)
+            print(f"nodesel: warning: {len(late)} flow(s) may be late, their sender not ready "
+                  f"at their start or their receiver at their end (flow {worst} by "
+                  f"{1e3 * late[worst]:.1f} emulated ms): the nodes took longer than the run's "
+                  "head start of 30 ms a node to set up", file=sys.stderr, flush=True)
         _report_flows(args, rows, hosts=getattr(coordinator.model, "hosts", 1))
 
     return on_cluster(args, program, cluster=cluster, streams=False)

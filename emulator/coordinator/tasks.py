@@ -66,7 +66,9 @@ def flows(comm, *, flows, start_wall, timeout_seconds):
     """The flows of ``nodesel flows``: ``flows`` is a list of ``(id, start_seconds, src,
     dst, size_bytes)`` with group ranks. Each rank sends its flows as one message each at
     wall time ``start_wall`` + start_seconds (dilated), and takes the time each of its incoming
-    flows is delivered. Returns ``{id: delivery wall time}`` of the flows it received."""
+    flows is delivered. Returns ``{"ends": {id: delivery wall time} of the flows it received,
+    "ready_wall": when it could send and receive}``; a flow whose sender or receiver was
+    not ready in time may be late (:func:`late_flows`)."""
     me, dilation = comm.rank, comm.dilation
     if isinstance(comm, MPIComm):
         # real traffic: tests every millisecond at most, which times flows of tens of ms
@@ -89,6 +91,7 @@ def flows(comm, *, flows, start_wall, timeout_seconds):
     # pre-faulted too: MPI copies a payload in one call, and into fresh pages that took 20-30
     # ms with 13 ranks on 2 cores, the rank's own sends due meanwhile leaving that late
     pending = [comm.Irecv(np.ones(f[4], dtype=np.uint8), f[2], tag=0) for f in incoming]
+    ready = time.time()
     sends, ends = [], {}
     deadline = time.monotonic() + timeout_seconds
     while pending or out:
@@ -103,7 +106,26 @@ def flows(comm, *, flows, start_wall, timeout_seconds):
             _, _, _, dst, size = out.pop(0)
             sends.append(comm.Isend(payload[:size], dst, tag=0))
     wait_all(sends)
-    return ends
+    return {"ends": ends, "ready_wall": ready}
+
+
+def late_flows(flows: list, ready_seconds: dict, model_ends: list) -> dict:
+    """``{flow id: seconds}`` of the flows a rank not ready in time may have made late: the
+    sender ready after the flow's start, or the receiver after the flow's end in the model;
+    the seconds are the larger gap. ``flows`` as :func:`flows` takes them,
+    ``ready_seconds`` the time each group rank was ready and ``model_ends`` each flow's end
+    in the model, on the flows' clock (emulated seconds).
+
+    >>> flows = [(0, 0.0, 1, 2, 10), (1, 0.5, 1, 2, 10), (2, 0.0, 2, 1, 10)]
+    >>> late_flows(flows, {1: 0.25, 2: 0.0}, [0.375, 0.75, 0.125])  # rank 1 ready at 0.25 s
+    {0: 0.25, 2: 0.125}
+    """
+    late = {}
+    for (fid, start, src, dst, _), end in zip(flows, model_ends):
+        gap = max(ready_seconds[src] - start, ready_seconds[dst] - end)
+        if gap > 0:
+            late[fid] = gap
+    return late
 
 
 @work
