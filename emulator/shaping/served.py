@@ -25,6 +25,7 @@ lock would hang everyone.
 """
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Mapping, Optional
@@ -88,8 +89,6 @@ def host_silent_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
 def end_job(message: str) -> None:
     """What a served loop that fails on a node rank does by default: say why and end the
     whole job (a host whose flows never end would hang it)."""
-    import sys
-
     print(f"nodesel: error: {message}", file=sys.stderr, flush=True)
     MPI.COMM_WORLD.Abort(3)
 
@@ -392,14 +391,15 @@ def _full_model(cluster: Any, timeline: Any, places: list, rank_nodes: Optional[
 
 def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                  rank_nodes: Optional[list] = None, max_slots: int = MIRROR_SLOTS,
-                 on_failure: Callable[[str], None] = end_job) -> ServedModel:
+                 on_failure: Optional[Callable[[str], None]] = None) -> ServedModel:
     """The model served over the ranks of ``comm`` (collective), ``local`` its split by
     machine. ``rank_nodes``: the node each rank emulates (None for none; by default the
     runtime's: rank r >= 1 emulates the r-th node), which says the machine of each node's
     flows. Rank 0 owns the model; raises :class:`Served` on every rank where MPI cannot run
     the owner's and agents' threads. An agent that fails (the owner silent past
-    :func:`host_silent_seconds`, among others) calls ``on_failure`` with why, in its thread;
-    the owner's failure is :meth:`ServedModel.failure`, for rank 0's main thread to see."""
+    :func:`host_silent_seconds`, among others) calls ``on_failure`` (default :func:`end_job`)
+    with why, in its thread; the owner's failure is :meth:`ServedModel.failure`, for rank 0's
+    main thread to see."""
     if not comm.allreduce(MPI.Query_thread() >= MPI.THREAD_MULTIPLE, op=MPI.LAND):
         raise Served("serving the model across hosts needs MPI_THREAD_MULTIPLE")
     rank, first = comm.Get_rank(), local.Get_rank() == 0
@@ -439,7 +439,7 @@ def served_model(comm: Any, local: Any, cluster: Any, timeline: Any, *,
                       silent_seconds=None if host == 0 else
                       silent_seconds + HOST_SILENT_STAGGER_SECONDS * (host - 1),
                       owner_machine=machines[0])
-        agent.on_error = lambda e: on_failure(str(e))
+        agent.on_error = lambda e: (on_failure or end_job)(str(e))
         loops.append(agent)
     release_collector = start_loops(loops)
     model = ServedModel(mirror, index, LocalResources(small), len(leaders), owner=full,

@@ -38,8 +38,8 @@ def shared_model(comm, cluster, timeline, *, max_flows=DEFAULT_MAX_FLOWS, rank_n
         from .served import Served, served_model
 
         try:
-            more = {} if on_failure is None else {"on_failure": on_failure}
-            return served_model(comm, local, cluster, timeline, rank_nodes=rank_nodes, **more)
+            return served_model(comm, local, cluster, timeline, rank_nodes=rank_nodes,
+                                on_failure=on_failure)
         except Served as e:
             local.Free()
             raise SpansMachines(str(e)) from None
