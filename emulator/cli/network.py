@@ -21,6 +21,11 @@ from .common import (
     positive_int,
 )
 
+# Before the flows begin every rank takes the work and posts its receives: this long a node
+# (at 10 ms, 256 nodes over 4 machines of 2 cores were not all ready, and flows of the first
+# 0.13 s ended up to 53 emulated ms late at dilation 32)
+HEAD_START_SECONDS_PER_NODE = 0.03
+
 
 def register(sub):
     _register_measure(sub)
@@ -190,10 +195,7 @@ def cmd_flows(args):
                 for i, f in enumerate(flows)]
         dilation = coordinator.settings.dilation
         last = max(model_ends) * dilation
-        # every rank gets the work and posts its receives before the first flow starts: 30
-        # ms a node (at 10, 256 nodes over 4 machines of 2 cores were not all ready, and
-        # flows of the first 0.13 s ended up to 53 emulated ms late at dilation 32)
-        epoch = time.time() + 0.5 + 0.03 * len(names)
+        epoch = time.time() + 0.5 + HEAD_START_SECONDS_PER_NODE * len(names)
         handle = coordinator.submit(coordinator.names, "flows", epoch=epoch, flows=work,
                                     start_wall=epoch,
                                     timeout_seconds=2 * last + coordinator.timeout_seconds)
@@ -211,7 +213,8 @@ def cmd_flows(args):
             print(f"nodesel: warning: {len(late)} flow(s) may be late, their sender not ready "
                   f"at their start or their receiver at their end (flow {worst} by "
                   f"{1e3 * late[worst]:.1f} emulated ms): the nodes took longer than the run's "
-                  "head start of 30 ms a node to set up", file=sys.stderr, flush=True)
+                  f"head start of {1e3 * HEAD_START_SECONDS_PER_NODE:g} ms a node to set up",
+                  file=sys.stderr, flush=True)
         _report_flows(args, rows, hosts=getattr(coordinator.model, "hosts", 1))
 
     return on_cluster(args, program, cluster=cluster, streams=False)
