@@ -248,8 +248,8 @@ class Coordinator:
         failure = getattr(self.model, "failure", None)
         message = failure() if failure is not None else None
         if message:
-            silent = isinstance(self.model.owner_loop.error, MachineFailure)
-            raise MachineFailure(message) if silent else UserError(message)
+            error = self.model.owner_loop.error
+            raise error if isinstance(error, MachineFailure) else UserError(message)
 
     def poll(self, handle):
         """The results of a submitted group (as :meth:`wait`) if every node has answered,
