@@ -49,9 +49,6 @@ class AdvanceReservations:
             profile.reserve(start, req.duration_seconds - (start - req.granted_seconds),
                             req.procs)
 
-    def _pending_reservations(self, now):
-        return any(r.granted_seconds <= now for r in self.granted)
-
     def request_reservation(self, req, now):
         """Grant ``req`` at the feasible time nearest to the one asked for, on a timeline of
         the running jobs, the reservations granted and the protected share of the queue

@@ -206,7 +206,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             job.priority = self.site.priority(job)
         entry = (self._key(job, now), job)
         self._sizes[job.procs] = self._sizes.get(job.procs, 0) + 1
-        self._count_group(job, 1)
+        if self._ranks is not None:
+            self._count_group(job, 1)
         queue = self.queue
         at_end = not queue or entry[0] > queue[-1][0]
         if at_end:
@@ -278,7 +279,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             sizes[job.procs] -= 1
             if not sizes[job.procs]:  # only sizes queued: the smallest is min(sizes)
                 del sizes[job.procs]
-            self._count_group(job, -1)
+            if self._ranks is not None:
+                self._count_group(job, -1)
         job.start = now
         job.est_end = now + job.estimate
         self.free -= job.procs
@@ -321,7 +323,9 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
 
     def schedule(self, now):
         """Start every job the policy allows at ``now``; returns them in start order."""
-        self._extend_overruns(now)
+        releases = self.releases
+        if releases and releases[0][0] <= now:
+            self._extend_overruns(now)
         if not self.queue:
             self._bf_due = None  # Slurm's backfill: nothing waits, no pass due
             return []
@@ -331,7 +335,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             started = self._conservative(now)
         elif self.backfill == "slurm":
             started = slurm_schedule(self, now, self.slurm)
-        elif self.granted or self._pending_reservations(now):
+        elif self.granted:
             started = self._general(now, DEPTH[self.backfill])
         elif self.backfill == "easy":
             started = self._easy(now)
@@ -382,6 +386,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
 
     def _easy(self, now):
         started = []
+        limits, nodes = self._limits, self.nodes  # site limits, node placement: both rare
         queue = self.queue
         n = len(queue)
         i = 0
@@ -389,9 +394,9 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         while i < n:
             job = queue[i][1]
             i += 1
-            if job.start is not None or self._held(job):
+            if job.start is not None or (limits and self._held(job)):
                 continue
-            if job.procs <= self.free and self._placeable(job):
+            if job.procs <= self.free and (nodes is None or self._placeable(job)):
                 self._start(job, now)
                 started.append(job)
             else:
@@ -419,7 +424,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             end = now + job.estimate
             if end > shadow and procs > extra:
                 continue
-            if self._held(job) or not self._placeable(job, avoid if end > shadow else None):
+            if (limits and self._held(job)) or (
+                    nodes is not None and not self._placeable(job, avoid if end > shadow else None)):
                 continue
             if end > shadow:
                 extra -= procs
@@ -439,6 +445,8 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         start of a granted advance reservation or of a conservative reservation; None if
         there is none. A reservation already tried and waiting for processors (a job
         overran its estimate) wakes nothing: an end or a kill frees them."""
+        if not self.granted and not self._slots and self._bf_due is None:
+            return None  # EASY's and FCFS's every pass
         wake = next((r.granted_seconds for r in self.granted
                      if r.granted_seconds > self._due_tried), None)
         slots = self._slots
