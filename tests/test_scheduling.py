@@ -1141,3 +1141,11 @@ def test_jobs_from_a_trace_with_values_int_cannot_take_fail_as_job_does():
             jobs_from_trace(trace)
     with pytest.raises(ValueError, match="must be positive"):
         jobs_from_trace(Trace([row]), 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e12, 1e12, allow_nan=False), min_size=1, max_size=40))
+def test_summary_median_is_numpys(values):
+    from emulator.scheduling.metrics import median
+
+    assert median(np.array(values)) == float(np.median(np.array(values)))

@@ -25,6 +25,20 @@ def slowdowns(wait, run):
     return slowdown, bounded
 
 
+def median(values: np.ndarray) -> float:
+    """``np.median`` of a non-empty array without NaN, by the same partition, without the
+    import of ``numpy.ma`` that ``np.median`` makes (6 ms of a run's start).
+
+    >>> median(np.array([3.0, 1.0, 2.0])), median(np.array([4.0, 1.0, 2.0, 3.0]))
+    (2.0, 2.5)
+    """
+    half = len(values) // 2
+    if len(values) % 2:
+        return float(np.partition(values, half)[half])
+    low, high = np.partition(values, [half - 1, half])[half - 1:half + 1]
+    return float((low + high) / 2)
+
+
 def summarize(sim, *, policy=None, dropped_jobs=0, estimates=None):
     """A JSON-able summary of a :class:`~.simulate.Simulation`."""
     done = [j for j in sim.jobs if j.start is not None]
@@ -48,7 +62,7 @@ def summarize(sim, *, policy=None, dropped_jobs=0, estimates=None):
         "utilization": float((procs * ran).sum() / (sim.processors * span)) if span > 0 else 0.0,
         "makespan_seconds": float(span),
         "mean_wait_seconds": float(wait.mean()) if done else 0.0,
-        "median_wait_seconds": float(np.median(wait)) if done else 0.0,
+        "median_wait_seconds": median(wait) if done else 0.0,
         "max_wait_seconds": float(wait.max()) if done else 0.0,
         "mean_slowdown": float(np.nanmean(slowdown)) if np.isfinite(slowdown).any() else None,
         "mean_bounded_slowdown": float(bounded.mean()) if done else 0.0,
