@@ -318,6 +318,19 @@ def test_kill_at_requested_and_estimates_from_requested_times():
 
 # -- inputs are never changed --------------------------------------------------------------
 
+def test_owned_jobs_are_scheduled_themselves_as_copies_would_be():
+    """simulate_owned schedules the very jobs given (a trace run's, made for it alone),
+    with the schedule simulate gives their copies."""
+    from emulator.scheduling.simulate import simulate_owned
+
+    nasa = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 2000)
+    jobs = compress_arrivals(jobs_from_trace(nasa), 4)
+    copied = simulate(jobs, Scheduler(128, "easy")).jobs
+    owned = simulate_owned(jobs, Scheduler(128, "easy"))
+    assert owned.jobs is jobs and all(j.start is not None for j in jobs)
+    assert [(j.start, j.end) for j in jobs] == [(j.start, j.end) for j in copied]
+
+
 SCHEDULERS = [(order, backfill) for order in ("fcfs", "sjf", "lwf", "fairshare")
               for backfill in ("none", "easy", "conservative")]
 

@@ -85,6 +85,22 @@ def simulate(jobs: Sequence[Any], scheduler: Any, *, estimator: Any = None,
         Its ``jobs`` are the scheduled copies, in the order of ``jobs``.
     """
     started_at = time.perf_counter()
+    runs = [job.fresh() for job in jobs]
+    copying_seconds = time.perf_counter() - started_at
+    sim = simulate_owned(runs, scheduler, estimator=estimator,
+                         kill_at_requested=kill_at_requested, reservations=reservations,
+                         until=until, watch=watch)
+    sim.seconds += copying_seconds  # the copies are part of this simulation's work
+    return sim
+
+
+def simulate_owned(jobs: list, scheduler: Any, *, estimator: Any = None,
+                   kill_at_requested: bool = False, reservations: Sequence[Any] = (),
+                   until: Optional[float] = None, watch: Watch = NOTHING) -> Simulation:
+    """As :func:`simulate`, scheduling ``jobs`` themselves, not copies: jobs as submitted
+    (``Job.fresh()``, or just read from a trace) that nothing else holds. Their
+    ``Simulation.jobs`` is ``jobs``."""
+    started_at = time.perf_counter()
     clock = _Clock(jobs, reservations, scheduler, estimator or Actual(), watch.progress)
     arrivals, requests, ends = clock.arrivals, clock.requests, clock.ends
     n, m = len(arrivals), len(requests)
@@ -128,9 +144,9 @@ class _Clock:
     of running jobs, a heap of (end, index, start, job); an entry is stale if its job was
     killed and requeued since."""
 
-    def __init__(self, jobs: Sequence[Any], reservations: Sequence[Any], scheduler: Any,
+    def __init__(self, jobs: list, reservations: Sequence[Any], scheduler: Any,
                  estimator: Any, progress: Optional[Callable[[int], None]]) -> None:
-        self.runs = [job.fresh() for job in jobs]
+        self.runs = jobs
         self.arrivals = sorted(self.runs, key=lambda j: (j.submit, j.index))
         self.requests = sorted(reservations, key=lambda r: (r.submit_seconds, r.id))
         self.ends: list = []

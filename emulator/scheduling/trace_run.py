@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 from .estimates import Function, estimator
 from .job import jobs_from_trace
 from .reservations import jobs_as_reservations
-from .simulate import Simulation, Watch, simulate
+from .simulate import Simulation, Watch, simulate_owned
 
 __all__ = ["TraceRunOptions", "TraceRun", "check_trace_options", "trace_jobs",
            "schedule_trace"]
@@ -96,7 +96,8 @@ def schedule_trace(trace: Any, make_scheduler: Callable[[int], Any],
     nonrestartable = bool(requests) and mode == "nonrestartable"
     if nonrestartable:  # reservations must hold: schedule with maximum run times
         est, label = Function(lambda job, now: job.limit(), "maximum"), "maximum"
-    sim = simulate(jobs, make_scheduler(processors), estimator=est,
-                   kill_at_requested=options.kill_at_requested or nonrestartable,
-                   reservations=requests, watch=Watch(progress=progress))
+    # the jobs were made for this run alone: scheduled as they are, not copied
+    sim = simulate_owned(jobs, make_scheduler(processors), estimator=est,
+                         kill_at_requested=options.kill_at_requested or nonrestartable,
+                         reservations=requests, watch=Watch(progress=progress))
     return TraceRun(sim, label)
