@@ -415,11 +415,12 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         avoid = reserve(head, [r[2] for r in self.releases if r[0] <= shadow]) \
             if reserve is not None and shadow < math.inf else None
         smallest = min(self._sizes)
-        while i < n and self.free >= smallest:
+        free = self.free  # read once a job: this loop is hot
+        while i < n and free >= smallest:
             job = queue[i][1]
             i += 1
             procs = job.procs
-            if procs > self.free or job.start is not None:
+            if procs > free or job.start is not None:
                 continue
             end = now + job.estimate
             if end > shadow and procs > extra:
@@ -431,6 +432,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
                 extra -= procs
             self._start(job, now)
             started.append(job)
+            free = self.free
         return started
 
     def _base_profile(self, now):
