@@ -108,15 +108,13 @@ def scheduled_trace(trace, jobs):
     schedule saw (a compressed trace's); a job killed at its requested time gets the time it
     ran (field 4) and status 0 (failed). Jobs in the trace's order."""
     data = trace.data.copy()
-    for row, job in enumerate(jobs):
-        data[row, COLUMN["submit"]] = job.submit
-        if job.start is None:
-            data[row, COLUMN["wait"]] = -1
-            continue
-        data[row, COLUMN["wait"]] = job.start - job.submit
-        if job.killed:
-            data[row, COLUMN["run"]] = job.end - job.start
-            data[row, COLUMN["status"]] = 0
+    submit, start, end = (attribute_array(jobs, name) for name in ("submit", "start", "end"))
+    ran = ~np.isnan(start)
+    killed = ran & np.array([job.killed for job in jobs], dtype=bool)
+    data[:, COLUMN["submit"]] = submit
+    data[:, COLUMN["wait"]] = np.where(ran, start - submit, -1)
+    data[killed, COLUMN["run"]] = end[killed] - start[killed]
+    data[killed, COLUMN["status"]] = 0
     header = list(trace.header) + [" Note: field 3 (wait) from a simulated schedule (nodesel)"]
     return Trace(data, header, trace.path, trace.lines)
 
