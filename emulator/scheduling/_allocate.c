@@ -1,11 +1,13 @@
 /* The processors each job of a schedule ran on: a sweep over the schedule in time order.
  *
- * allocate_runs(start, end, procs, processors) -> (runs, overfull)
+ * allocate_runs(start, end, procs, processors, as_text=False) -> (runs, overfull)
  *
  * start, end, procs: 1-D float64 buffers, one entry per job; start is NaN for a job that never
  * started. runs: per job, a list of (first, count) runs of consecutive processor ids (empty for
- * a job that never started). overfull: None, or (job index, free processors) for the first job
- * that starts on more processors than are free (the sweep stops there).
+ * a job that never started); with as_text, a str in Batsim's interval syntax instead ("0-3 8",
+ * touching runs joined; "" for a job that never started). overfull: None, or (job index, free
+ * processors) for the first job that starts on more processors than are free (the sweep
+ * stops there).
  *
  * At one instant ends come first, then starts in job order, then jobs of no length (they end
  * as they start). A starting job takes the lowest free ids; a job of no length holds nothing and
@@ -198,8 +200,62 @@ static PyObject *runs_lists(const Sweep *s, Py_ssize_t n) {
     return out;
 }
 
+/* n >= 0 in decimal at p, backwards; returns the new start. */
+static char *put_decimal(char *p, long long n) {
+    do {
+        *--p = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    return p;
+}
+
+/* A span of ids "a" or "a-b" appended to buf at *used (room for 41 bytes). */
+static void put_span(char *buf, size_t *used, long long a, long long b) {
+    char digits[48], *end = digits + sizeof digits, *p = put_decimal(end, b);
+    if (a != b) {
+        *--p = '-';
+        p = put_decimal(p, a);
+    }
+    if (*used)
+        buf[(*used)++] = ' ';
+    memcpy(buf + *used, p, (size_t)(end - p));
+    *used += (size_t)(end - p);
+}
+
+/* One job's runs in Batsim's interval syntax, touching runs joined. */
+static PyObject *runs_text(const Run *runs, Py_ssize_t count) {
+    char small[256], *buf = small;
+    size_t used = 0;
+    if (count > 5 && !(buf = PyMem_Malloc((size_t)count * 42)))
+        return PyErr_NoMemory();
+    for (Py_ssize_t r = 0; r < count;) {
+        long long a = runs[r].first, b = a + runs[r].count - 1;
+        for (r++; r < count && runs[r].first == b + 1; r++)
+            b = runs[r].first + runs[r].count - 1;
+        put_span(buf, &used, a, b);
+    }
+    PyObject *out = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)used);
+    if (buf != small)
+        PyMem_Free(buf);
+    return out;
+}
+
+/* Each job's runs as text (see runs_text). */
+static PyObject *runs_texts(const Sweep *s, Py_ssize_t n) {
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++) {
+        PyObject *text = runs_text(s->held.runs + s->offset[k], s->count[k]);
+        if (!text) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, text);
+    }
+    return out;
+}
+
 static PyObject *sweep(const double *start, const double *end, const double *procs,
-                       Py_ssize_t n, long long processors) {
+                       Py_ssize_t n, long long processors, int as_text) {
     Sweep s = {{NULL, 0, 0}, {NULL, 0, 0}, NULL, NULL, processors};
     Py_ssize_t used = 0, stop = -1;
     PyObject *out = NULL;
@@ -222,7 +278,7 @@ static PyObject *sweep(const double *start, const double *end, const double *pro
             break;
         }
     }
-    PyObject *runs = runs_lists(&s, n);
+    PyObject *runs = as_text ? runs_texts(&s, n) : runs_lists(&s, n);
     if (runs && stop >= 0)
         out = Py_BuildValue("(N(nL))", runs, stop, s.left);
     else if (runs)
@@ -239,18 +295,19 @@ done:
 static PyObject *allocate_runs(PyObject *self, PyObject *args) {
     PyObject *objs[3];
     long long processors;
+    int as_text = 0;
     Py_buffer views[3] = {{0}};
     Py_ssize_t n = -1, opened = 0;
     PyObject *out = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOL", &objs[0], &objs[1], &objs[2], &processors))
+    if (!PyArg_ParseTuple(args, "OOOL|p", &objs[0], &objs[1], &objs[2], &processors, &as_text))
         return NULL;
     for (; opened < 3; opened++)
         if (open_column(objs[opened], &views[opened], &n) < 0) {
             opened++;
             goto done;
         }
-    out = sweep(views[0].buf, views[1].buf, views[2].buf, n, processors);
+    out = sweep(views[0].buf, views[1].buf, views[2].buf, n, processors, as_text);
 done:
     for (Py_ssize_t k = 0; k < opened; k++)
         if (views[k].obj)
@@ -260,8 +317,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"allocate_runs", allocate_runs, METH_VARARGS,
-     "allocate_runs(start, end, procs, processors) -> (runs, overfull): each job's processors "
-     "as runs (first, count); see the module source."},
+     "allocate_runs(start, end, procs, processors, as_text=False) -> (runs, overfull): each "
+     "job's processors as runs (first, count), or as Batsim's interval text; see the module "
+     "source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -52,9 +52,10 @@ def allocate_runs(jobs: Sequence[Any], processors: int) -> list:
 
 
 def _runs(jobs: Sequence[Any], start: np.ndarray, end: np.ndarray, procs: np.ndarray,
-          processors: int) -> list:
-    """:func:`allocate_runs` with the jobs' times and sizes as arrays (NaN: never started)."""
-    held, overfull = _sweep(start, end, procs, processors)
+          processors: int, *, as_text: bool = False) -> list:
+    """:func:`allocate_runs` with the jobs' times and sizes as arrays (NaN: never started);
+    with ``as_text``, each job's runs in Batsim's interval syntax (:func:`interval_text`)."""
+    held, overfull = _sweep(start, end, procs, processors, as_text)
     if overfull is not None:
         k, left = overfull
         raise ValueError(f"job {jobs[k].id} starts at {start[k]:g} s on {jobs[k].procs} "
@@ -79,7 +80,7 @@ def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0
     numbers without a point, others as Python's repr."""
     submit, start, end, procs = (attribute_array(jobs, name)
                                  for name in ("submit", "start", "end", "procs"))
-    allocation = _runs(jobs, start, end, procs, processors)
+    allocation = _runs(jobs, start, end, procs, processors, as_text=True)
     ran = ~np.isnan(start)
     started = np.flatnonzero(ran).tolist()
     done = [jobs[k] for k in started]
@@ -93,26 +94,12 @@ def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0
                np.array([-1 if j.requested is None else j.requested for j in done], dtype=float),
                np.array([not k for k in killed], dtype=float),
                [_KILLED if k else _SUCCEEDED for k in killed], start, run, end, start - submit,
-               turnaround, stretch, [_runs_text(allocation[k]) for k in started], empty, empty]
+               turnaround, stretch, [allocation[k] for k in started], empty, empty]
     return ",".join(COLUMNS) + "\n" + format_rows(columns, "sssririsrrrrrrsss",
                                                    [0] * len(COLUMNS), ",")
 
 
 _KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"
-
-
-def _runs_text(runs: Sequence[tuple]) -> str:
-    """Runs ``(first, count)`` in Batsim's interval syntax, touching runs joined."""
-    if len(runs) == 1:  # most jobs
-        first, count = runs[0]
-        return f"{first}-{first + count - 1}" if count > 1 else str(first)
-    joined: list = []
-    for first, count in runs:
-        if joined and joined[-1][1] + 1 == first:
-            joined[-1][1] = first + count - 1
-        else:
-            joined.append([first, first + count - 1])
-    return " ".join(str(a) if a == b else f"{a}-{b}" for a, b in joined)
 
 
 def write_batsim_jobs_csv(path: str, jobs: Sequence[Any], processors: int) -> None:
