@@ -1,7 +1,5 @@
 """``python -m emulator``: the ``nodesel`` command."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()
