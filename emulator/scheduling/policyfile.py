@@ -55,11 +55,6 @@ from ..errors import InputFileError
 from ..files import finite_number, read_input_text
 from .reservations import ReservationRequest
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 MODES = ("nonrestartable", "restartable")
 # Maui's fair-share parameters (FSPOLICY: only dedicated processor-seconds are modelled)
 # and RMPOLLINTERVAL: Maui recomputes priorities once per scheduling iteration; 0 (the
@@ -310,6 +305,10 @@ def read_policy_file(path):
     """A :class:`SitePolicy` from a TOML file or Maui configuration lines."""
     text = read_input_text(path, "policy file")
     if str(path).endswith(".toml"):
+        try:  # imported here: a run without a policy file has no use for it
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
