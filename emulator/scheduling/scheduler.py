@@ -425,8 +425,9 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             end = now + job.estimate
             if end > shadow and procs > extra:
                 continue
-            if (limits and self._held(job)) or (
-                    nodes is not None and not self._placeable(job, avoid if end > shadow else None)):
+            if limits and self._held(job):
+                continue
+            if nodes is not None and not self._placeable(job, avoid if end > shadow else None):
                 continue
             if end > shadow:
                 extra -= procs

@@ -357,7 +357,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
             try:
                 seconds = float(fill_requested)
             except (TypeError, ValueError):
-                raise ValueError("fill_requested must be max, run or a number of seconds")                     from None
+                raise ValueError("fill_requested must be max, run or a number of "
+                                 "seconds") from None
             if not seconds > 0:
                 raise ValueError("fill_requested must be a positive number of seconds")
             value, rule = np.full(len(missing), seconds), f"{seconds:g} s"
