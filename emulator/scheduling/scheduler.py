@@ -357,10 +357,11 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
     def _in_order(self, now):
         """FCFS and LWF: start jobs in queue order until one does not fit."""
         started = []
+        limits, nodes = self._limits, self.nodes  # site limits, node placement: both rare
         for _, job in self.queue:
-            if job.start is not None or self._held(job):
+            if job.start is not None or (limits and self._held(job)):
                 continue
-            if job.procs > self.free or not self._placeable(job):
+            if job.procs > self.free or (nodes is not None and not self._placeable(job)):
                 break
             self._start(job, now)
             started.append(job)
