@@ -491,13 +491,24 @@ def test_the_plan_in_c_is_the_numpy_reference(seed):
         job = Job(i, 0, int(rng.integers(1, 17)), 10.0, estimate=float(rng.integers(1, 900)))
         if rng.random() < 0.2:
             job.start = 0.0  # started, still in the queue: skipped
+        if rng.random() < 0.2:
+            job.reserved = 7.0  # reserved at an earlier pass: kept
         queue.append(((i,), job))
     window, resolution, limit = [(math.inf, 1.0, 10 ** 6), (300.0, 60.0, 25),
                                  (120.0, 30.0, 5)][seed % 3]
-    got = [Profile(0.0, 6, releases).plan(queue, 0.0, 6, 1, window, resolution, limit),
-           PyProfile(0.0, 6, releases).plan(queue, 0.0, 6, 1, window, resolution, limit)]
-    assert [(j.id, t) for j, t in got[0]] == [(j.id, t) for j, t in got[1]]
-    assert any(t > 0 for _, t in got[0]) or limit == 5
+    copies = [[(key, _copy_of(job)) for key, job in queue] for _ in range(2)]
+    got = [Profile(0.0, 6, releases).plan(copies[0], 0.0, 6, 1, window, resolution, limit),
+           PyProfile(0.0, 6, releases).plan(copies[1], 0.0, 6, 1, window, resolution, limit)]
+    assert [j.id for j in got[0]] == [j.id for j in got[1]]
+    reserved = [[j.reserved for _, j in copy] for copy in copies]
+    assert reserved[0] == reserved[1]
+    assert got[0] or any(r not in (None, 7.0) for r in reserved[0])  # the plan did something
+
+
+def _copy_of(job):
+    copy = job.fresh()
+    copy.start, copy.reserved = job.start, job.reserved
+    return copy
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -1006,9 +1006,9 @@ static double round_up(double x, double res)
 /* Slurm's backfill plan over a scheduler's queue, entries (key, job) in priority order:
  * jobs already started are skipped, at most max_test others are looked at. A job that fits
  * now starts (its reservation begins now); one that does not is reserved at its earliest
- * start if that lies within window; durations are rounded up to res. Stops once free_now is
- * below smallest (the smallest queued job). Returns [(job, now or reserved time)] for the
- * jobs given a time. */
+ * start if that lies within window, and a job with no reserved time yet gets that one;
+ * durations are rounded up to res. Stops once free_now is below smallest (the smallest
+ * queued job). Returns the jobs that start now, in queue order. */
 static PyObject *Profile_plan(Profile *p, PyObject *args)
 {
     PyObject *queue;
@@ -1066,13 +1066,22 @@ static PyObject *Profile_plan(Profile *p, PyObject *args)
         }
         if (reserve(p, t, duration, procs))
             goto fail;
-        PyObject *when = PyFloat_FromDouble(t), *pair = when ? PyTuple_Pack(2, job, when) : NULL;
-        Py_XDECREF(when);
-        if (!pair || PyList_Append(out, pair)) {
-            Py_XDECREF(pair);
+        if (t == now) {
+            if (PyList_Append(out, job))
+                goto fail;
+            continue;
+        }
+        PyObject *reserved = PyObject_GetAttr(job, s_reserved);
+        if (!reserved)
+            goto fail;
+        int unset = reserved == Py_None;
+        Py_DECREF(reserved);
+        PyObject *when = unset ? PyFloat_FromDouble(t) : NULL;
+        if (unset && (!when || PyObject_SetAttr(job, s_reserved, when))) {
+            Py_XDECREF(when);
             goto fail;
         }
-        Py_DECREF(pair);
+        Py_XDECREF(when);
     }
     Py_DECREF(fast);
     return out;
@@ -1116,7 +1125,7 @@ static PyMethodDef Profile_methods[] = {
     {"compress_queue", (PyCFunction)Profile_compress_queue, METH_VARARGS,
      "compress_queue(queue, now) -> [(slot, index, job)] moved, or None to rebuild"},
     {"plan", (PyCFunction)Profile_plan, METH_VARARGS,
-     "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [(job, time)]"},
+     "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [job starting now]"},
     {NULL}};
 
 static PyGetSetDef Profile_getset[] = {

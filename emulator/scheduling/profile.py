@@ -298,8 +298,9 @@ class PyProfile:
         ``(key, job)`` entries in priority order: started jobs are skipped, at most
         ``max_test`` others looked at. A job that fits now starts (reserved from now); one
         that does not is reserved at its earliest start when that is within ``window``;
-        durations rounded up to ``resolution``. Stops once ``free_now`` is below
-        ``smallest``. Returns ``[(job, now or its reserved time)]``."""
+        durations rounded up to ``resolution``; a job reserved later that has no ``reserved``
+        time yet gets that one. Stops once ``free_now`` is below ``smallest``. Returns the
+        jobs that start now, in queue order."""
         self.advance(now)
         out, tested = [], 0
         for _, job in queue:
@@ -317,7 +318,10 @@ class PyProfile:
                 if t is None or not t - now < window:
                     continue
             self.reserve(t, duration, job.procs)
-            out.append((job, t))
+            if t == now:
+                out.append(job)
+            elif job.reserved is None:
+                job.reserved = t
         return out
 
 

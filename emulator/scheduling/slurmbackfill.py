@@ -72,14 +72,11 @@ def slurm_pass(sched: Any, now: float, params: BackfillParams) -> list:
     sched._reserve_granted(profile, now)
     if sched._limits or sched.nodes is not None:  # holds and placements: job by job
         return _pass_in_python(sched, now, params, profile, smallest)
-    started = []
-    for job, t in profile.plan(sched.queue, now, sched.free, smallest, params.window_seconds,
-                               res, params.max_job_test):
-        if t == now:
-            sched._start(job, now)
-            started.append(job)
-        elif job.reserved is None:
-            job.reserved = t
+    # the plan gives the jobs that start now, and later ones their first reserved time
+    started = profile.plan(sched.queue, now, sched.free, smallest, params.window_seconds, res,
+                           params.max_job_test)
+    for job in started:
+        sched._start(job, now)
     return started
 
 
