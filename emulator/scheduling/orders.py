@@ -215,12 +215,7 @@ class FairShare(Order):
             if end < stop:
                 stop = end
             amount = job.procs * (stop - start)
-            for owners, owner in ((self.used_by_user, user), (self.used_by_group, group)):
-                spent = owners.get(owner)
-                if spent is None:
-                    spent = owners[owner] = {}
-                spent[window] = spent.get(window, 0.0) + amount
-            self.total[window] = self.total.get(window, 0.0) + amount
+            self._spend(user, group, window, amount)
             if window == self._window:  # its usage now counts as constant
                 constants = self._user_constant
                 constants[user] = constants.get(user, 0.0) + amount
@@ -228,6 +223,15 @@ class FairShare(Order):
                 constants[group] = constants.get(group, 0.0) + amount
                 self._everyone_constant += amount
             start, window = stop, window + 1
+
+    def _spend(self, user: Any, group: Any, window: int, amount: float) -> None:
+        """Add ``amount`` processor-seconds to ``window`` of ``user``, ``group`` and all."""
+        for owners, owner in ((self.used_by_user, user), (self.used_by_group, group)):
+            spent = owners.get(owner)
+            if spent is None:
+                spent = owners[owner] = {}
+            spent[window] = spent.get(window, 0.0) + amount
+        self.total[window] = self.total.get(window, 0.0) + amount
 
     def _roll(self, now: float) -> None:
         """Move the current window on to ``now``'s: the running jobs' usage in the windows
@@ -274,11 +278,27 @@ class FairShare(Order):
         if now >= (self._window + 1) * self.interval:
             self._roll(now)
         start = self.running.pop(job, None)
-        if start is not None:
-            ws = self._window * self.interval
+        if start is None:
+            return
+        ws = self._window * self.interval
+        if start < ws:  # it ran in windows before this one too
             # its time in this window moves from running to charged: the usage stays
-            self._add(job, job.procs * max(start, ws), -job.procs)
-            self._charge(job, max(start, ws), now)
+            self._add(job, job.procs * ws, -job.procs)
+            self._charge(job, ws, now)
+            return
+        # started in this window: _add(job, procs * start, -procs) then _charge(job, start,
+        # now) inline, the same sums in the same order (this runs at every job's end)
+        u, g, procs, window = job.user, job.group, job.procs, self._window
+        constant, amount = procs * start, procs * (now - start)
+        users, groups = self._user_constant, self._group_constant
+        users[u] = users.get(u, 0.0) + constant + amount
+        groups[g] = groups.get(g, 0.0) + constant + amount
+        self._user_rate[u] = self._user_rate.get(u, 0) - procs
+        self._group_rate[g] = self._group_rate.get(g, 0) - procs
+        self._everyone_constant += constant
+        self._everyone_constant += amount
+        self._everyone_rate -= procs
+        self._spend(u, g, window, amount)
 
     def usage(self, now: float) -> dict:
         """Each user's and group's decayed usage, % of everyone's: {("user", id): %}."""
