@@ -215,6 +215,20 @@ def test_job_size_favouring_small_and_relative_to_time(tmp_path):
     assert both.factors(job, 100.0)["job_size"] == pytest.approx(1 - 2 / 30 / 8)
 
 
+def test_jobs_of_one_size_and_partition_differ_by_time_limit_relative_to_time(tmp_path):
+    """The static part of a priority is kept per size and partition, and per time limit
+    where the job size factor is relative to time: two jobs alike but for their limits get
+    that factor each from its own limit."""
+    weights = {"age": 0, "fairshare": 0, "job_size": 100000, "partition": 0, "qos": 0}
+    relative = order(tmp_path, weights=weights, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    short, long = (Job(k, 100, 2, 60, requested=r, owner=Owner(user=2, group=10))
+                   for k, r in ((1, 1800), (2, 3600)))
+    for job in (short, long):  # 100,000 x 2 / (limit in minutes) / 8, kept whole
+        assert relative.priority(job, 100.0) == int(100000 * 2 / (job.requested / 60) / 8)
+    plain = order(tmp_path, weights=weights)
+    assert plain.priority(short, 100.0) == plain.priority(long, 100.0) == 25000
+
+
 def test_usage_decays_by_its_half_life_on_each_calc_period(tmp_path):
     """One processor from 0 to 900 s, half-life 600 s, a tick every 300 s: 300 s are added at
     each tick and what was there is multiplied by 2 ** -0.5."""

@@ -53,6 +53,8 @@ class Multifactor(Order):
         self._default_partition = self._partition.get(default, 1.0)
         self._owner: dict = {}  # (user, group) -> user node
         self._started: list = []  # (job, its start, its fair-share factor then)
+        self._by_time = "SMALL_RELATIVE_TO_TIME" in config.flags
+        self._statics: dict = {}  # (procs, queue[, requested, estimate]) -> static part
         max_age = config.max_age_seconds
         weights = (config.weights["age"], config.weights["fairshare"],
                    1.0 / max_age if max_age > 0 else math.inf)  # (w_age, w_fs, 1/max age)
@@ -113,10 +115,16 @@ class Multifactor(Order):
                 "qos": 0.0}
 
     def _static(self, job: Any) -> float:
-        """The weighted factors that do not change while ``job`` waits."""
-        weights = self.config.weights
-        return (weights["job_size"] * self.job_size(job)
-                + weights["partition"] * self.partition(job))
+        """The weighted factors that do not change while ``job`` waits: a function of its
+        size and partition (and time limit, relative to time) alone, kept for each such."""
+        memo_key = (job.procs, job.queue, job.requested, job.estimate) if self._by_time \
+            else (job.procs, job.queue)
+        static = self._statics.get(memo_key)
+        if static is None:
+            weights = self.config.weights
+            static = self._statics[memo_key] = (weights["job_size"] * self.job_size(job)
+                                                + weights["partition"] * self.partition(job))
+        return static
 
     def _enter(self, job: Any) -> None:
         """``job``'s submit time, static part and association, kept while it waits or runs
