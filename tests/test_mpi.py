@@ -501,7 +501,7 @@ def test_a_machine_that_goes_silent_is_named_and_the_run_ends():
     assert said == ["nodesel: error: machine 2 of 2 (" + os.uname().nodename + "; ranks 1, 3, "
                     "5, 7, 9, 11) sent nothing for 3 s (its agent, rank 1, pings every 1 s): "
                     "down or cut off; the run cannot go on without its nodes' flows"], err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "Abort(" not in err  # MPICH's own line: not repeated
     assert _no_rank_left()
     assert _shm() <= before
 
@@ -517,7 +517,7 @@ def test_a_silent_owner_machine_ends_the_run_in_one_line():
     assert len(said) == 1 and said[0].startswith(
         "nodesel: error: the served model's owner, rank 0 on machine 1 of 2 (") and \
         said[0].endswith("answered no clock ping for 3 s: down or cut off"), err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "Abort(" not in err
     assert _no_rank_left()
     assert _shm() <= before
 

@@ -88,8 +88,10 @@ def host_silent_seconds(environ: Optional[Mapping[str, str]] = None) -> float:
 
 def end_job(message: str) -> None:
     """What a served loop that fails on a node rank does by default: say why and end the
-    whole job (a host whose flows never end would hang it)."""
+    whole job (a host whose flows never end would hang it), in that one line: MPICH's own
+    "Abort(3) on node ..." line goes to /dev/null."""
     print(f"nodesel: error: {message}", file=sys.stderr, flush=True)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     MPI.COMM_WORLD.Abort(3)
 
 
