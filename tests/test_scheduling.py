@@ -68,6 +68,37 @@ def test_a_fresh_copy_is_the_job_as_submitted_in_every_attribute():
     assert copy.info is job.info and copy is not job
 
 
+def test_a_traces_jobs_are_what_the_job_constructor_makes_in_every_attribute():
+    """jobs_from_trace makes its jobs in C, slot by slot: each is the Job that Job(...)
+    makes from the same fields."""
+    trace = read_swf(resolve_trace("nasa")).subset(np.arange(18239) < 300)
+    trace.data[::2, 8] = 2 * trace.data[::2, 3]  # every other job with a requested time
+    made = jobs_from_trace(trace, 2.0)
+    for i, (job, row) in enumerate(zip(made, trace.data.tolist())):
+        expected = Job(int(row[0]), math.floor(row[1] / 2.0), int(row[4]), row[3],
+                       requested=row[8], owner=Owner(*(int(row[k]) for k in (11, 12, 13, 14))),
+                       index=i)
+        assert type(job) is Job
+        assert {n: getattr(job, n) for n in Job.__slots__} == \
+            {n: getattr(expected, n) for n in Job.__slots__}, i
+    assert any(j.requested is None for j in made) and any(j.requested for j in made)
+
+
+def test_objects_made_in_c_take_slots_alone_and_a_value_for_each():
+    from emulator.workload._columns import new_objects
+
+    a, b = new_objects(Job, 2, {"id": [1, 2], "submit": 0.0})
+    assert (a.id, b.id, a.submit, b.submit) == (1, 2, 0.0, 0.0)
+    with pytest.raises(AttributeError):
+        a.procs  # noqa: B018  (a slot not given stays unset, as object.__new__ leaves it)
+    with pytest.raises(TypeError, match="'owner' is not a slot of Job"):
+        new_objects(Job, 1, {"owner": None})
+    with pytest.raises(ValueError, match="3 values for 2 objects"):
+        new_objects(Job, 2, {"id": [1, 2, 3]})
+    with pytest.raises(AttributeError):
+        new_objects(Job, 1, {"nonesuch": 1})
+
+
 def test_the_jobs_csv_writes_each_value_as_written_by_hand():
     from emulator.scheduling.metrics import jobs_csv
 

@@ -27,9 +27,13 @@
  *
  * attribute_column(objects, name) -> bytearray: the float64 column of one attribute of a list
  * of objects (the jobs' start times, say), NaN where it is None.
+ *
+ * new_objects(cls, n, fields) -> list: n instances of a class with __slots__ (the jobs of a
+ * trace), each slot set from a column (a list) or one value shared by all.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -370,7 +374,77 @@ static PyObject *attribute_column(PyObject *self, PyObject *args) {
     return data;
 }
 
+/* The slot a member descriptor of cls named name stands for: its offset in an instance,
+ * or -1 with TypeError where name is no writable object slot of cls. */
+static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *name) {
+    PyObject *descr = PyObject_GetAttr((PyObject *)cls, name);
+    if (!descr)
+        return -1;
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            offset = member->offset;
+    }
+    Py_DECREF(descr);
+    if (offset < 0)
+        PyErr_Format(PyExc_TypeError, "%R is not a slot of %s", name, cls->tp_name);
+    return offset;
+}
+
+/* new_objects(cls, n, fields) -> list of n instances of cls (made as cls.__new__ would make
+ * them, no __init__), each slot named in fields set: to the i-th item of a list of n, or to
+ * the one value given. cls keeps its attributes in __slots__. */
+static PyObject *new_objects(PyObject *self, PyObject *args) {
+    PyTypeObject *cls;
+    Py_ssize_t n, k = 0, pos = 0;
+    PyObject *fields, *name, *value, *out = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!nO!", &PyType_Type, &cls, &n, &PyDict_Type, &fields))
+        return NULL;
+    Py_ssize_t count = PyDict_GET_SIZE(fields);
+    Py_ssize_t *offsets = PyMem_Calloc((size_t)count + 1, sizeof(Py_ssize_t));
+    PyObject **values = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    if (n < 0 || !offsets || !values) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(n < 0 ? PyExc_ValueError : PyExc_MemoryError, "bad count");
+        goto done;
+    }
+    while (PyDict_Next(fields, &pos, &name, &value)) {
+        if ((offsets[k] = slot_offset(cls, name)) < 0)
+            goto done;
+        if (PyList_Check(value) && PyList_GET_SIZE(value) != n) {
+            PyErr_Format(PyExc_ValueError, "%R: %zd values for %zd objects", name,
+                         PyList_GET_SIZE(value), n);
+            goto done;
+        }
+        values[k++] = value;
+    }
+    if (!(out = PyList_New(n)))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *obj = cls->tp_alloc(cls, 0);
+        if (!obj) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *v = PyList_Check(values[j]) ? PyList_GET_ITEM(values[j], i) : values[j];
+            Py_INCREF(v);
+            *(PyObject **)((char *)obj + offsets[j]) = v;  /* a new object's slots are NULL */
+        }
+        PyList_SET_ITEM(out, i, obj);
+    }
+done:
+    PyMem_Free(offsets);
+    PyMem_Free(values);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"new_objects", new_objects, METH_VARARGS,
+     "new_objects(cls, n, fields) -> n instances of a class with __slots__, their slots "
+     "set from fields (name -> a list of n values, or one value for all)."},
     {"attribute_column", attribute_column, METH_VARARGS,
      "attribute_column(objects, name) -> bytearray of float64: each object's attribute, "
      "NaN for None."},
