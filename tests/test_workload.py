@@ -3,6 +3,9 @@ Weissman fitted to the NASA trace."""
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 import warnings
 import zipfile
 
@@ -353,3 +356,21 @@ def test_workload_fit_arrival_periods_command(tmp_path, capsys):
     assert main(["workload", "fit", "nasa", "--arrival-periods", "25", "--out",
                  str(out)]) == 2
     assert "a day has 24 hours" in capsys.readouterr().err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS adds no thread on one core")
+@pytest.mark.parametrize("blas_threads", [None, "2"])
+def test_a_nodesel_process_runs_one_blas_thread_unless_told(blas_threads):
+    """numpy's OpenBLAS starts a spinning thread per core: the nodesel process keeps to its
+    main thread, unless the user sets OPENBLAS_NUM_THREADS (threads counted at exit)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    code = ("import atexit, os, sys; atexit.register(lambda: print(len(os.listdir("
+            "'/proc/self/task')))); sys.argv = ['nodesel', 'workload', 'show', 'nasa']; "
+            "from emulator.cli import entry; entry()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    threads = int(proc.stdout.strip().splitlines()[-1])
+    assert threads == 1 if blas_threads is None else threads > 1, threads
