@@ -222,6 +222,21 @@ def test_mpiexec_ignores_sigpipe_and_the_program_gets_it_back(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("users", [None, "3"])
+def test_the_program_gets_the_users_blas_threads_not_nodesels_default(tmp_path, users):
+    """nodesel keeps numpy's OpenBLAS to one thread in its own processes; the program it runs
+    for the user sees OPENBLAS_NUM_THREADS only as the user set it."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if users:
+        env["OPENBLAS_NUM_THREADS"] = users
+    proc = subprocess.run([sys.executable, "-m", "emulator", "mpiexec", "-n", "1", "--",
+                           "sh", "-c", "echo ${OPENBLAS_NUM_THREADS-unset}"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [users or "unset"]
+
+
+@pytest.mark.mpi
 def test_two_programs_sharing_nodes_each_slow_down_as_the_model_says(paced):
     from emulator.interpose.job import ProgramOptions, run_programs
 

@@ -44,6 +44,31 @@ def machines_here(count):
     return [] if count == 1 else ["-launcher", "fork", "-hosts", names]
 
 
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+_blas_default = False  # this process set BLAS_THREADS_ENV itself (one_blas_thread)
+
+
+def one_blas_thread() -> None:
+    """numpy's OpenBLAS, once loaded, runs a thread per core, each spinning about 0.1 s of
+    CPU though nodesel asks it for nothing: in every process and every MPI rank, on cores
+    the ranks share. Call before numpy is imported: one thread, unless the user set
+    ``OPENBLAS_NUM_THREADS``. Programs started for the user do not inherit this default
+    (:func:`user_environment`)."""
+    global _blas_default
+    if BLAS_THREADS_ENV not in os.environ:
+        os.environ[BLAS_THREADS_ENV] = "1"
+        _blas_default = True
+
+
+def user_environment(**extra: str) -> dict:
+    """The environment for a program started from here: this process's, with ``extra``,
+    without the BLAS default this process gave itself."""
+    env = dict(os.environ, **extra)
+    if _blas_default:
+        env.pop(BLAS_THREADS_ENV, None)
+    return env
+
+
 STARTED_FILE_ENV = "NODESEL_STARTED_FILE"
 # How long a job's ranks may take to start and join (65 ranks on 2 cores join in a few
 # seconds); past it, MPI's start-up would otherwise wait for ever, without a word.
@@ -78,7 +103,7 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
     began = time.time()
     with tempfile.TemporaryDirectory(prefix="nodesel-start-") as tmp:
         started = os.path.join(tmp, "started")
-        env = dict(os.environ, **{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
+        env = user_environment(**{STARTED_FILE_ENV: started, stop.LAUNCHED_ENV: "1"})
         # SIGPIPE stays ignored in mpiexec (Python's setting): a proxy that ends before
         # mpiexec's last write to it otherwise kills mpiexec (status -13, about 1 run in 75
         # of a one-rank job on a busy machine) though every rank exited as it should. Hydra
@@ -178,7 +203,7 @@ def _write(fd, data):
         (sys.stdout if fd == 1 else sys.stderr).flush()
         os.write(fd, data)
     except (OSError, ValueError):  # closed
-        pass
+        env.pop(BLAS_THREADS_ENV, None)
 
 
 def _end(proc, sig, grace_seconds):

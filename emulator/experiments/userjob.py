@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..coordinator.launch import user_environment
 from ..coordinator.pipeline import trial_rounds
 from ..coordinator.supervise import rank_command
 from ..errors import UserError
@@ -116,7 +117,7 @@ class Step:
     def __init__(self, what, argv, *, stdout=None, echo_stderr=False):
         self.what, self.argv, self.echo_stderr = what, argv, echo_stderr
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, stdout=stdout,
+        self.proc = subprocess.Popen(argv, stdout=stdout, env=user_environment(),
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def finish(self, deadline):
