@@ -149,7 +149,7 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     whole = used[:, [0, 4, 5, 6, 7]].astype(np.int64).T.tolist()
     requested = [None if r < 0 else r for r in used[:, 3].tolist()]
     # each job as Job(id, submit, procs, run, requested=..., owner=..., index=i) makes it,
-    # its values already of their types, made in C (a third of the time, on 18,239 jobs)
+    # its values already of their types, made in C (half the time of Python's, on NASA)
     columns = dict(zip(("id", "user", "group", "executable", "queue"), whole),
                    index=list(range(len(procs))), submit=submit.tolist(), procs=procs,
                    run=used[:, 2].tolist(), requested=requested)

@@ -98,8 +98,8 @@ def simulate_owned(jobs: list, scheduler: Any, *, estimator: Any = None,
                    kill_at_requested: bool = False, reservations: Sequence[Any] = (),
                    until: Optional[float] = None, watch: Watch = NOTHING) -> Simulation:
     """As :func:`simulate`, scheduling ``jobs`` themselves, not copies: jobs as submitted
-    (``Job.fresh()``, or just read from a trace) that nothing else holds. Their
-    ``Simulation.jobs`` is ``jobs``."""
+    (``Job.fresh()``, or just read from a trace) that nothing else holds. The
+    simulation's ``jobs`` is that list."""
     started_at = time.perf_counter()
     clock = _Clock(jobs, reservations, scheduler, estimator or Actual(), watch.progress)
     arrivals, requests, ends = clock.arrivals, clock.requests, clock.ends
