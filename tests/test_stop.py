@@ -369,6 +369,17 @@ def test_after_a_stop_hydras_complaints_are_dropped_and_the_rest_passes(capfd):
                                       "kept after the stop\n")
 
 
+def test_the_relay_writes_on_quietly_once_its_reader_has_gone():
+    """A job's output passed on to a descriptor that is closed (the reader went away) is
+    dropped without an error, so the relay thread lives to drain the job's pipe."""
+    from emulator.coordinator import launch
+
+    read, write = os.pipe()
+    os.close(read)
+    os.close(write)
+    launch._write(write, b"a line nobody reads\n")  # EBADF: dropped
+
+
 def test_after_a_stop_hydras_banner_on_stdout_is_dropped(capfd):
     import threading
 

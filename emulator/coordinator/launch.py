@@ -203,7 +203,7 @@ def _write(fd, data):
         (sys.stdout if fd == 1 else sys.stderr).flush()
         os.write(fd, data)
     except (OSError, ValueError):  # closed
-        env.pop(BLAS_THREADS_ENV, None)
+        pass
 
 
 def _end(proc, sig, grace_seconds):
