@@ -562,3 +562,17 @@ def test_fair_share_charges_a_job_until_it_ends_and_reads_the_sites_settings():
     assert [(j.id, j.start) for j in done] == [(0, 0), (1, 100), (3, 310), (2, 300)]
     site = policy_from_dict({"fairshare": {"RMPOLLINTERVAL": 300}})
     assert Scheduler(4, order="fairshare", site=site).order.period_seconds == 300
+
+
+def test_a_job_of_no_length_leaves_no_usage_behind():
+    """A job that ends as it starts used nothing: its user and group get no window, and
+    usage() does not list them."""
+    fs = FairShare(FairShareSettings(interval=100, depth=2, decay=0.5))
+    empty = Job(1, 0, 4, 0, owner=Owner(user=1, group=7))
+    used = Job(2, 0, 4, 50, owner=Owner(user=2, group=8))
+    fs.started(used, 10.0)
+    fs.started(empty, 20.0)
+    fs.finished(empty, 20.0)
+    fs.finished(used, 60.0)
+    assert fs.used_by_user == {2: {0: 200.0}} and fs.used_by_group == {8: {0: 200.0}}
+    assert fs.usage(150.0) == {("user", 2): 100.0, ("group", 8): 100.0}

@@ -298,7 +298,8 @@ class FairShare(Order):
         self._everyone_constant += constant
         self._everyone_constant += amount
         self._everyone_rate -= procs
-        self._spend(u, g, window, amount)
+        if now > start:  # as _charge: a job of no length leaves no window behind
+            self._spend(u, g, window, amount)
 
     def usage(self, now: float) -> dict:
         """Each user's and group's decayed usage, % of everyone's: {("user", id): %}."""
