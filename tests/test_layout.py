@@ -128,6 +128,18 @@ def test_functions_fit_on_a_screen_and_take_few_parameters():
     assert (too_long, too_many, big) == ([], [], [])
 
 
+MAX_LINE_CHARACTERS = 100
+
+
+def test_lines_fit_on_a_screen():
+    """No line of the packages' Python over 100 characters."""
+    long = [f"{os.path.relpath(path, ROOT)}:{number}"
+            for _, path in _modules()
+            for number, line in enumerate(open(path).read().splitlines(), start=1)
+            if len(line) > MAX_LINE_CHARACTERS]
+    assert long == []
+
+
 def test_every_module_says_what_it_does():
     missing = [name for name, path in _modules()
                if not ast.get_docstring(ast.parse(open(path).read()))]

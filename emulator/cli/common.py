@@ -212,7 +212,8 @@ def on_cluster(args, program, *, scenario_seconds=3600.0, cluster=None, streams=
         # a day of scenario at least, so that runs of any usual length play within it (the
         # coordinator says so if one plays past its end)
         timeline = default_timeline(cluster, seed=args.seed,
-                                    duration_seconds=max(scenario_seconds, DEFAULT_SCENARIO_SECONDS))
+                                    duration_seconds=max(scenario_seconds,
+                                                         DEFAULT_SCENARIO_SECONDS))
     else:
         timeline = full_capacity_timeline(cluster)
     n = len(clusters.node_names(cluster))

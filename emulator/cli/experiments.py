@@ -63,7 +63,8 @@ def experiment_options(p, *, benchmarks, repeats, out):
 
 def register(sub):
     demo = command(sub, "demo",
-                   help="a short node-selection experiment on the emulated cluster (launches mpiexec)",
+                   help="a short node-selection experiment on the emulated cluster "
+                        "(launches mpiexec)",
                    examples=["nodesel demo", "nodesel demo --repeats 2 --out results/demo2"],
                    handler=cmd_experiment)
     cluster_options(demo, probe_kib=128)

@@ -177,7 +177,8 @@ def cmd_testbed(args):
             def pair(a, b):
                 return rate
         files = testbed.up(args.capacity_mbps, pair, out_dir=args.out)
-        print(f"testbed {args.name}: {args.nodes} node namespaces ({testbed.layout.namespace('n1')} "
+        print(f"testbed {args.name}: {args.nodes} node namespaces "
+              f"({testbed.layout.namespace('n1')} "
               f"...) and a coordinator namespace on bridge {testbed.layout.bridge} "
               f"({testbed.layout.bridge_address}); state in {testbed.path}")
         print(f"hostfile {files['hostfile']}, launcher {files['launcher']}")
@@ -228,7 +229,8 @@ def _tree_up(args):
         print("real background streams start with 'nodesel testbed play' or a tc run")
     L = testbed.layout
     print(f"testbed {args.name}: {L.nodes} node namespaces ({L.namespace('n1')} ...) on "
-          f"{len(testbed.switch_index)} switch namespaces ({testbed.switch_namespace(testbed.root)} "
+          f"{len(testbed.switch_index)} switch namespaces "
+          f"({testbed.switch_namespace(testbed.root)} "
           f"is {testbed.root}, joined to bridge {L.bridge}, {L.bridge_address}); state in "
           f"{testbed.path}")
     for node in testbed.names[:3]:

@@ -40,10 +40,12 @@ def _register_measure(sub):
                              "nodesel measure --scenario s.json --rounds 3 --json"],
                    handler=cmd_measure)
     cluster_options(meas)
-    meas.add_argument("--rounds", type=int, default=1, help="measurements of every pair (default 1)")
+    meas.add_argument("--rounds", type=int, default=1,
+                      help="measurements of every pair (default 1)")
     meas.add_argument("--repetitions", type=positive_int, default=1,
                       help="probes per pair per round (default 1)")
-    meas.add_argument("--json", action="store_true", help="print the status graph as node-link JSON")
+    meas.add_argument("--json", action="store_true",
+                      help="print the status graph as node-link JSON")
 
 
 def _register_flows(sub):
@@ -73,7 +75,8 @@ def _register_cluster(sub):
     csub = actions(sub, "cluster", help="cluster descriptions",
                    examples="nodesel cluster show hostfiles/tree16.toml --json")
     show = command(csub, "show", help="print nodes and links",
-                   examples=["nodesel cluster show", "nodesel cluster show hostfiles/tree16.toml --json"],
+                   examples=["nodesel cluster show",
+                             "nodesel cluster show hostfiles/tree16.toml --json"],
                    handler=cmd_cluster)
     show.add_argument("file", nargs="?",
                       help="cluster TOML/JSON, SimGrid platform .xml or hostfile (default: the "
@@ -114,7 +117,8 @@ def _register_cluster(sub):
 
 def _register_scenario(sub):
     ssub = actions(sub, "scenario", help="bandwidth scenarios",
-                   examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json")
+                   examples="nodesel scenario generate --seed 1 --duration-seconds 600 "
+                            "--out s.json")
     gen = command(ssub, "generate", help="write a stream-model timeline",
                   examples="nodesel scenario generate --seed 1 --duration-seconds 600 --out s.json",
                   handler=cmd_scenario)
@@ -131,7 +135,8 @@ def _register_scenario(sub):
     gen.add_argument("--initial-max-streams", type=int, default=4,
                      help="each link starts with 0 to this many competing streams (default 4)")
     sshow = command(ssub, "show", help="print a scenario as a table, or plot it",
-                    examples=["nodesel scenario show s.json", "nodesel scenario show s.json --plot s.png"],
+                    examples=["nodesel scenario show s.json",
+                              "nodesel scenario show s.json --plot s.png"],
                     handler=cmd_scenario)
     sshow.add_argument("file", help="scenario: timeline JSON, static matrix (node-link JSON) or "
                                     "CSV trace")

@@ -20,7 +20,8 @@ def register(sub):
                             "--kill-at-requested --policy-file site.toml --out results/w",
                             "nodesel schedule W.swf --policy easy,conservative --estimates smith "
                             "--out results/w-smith",
-                            f"nodesel schedule {NASA} --order sjf --backfill easy --out results/sjf",
+                            f"nodesel schedule {NASA} --order sjf --backfill easy "
+                            "--out results/sjf",
                             "nodesel schedule SDSC-SP2-1998-4.2-cln.swf.gz --order my_order.py:key "
                             "--backfill conservative --estimates requested --out results/mine",
                             "nodesel schedule CTC-SP2-1996-3.1-cln.swf.gz --slurm-conf slurm.conf "
@@ -112,8 +113,9 @@ def schedulers_of(args, site):
     if args.policy is not None:
         raise UserError("give --policy, or --order and --backfill, not both")
     if args.order == "multifactor" or args.backfill == "slurm":
-        raise UserError(f"--{'order multifactor' if args.order == 'multifactor' else 'backfill slurm'}"
-                        " needs --slurm-conf (a slurm.conf with at least its weights)")
+        asked = "order multifactor" if args.order == "multifactor" else "backfill slurm"
+        raise UserError(f"--{asked} needs --slurm-conf (a slurm.conf with at least its "
+                        "weights)")
     order, backfill = args.order or "fcfs", args.backfill or "easy"
     label = Scheduler(1, order=order, backfill=backfill, site=site).policy  # checks the order
     return [(label, lambda n: Scheduler(n, order=order, backfill=backfill, site=site))]

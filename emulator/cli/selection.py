@@ -16,8 +16,8 @@ CLASSES = ("S", "W", "A", "B")
 def register(sub):
     sel = command(sub, "select", help="select node groups for a job",
                   examples=["nodesel select --network G.json --pattern cg --nprocs 4",
-                            "nodesel select --network G.json --pattern cg --nprocs 4 --candidates 3 "
-                            "--method pattern --seed 1",
+                            "nodesel select --network G.json --pattern cg --nprocs 4 "
+                            "--candidates 3 --method pattern --seed 1",
                             "nodesel select --network G.json --pattern cg --nprocs 4 --out place/"
                             "   # inside a Slurm or PBS job: only its nodes"],
                   handler=cmd_select)

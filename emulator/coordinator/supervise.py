@@ -5,7 +5,8 @@ Hydra (MPICH's mpiexec) ends the whole job when one of its processes dies of a s
 with ``-disable-auto-cleanup``; an exit status it leaves alone. An emulated node killed with
 ``kill -9`` must not take the cluster with it, so each rank runs under this supervisor::
 
-    mpiexec -disable-auto-cleanup -n 11 python -m emulator.coordinator.supervise python -m emulator ...
+    mpiexec -disable-auto-cleanup -n 11 \
+        python -m emulator.coordinator.supervise python -m emulator ...
 
 The rank inherits the process-manager connection (``PMI_FD``). SIGINT and SIGTERM are passed
 on; Hydra's SIGUSR1 failure notice is ignored (the coordinator finds failures itself). The
@@ -36,8 +37,8 @@ _ENDS = {signal.SIGINT, signal.SIGTERM}  # the ends a user or a batch system ask
 
 def rank_command(args):
     """The argv of one supervised emulator rank running ``python -m emulator ARGS``."""
-    return [sys.executable, "-m", "emulator.coordinator.supervise", sys.executable, "-m", "emulator",
-            *args]
+    return [sys.executable, "-m", "emulator.coordinator.supervise",
+            sys.executable, "-m", "emulator", *args]
 
 
 _told_fd = []  # the pipe to the supervisor, taken out of the environment on first use

@@ -1,4 +1,5 @@
-"""The Figure 3 experiment of Goteti and Subhlok §3.3-3.4: node selection methods on a shared network.
+"""The Figure 3 experiment of Goteti and Subhlok §3.3-3.4: node selection methods on a
+shared network.
 
 Jobs run in *slots*. Slot ``j`` starts at scenario time ``j * spacing_seconds`` of one
 stream-model timeline; the slots cycle through the benchmarks, ``repeats`` times. In a slot:

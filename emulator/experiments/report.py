@@ -177,7 +177,8 @@ def markdown_table(summary):
     if "pattern_to_all_all" in summary:
         notes.append(f"pattern/all-all: {summary['pattern_to_all_all']:.3f}")
     if notes:
-        lines += ["", "; ".join(notes) + " (Goteti and Subhlok: 20.2/40 = 0.505, 20.2/27.6 = 0.732)"]
+        lines += ["", "; ".join(notes)
+                  + " (Goteti and Subhlok: 20.2/40 = 0.505, 20.2/27.6 = 0.732)"]
     return "\n".join(lines) + "\n"
 
 
@@ -204,7 +205,8 @@ def plot_figure3(summary, path):
             if b == "average":
                 value, ci = summary["average_slowdown_pct"].get(m), None
             elif m == "oracle":
-                value, ci = summary["oracle_slowdown_pct"][b], summary["oracle_slowdown_ci90_pct"][b]
+                value = summary["oracle_slowdown_pct"][b]
+                ci = summary["oracle_slowdown_ci90_pct"][b]
             else:
                 value, ci = summary["slowdown_pct"][b][m], summary["slowdown_ci90_pct"][b][m]
             heights.append(value or 0.0)

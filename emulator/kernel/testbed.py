@@ -78,7 +78,8 @@ class Layout:
         except ValueError:
             raise iproute.InvalidTestbedValue(f"invalid subnet {self.subnet!r}") from None
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
-            raise iproute.InvalidTestbedValue(f"--nodes must be a positive integer, got {self.nodes!r}")
+            raise iproute.InvalidTestbedValue(
+                f"--nodes must be a positive integer, got {self.nodes!r}")
         if self.nodes + 2 > net.num_addresses - 2:
             raise iproute.InvalidTestbedValue(
                 f"subnet {self.subnet} has no room for {self.nodes} nodes, a coordinator "
@@ -424,7 +425,8 @@ def launcher_script(gateway, namespaces, *, machine=False):
     """The launcher file: a Python script that calls :func:`launch_in_namespace` (for fake
     machines with ``machine``)."""
     return (f"#!{sys.executable}\n"
-            "# Hydra launcher for the nodesel namespace testbed (written by 'nodesel testbed up').\n"
+            "# Hydra launcher for the nodesel namespace testbed "
+            "(written by 'nodesel testbed up').\n"
             "import sys\n"
             "from emulator.kernel.testbed import launch_in_namespace\n"
             f"NAMESPACES = {namespaces!r}\n"

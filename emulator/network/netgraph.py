@@ -73,7 +73,8 @@ def graph_from_node_link(data, path="<network>", *, require_bandwidth=True):
         attrs = {k: v for k, v in node.items() if k != "id"}
         kind = attrs.setdefault("kind", COMPUTE)
         if kind not in NODE_KINDS:
-            raise InputFileError(path, where, f"unknown kind {kind!r}; expected one of {NODE_KINDS}")
+            raise InputFileError(path, where,
+                                 f"unknown kind {kind!r}; expected one of {NODE_KINDS}")
         graph.add_node(node_id, **attrs)
     for i, edge in enumerate(data[edge_key]):
         where = f"{edge_key}[{i}]"
@@ -87,7 +88,8 @@ def graph_from_node_link(data, path="<network>", *, require_bandwidth=True):
             raise InputFileError(path, where, f"self-loop on node {u!r}")
         attrs = {k: val for k, val in edge.items() if k not in ("source", "target")}
         if "bandwidth_mbps" in attrs:
-            attrs["bandwidth_mbps"] = _number(attrs["bandwidth_mbps"], path, where, "bandwidth_mbps")
+            attrs["bandwidth_mbps"] = _number(attrs["bandwidth_mbps"], path, where,
+                                              "bandwidth_mbps")
         elif require_bandwidth:
             raise InputFileError(path, where, "edge has no 'bandwidth_mbps'")
         for name in ("capacity_mbps", "latency_ms", "true_bandwidth_mbps"):

@@ -102,8 +102,9 @@ def _stream_bandwidth(capacity, streams):
     return capacity / (streams + 1)
 
 
-def generate_streams(cluster, *, seed, duration_seconds, interval_seconds=DEFAULT_INTERVAL_SECONDS,
-                     floor_mbps=DEFAULT_FLOOR_MBPS, initial_max_streams=DEFAULT_INITIAL_MAX_STREAMS):
+def generate_streams(cluster, *, seed, duration_seconds,
+                     interval_seconds=DEFAULT_INTERVAL_SECONDS, floor_mbps=DEFAULT_FLOOR_MBPS,
+                     initial_max_streams=DEFAULT_INITIAL_MAX_STREAMS):
     """Goteti and Subhlok's stream model on the links of ``cluster``, as a timeline.
 
     Examples
@@ -189,7 +190,8 @@ def read_trace(path, cluster):
         try:
             t, bw = float(row[0]), float(row[3])
         except ValueError:
-            raise InputFileError(path, where, "time_seconds and bandwidth_mbps must be numbers") from None
+            raise InputFileError(path, where,
+                                 "time_seconds and bandwidth_mbps must be numbers") from None
         a, b = row[1].strip(), row[2].strip()
         key = frozenset((a, b))
         if key not in index:
@@ -218,7 +220,8 @@ def timeline_from_json(data, path="<timeline>"):
     try:
         link_list = [(l["a"], l["b"], float(l["capacity_mbps"])) for l in data["links"]]
         initial = [float(x) for x in data["initial_mbps"]]
-        events = [(float(e["t"]), int(e["link"]), float(e["bandwidth_mbps"])) for e in data["events"]]
+        events = [(float(e["t"]), int(e["link"]), float(e["bandwidth_mbps"]))
+                  for e in data["events"]]
     except (KeyError, TypeError, ValueError, OverflowError) as e:  # OverflowError: int(1e999)
         raise InputFileError(path, "links/events", f"malformed timeline: {e!r}") from None
     if len(initial) != len(link_list):
@@ -234,7 +237,8 @@ def timeline_from_json(data, path="<timeline>"):
             raise InputFileError(path, f"events[{k}]", "times must not decrease")
     for i, bw in enumerate(initial):
         if not (math.isfinite(bw) and bw > 0):
-            raise InputFileError(path, f"initial_mbps[{i}]", f"bandwidth must be positive, got {bw}")
+            raise InputFileError(path, f"initial_mbps[{i}]",
+                                 f"bandwidth must be positive, got {bw}")
     meta = {k: v for k, v in data.items()
             if k not in ("format", "version", "links", "initial_mbps", "events",
                          "initial_streams")}
@@ -272,7 +276,8 @@ def load_scenario(path, cluster):
                     raise InputFileError(path, f"edge {a}-{b}", "bandwidth_mbps must be positive")
             timeline = static_timeline(network, cluster, path)
         else:
-            raise InputFileError(path, "top level", "expected a nodesel timeline or a node-link graph")
+            raise InputFileError(path, "top level",
+                                 "expected a nodesel timeline or a node-link graph")
     return timeline
 
 

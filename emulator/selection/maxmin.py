@@ -1,8 +1,8 @@
 """Node selection by max-min bandwidth pruning (Goteti and Subhlok, Figure 1) and the baselines.
 
 All functions are pure: they take a network status graph and a pattern graph (see
-:mod:`emulator.network.netgraph` and :mod:`emulator.selection.patterns`) and return a :class:`Selection`; the
-input graphs are never modified.
+:mod:`emulator.network.netgraph` and :mod:`emulator.selection.patterns`) and return a
+:class:`Selection`; the input graphs are never modified.
 
 The objective is the Figure 1 one: choose m compute nodes and a rank -> node mapping that
 maximise the minimum available bandwidth over the pattern's edges. A pattern edge maps to a

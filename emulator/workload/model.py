@@ -195,8 +195,8 @@ def fit_model(trace, *, components=4, size_runtime="independent", arrival_period
     Weissman used six; :func:`day_periods` places them).
 
     ``size_runtime="correlated"`` keeps the trace's correlation of size and run time (England
-    and Weissman found none; NASA's iPSC log has one), through the same copula, so the marginals stay
-    as fitted.
+    and Weissman found none; NASA's iPSC log has one), through the same copula, so the
+    marginals stay as fitted.
     """
     if size_runtime not in ("independent", "correlated"):
         raise ValueError(f"size_runtime must be independent or correlated, got {size_runtime!r}")
