@@ -52,10 +52,23 @@ model), ``shaping`` and ``kernel`` (in-process and tc shaping), ``selection``, `
 import importlib as _importlib
 import os as _os
 
+_BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+_blas_default = False  # this process gave itself one BLAS thread (_one_blas_thread)
+
+
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS runs a thread per core once loaded, each spinning a while (about
+    0.1 s of CPU) though nodesel asks it for nothing: one thread, unless the user set
+    ``OPENBLAS_NUM_THREADS``. Call before numpy is imported. Programs started for the user
+    do not inherit this default (:func:`emulator.coordinator.launch.user_environment`)."""
+    global _blas_default
+    if _BLAS_THREADS_ENV not in _os.environ:
+        _os.environ[_BLAS_THREADS_ENV] = "1"
+        _blas_default = True
+
+
 if any(k in _os.environ for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
-    # A rank emulates one node, and ranks outnumber cores: one BLAS thread each. (OpenBLAS's
-    # idle workers spin for a while after loading, about 6% of a core per rank here.)
-    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    _one_blas_thread()  # a rank emulates one node, and ranks outnumber cores
 
 # public name -> (module, name in it); a leading "." is a module of this package
 _API = {

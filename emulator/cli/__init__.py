@@ -102,14 +102,14 @@ def one_line(message: str) -> str:
 def entry() -> None:
     """The ``nodesel`` command as a process: :func:`main`, then exit with its status.
 
-    numpy's OpenBLAS keeps to one thread (:func:`~emulator.coordinator.launch.one_blas_thread`).
+    numpy's OpenBLAS keeps to one thread (:func:`emulator._one_blas_thread`).
     At the end what is alive dies with the process, so it is frozen out of the cyclic
     collector's sight: Python's exit would otherwise walk it all once more (6-8 ms with
     numpy loaded). Callers of :func:`main` in a process that goes on (tests, a notebook) are
     unaffected."""
-    from ..coordinator.launch import one_blas_thread
+    from .. import _one_blas_thread
 
-    one_blas_thread()
+    _one_blas_thread()
     status = main()
     gc.freeze()
     sys.exit(status)

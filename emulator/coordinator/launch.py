@@ -44,28 +44,14 @@ def machines_here(count):
     return [] if count == 1 else ["-launcher", "fork", "-hosts", names]
 
 
-BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
-_blas_default = False  # this process set BLAS_THREADS_ENV itself (one_blas_thread)
-
-
-def one_blas_thread() -> None:
-    """numpy's OpenBLAS, once loaded, runs a thread per core, each spinning about 0.1 s of
-    CPU though nodesel asks it for nothing: in every process and every MPI rank, on cores
-    the ranks share. Call before numpy is imported: one thread, unless the user set
-    ``OPENBLAS_NUM_THREADS``. Programs started for the user do not inherit this default
-    (:func:`user_environment`)."""
-    global _blas_default
-    if BLAS_THREADS_ENV not in os.environ:
-        os.environ[BLAS_THREADS_ENV] = "1"
-        _blas_default = True
-
-
 def user_environment(**extra: str) -> dict:
     """The environment for a program started from here: this process's, with ``extra``,
-    without the BLAS default this process gave itself."""
+    without the one BLAS thread this process gave itself (:func:`emulator._one_blas_thread`)."""
+    from .. import _BLAS_THREADS_ENV, _blas_default  # read now: entry() may have set it
+
     env = dict(os.environ, **extra)
     if _blas_default:
-        env.pop(BLAS_THREADS_ENV, None)
+        env.pop(_BLAS_THREADS_ENV, None)
     return env
 
 
