@@ -439,6 +439,45 @@ def test_the_check_in_c_ranks_and_bounds_as_python_does(seed):
         assert (ranks.rank, ranks.key, ranks.holds_until) == (python.rank, keys, holds)
 
 
+windows_of_usage = st.dictionaries(st.integers(-3, 12), st.one_of(
+    st.floats(0, 1e9, allow_nan=False), st.integers(0, 10**6)), max_size=9)
+
+
+@given(used=st.dictionaries(st.one_of(st.none(), st.integers(0, 5), st.text(max_size=2)),
+                            windows_of_usage, max_size=6),
+       window=st.integers(0, 12), depth=st.integers(1, 9),
+       decay=st.floats(0.05, 1.0, allow_nan=False))
+@settings(max_examples=300, deadline=None)
+def test_usage_decays_in_c_as_in_python_to_the_bit(used, window, depth, decay):
+    """``_fairshare.decay`` gives each owner's decayed usage as ``decayed_usage`` does, to
+    the bit, and forgets the same windows and owners in place (windows of the future, and
+    owners with no window, too)."""
+    from emulator.scheduling import orders
+
+    if orders.decay_usage is None:
+        pytest.skip("the C extension is not built (pip install -e .)")
+    weights, oldest = [decay ** k for k in range(depth)], window - depth + 1
+    python = copy.deepcopy(used)
+    expected = orders.decayed_usage(python, window, weights, oldest)
+    got = orders.decay_usage(used, window, weights, oldest)
+    assert list(got.items()) == list(expected.items())
+    assert [float(v).hex() for v in got.values()] == [float(v).hex() for v in expected.values()]
+    assert used == python and list(used) == list(python)
+
+
+def test_usage_decay_in_c_refuses_what_is_not_usage():
+    from emulator.scheduling import orders
+
+    if orders.decay_usage is None:
+        pytest.skip("the C extension is not built (pip install -e .)")
+    with pytest.raises(TypeError, match="owner's usage must be a dict"):
+        orders.decay_usage({1: [5.0]}, 3, [1.0], 3)
+    with pytest.raises(TypeError):
+        orders.decay_usage({1: {"3": 5.0}}, 3, [1.0], 3)
+    with pytest.raises(TypeError):
+        orders.decay_usage({1: {3: "5"}}, 3, [1.0], 3)
+
+
 class SetKeys(Order):
     """Keys set by hand, recomputed every 300 s."""
 

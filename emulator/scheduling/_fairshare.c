@@ -13,8 +13,14 @@
  *   of two users next to each other in key order; ranks: the ranks of the groups alone
  *   where same (rank itself if it holds no other), else None.
  *
- * Built with -ffp-contract=off: keys and bounds are rounded as Python rounds them, step
- * by step.
+ * decay(used, window, weights, oldest) -> {owner: decayed usage}
+ *   used: {owner: {window (int): processor-seconds (float)}}; weights: the k-th for window
+ *   - k. As FairShare._roll's decayed_usage: the windows before oldest are deleted from
+ *   used (an owner left with none too), and each owner's usage is the sum of weight times
+ *   usage, newest window first, a window not used adding nothing.
+ *
+ * Built with -ffp-contract=off: keys, bounds and sums are rounded as Python rounds them,
+ * step by step.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -169,10 +175,111 @@ done:
     return out;
 }
 
+/* deletes the windows of one owner before oldest; -1 with an exception set on error */
+static int forget_before(PyObject *windows, long long oldest)
+{
+    PyObject *key, *value, *stale = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(windows, &pos, &key, &value)) {
+        long long i = PyLong_AsLongLong(key);
+        if (i == -1 && PyErr_Occurred())
+            goto fail;
+        if (i < oldest && ((!stale && !(stale = PyList_New(0))) || PyList_Append(stale, key)))
+            goto fail;
+    }
+    for (Py_ssize_t j = 0; stale && j < PyList_GET_SIZE(stale); j++)
+        if (PyDict_DelItem(windows, PyList_GET_ITEM(stale, j)) < 0)
+            goto fail;
+    Py_XDECREF(stale);
+    return 0;
+fail:
+    Py_XDECREF(stale);
+    return -1;
+}
+
+/* one owner's decayed usage into out; -1 with an exception set on error */
+static int sum_windows(PyObject *windows, PyObject *const *at, const double *w,
+                       Py_ssize_t depth, double *out)
+{
+    double total = 0.0;
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        double used;
+        if (value_of(windows, at[k], &used) < 0)
+            return -1;
+        total += w[k] * used;
+    }
+    *out = total;
+    return 0;
+}
+
+static PyObject *decay(PyObject *self, PyObject *args)
+{
+    PyObject *used, *weights;
+    long long window, oldest;
+    if (!PyArg_ParseTuple(args, "O!LO!L", &PyDict_Type, &used, &window, &PyList_Type,
+                          &weights, &oldest))
+        return NULL;
+    Py_ssize_t depth = PyList_GET_SIZE(weights), k = 0;
+    double *w = PyMem_Malloc(sizeof(double) * (size_t)(depth ? depth : 1));
+    PyObject **at = PyMem_Calloc((size_t)(depth ? depth : 1), sizeof(PyObject *));
+    PyObject *owners = PyDict_Keys(used), *out = PyDict_New();
+    if (!w || !at || !owners || !out) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (; k < depth; k++) {
+        w[k] = PyFloat_AsDouble(PyList_GET_ITEM(weights, k));
+        if ((w[k] == -1.0 && PyErr_Occurred()) || !(at[k] = PyLong_FromLongLong(window - k)))
+            goto fail;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(owners); j++) {
+        PyObject *owner = PyList_GET_ITEM(owners, j);
+        PyObject *windows = PyDict_GetItemWithError(used, owner);
+        if (!windows || !PyDict_Check(windows)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "an owner's usage must be a dict");
+            goto fail;
+        }
+        if (forget_before(windows, oldest) < 0)
+            goto fail;
+        if (PyDict_GET_SIZE(windows) == 0) {
+            if (PyDict_DelItem(used, owner) < 0)
+                goto fail;
+            continue;
+        }
+        double total;
+        PyObject *value;
+        if (sum_windows(windows, at, w, depth, &total) < 0 || !(value = PyFloat_FromDouble(total)))
+            goto fail;
+        int rc = PyDict_SetItem(out, owner, value);
+        Py_DECREF(value);
+        if (rc < 0)
+            goto fail;
+    }
+    for (Py_ssize_t j = 0; j < depth; j++)
+        Py_XDECREF(at[j]);
+    PyMem_Free(at);
+    PyMem_Free(w);
+    Py_DECREF(owners);
+    return out;
+fail:
+    for (Py_ssize_t j = 0; at && j < depth; j++)
+        Py_XDECREF(at[j]);
+    PyMem_Free(at);
+    PyMem_Free(w);
+    Py_XDECREF(owners);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"check", check, METH_VARARGS,
      "check(groups, rank, constants, rates, now, factor, max_rate, window_end)\n"
      "-> (keys, same, holds_until, ranks)"},
+    {"decay", decay, METH_VARARGS,
+     "decay(used, window, weights, oldest) -> {owner: decayed usage}; windows before "
+     "oldest are deleted from used"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,9 +42,9 @@ from typing import Any, Callable, Iterable, Mapping
 from ..errors import UserError
 
 try:
-    from ._fairshare import check as check_ranks
-except ImportError:  # not built: the groups' keys checked in Python
-    check_ranks = None
+    from ._fairshare import check as check_ranks, decay as decay_usage
+except ImportError:  # not built: the groups' keys checked and usage decayed in Python
+    check_ranks = decay_usage = None
 
 BUILT_IN = ("fcfs", "sjf", "lwf", "fairshare")
 
@@ -130,6 +130,28 @@ class FairShareSettings:
 MAUI_NAMES = {"FSINTERVAL": "interval", "FSDEPTH": "depth", "FSDECAY": "decay",
               "FSWEIGHT": "weight", "FSUSERWEIGHT": "user_weight",
               "FSGROUPWEIGHT": "group_weight", "RMPOLLINTERVAL": "period_seconds"}
+
+
+def decayed_usage(used: dict, window: int, weights: list, oldest: int) -> dict:
+    """{owner: decayed usage} at ``window`` of ``used``, {owner: {window: processor-seconds}}:
+    the usage of ``window - k`` times ``weights[k]``, summed newest first. The windows
+    before ``oldest``, which never count again, are deleted from ``used`` (an owner left with
+    none too). ``_fairshare.decay`` does the same in C, to the bit.
+
+    >>> used = {"ann": {3: 10.0, 5: 4.0}, "bob": {2: 7.0}}
+    >>> decayed_usage(used, 5, [1.0, 0.5, 0.25], 3), used
+    ({'ann': 6.5}, {'ann': {3: 10.0, 5: 4.0}})
+    """
+    out = {}
+    for owner in list(used):
+        windows = used[owner]
+        for i in [i for i in windows if i < oldest]:
+            del windows[i]
+        if windows:
+            out[owner] = sum(w * windows.get(window - k, 0.0) for k, w in enumerate(weights))
+        else:
+            del used[owner]
+    return out
 
 
 class FairShare(Order):
@@ -243,25 +265,14 @@ class FairShare(Order):
         for job, start in self.running.items():
             self._charge(job, max(start, self._window * self.interval), boundary)
         self._window = window
-        weights = [(window - k, self.decay ** k) for k in range(self.depth)]
+        weights = [self.decay ** k for k in range(self.depth)]
         oldest = window - self.depth + 1  # windows before it never count again
-
-        def decayed(used: dict) -> dict:
-            """{owner: decayed usage}, forgetting the windows that no longer count."""
-            out = {}
-            for owner in list(used):
-                windows = used[owner]
-                for i in [i for i in windows if i < oldest]:
-                    del windows[i]
-                if windows:
-                    out[owner] = sum(w * windows.get(i, 0.0) for i, w in weights)
-                else:
-                    del used[owner]
-            return out
-
-        self._user_constant, self._user_rate = decayed(self.used_by_user), {}
-        self._group_constant, self._group_rate = decayed(self.used_by_group), {}
-        everyone = decayed({None: self.total}).get(None, 0.0)
+        decay = decay_usage or decayed_usage
+        self._user_constant, self._user_rate = decay(self.used_by_user, window, weights,
+                                                     oldest), {}
+        self._group_constant, self._group_rate = decay(self.used_by_group, window, weights,
+                                                       oldest), {}
+        everyone = decay({None: self.total}, window, weights, oldest).get(None, 0.0)
         self.total = {i: v for i, v in self.total.items() if i >= oldest}
         self._everyone_constant, self._everyone_rate = everyone, 0.0
         ws = window * self.interval
