@@ -47,6 +47,7 @@ typedef struct {
     /* the tree's shape, made again when it grew: children by row (CSR), two levels or not */
     int shape_ok, two_level;
     Py_ssize_t *kid_start, *kids, *kid_size; /* kid_size: a kid's own kids */
+    double *share_norm; /* a row's shares over its siblings' (0 where they have none) */
     /* usage by row */
     double *scaled, *rate, *pending;
     char *has_pending;
@@ -57,6 +58,7 @@ typedef struct {
     int memo_ok;
     double *factor, *lf; /* NAN until counted; Level Fairshare (Fair Tree) */
     double *kid_lf;      /* lf in the kids' order, for the counts of two_level_factor */
+    long long memo, *users_memo; /* memos made; the one an account's users' lf are of */
     /* jobs by slot */
     Py_ssize_t slots, slot_cap, n_free;
     Py_ssize_t *free_slots, *j_user;
@@ -102,6 +104,8 @@ static int grow_rows(Priorities *s, Py_ssize_t want)
         grow((void **)&s->kids, sizeof(Py_ssize_t), old, cap) ||
         grow((void **)&s->kid_size, sizeof(Py_ssize_t), old, cap) ||
         grow((void **)&s->kid_lf, sizeof(double), old, cap) ||
+        grow((void **)&s->share_norm, sizeof(double), old, cap) ||
+        grow((void **)&s->users_memo, sizeof(long long), old, cap) ||
         grow((void **)&s->order_nodes, sizeof(Py_ssize_t), old, cap) ||
         grow((void **)&s->order_values, sizeof(double), old, cap))
         return -1;
@@ -219,6 +223,10 @@ static void make_shape(Priorities *s)
         s->kids[fill[s->parent[r]]++] = r;
     for (Py_ssize_t i = 0; i + 1 < n; i++)
         s->kid_size[i] = s->kid_start[s->kids[i] + 1] - s->kid_start[s->kids[i]];
+    for (Py_ssize_t r = 1; r < n; r++) {
+        double level = s->level[s->parent[r]];
+        s->share_norm[r] = level ? s->shares[r] / level : 0.0;
+    }
     /* two levels: root's children are accounts, theirs are users, and there is a user */
     int two = s->n_users > 0;
     for (Py_ssize_t r = 1; r < n && two; r++) {
@@ -237,32 +245,39 @@ static double level_fairshare(double share, double used, double total)
     return used > 0 ? share / (used / total) : INFINITY;
 }
 
-/* Level Fairshare of root's children and of each account's users (two levels), also in
- * the kids' order */
+/* Level Fairshare of root's children (two levels), also in the kids' order: at each memo */
 static void two_level_lf(Priorities *s)
 {
-    double total = 0.0, top = s->level[0];
+    double total = 0.0;
     for (Py_ssize_t i = s->kid_start[0]; i < s->kid_start[1]; i++)
         total += s->scaled[s->kids[i]];
     for (Py_ssize_t i = s->kid_start[0]; i < s->kid_start[1]; i++) {
         Py_ssize_t a = s->kids[i];
-        double share = top ? s->shares[a] / top : 0.0;
-        s->lf[a] = s->kid_lf[i] = level_fairshare(share, s->scaled[a], total);
-        double siblings = 0.0, level = s->level[a];
-        for (Py_ssize_t j = s->kid_start[a]; j < s->kid_start[a + 1]; j++)
-            siblings += s->scaled[s->kids[j]];
-        for (Py_ssize_t j = s->kid_start[a]; j < s->kid_start[a + 1]; j++) {
-            Py_ssize_t u = s->kids[j];
-            s->lf[u] = s->kid_lf[j] = level_fairshare(level ? s->shares[u] / level : 0.0,
-                                                      s->scaled[u], siblings);
-        }
+        s->lf[a] = s->kid_lf[i] = level_fairshare(s->share_norm[a], s->scaled[a], total);
     }
+}
+
+/* Level Fairshare of account a's users, also in the kids' order: once a memo, when the
+ * first of them is asked for (a tick asks for few of the accounts) */
+static void users_lf(Priorities *s, Py_ssize_t a)
+{
+    if (s->users_memo[a] == s->memo)
+        return;
+    double siblings = 0.0;
+    for (Py_ssize_t j = s->kid_start[a]; j < s->kid_start[a + 1]; j++)
+        siblings += s->scaled[s->kids[j]];
+    for (Py_ssize_t j = s->kid_start[a]; j < s->kid_start[a + 1]; j++) {
+        Py_ssize_t u = s->kids[j];
+        s->lf[u] = s->kid_lf[j] = level_fairshare(s->share_norm[u], s->scaled[u], siblings);
+    }
+    s->users_memo[a] = s->memo;
 }
 
 /* the users ranked before u's run of ties: those of every account ranked before its own
  * (a higher Level Fairshare, ties by the tree's order), and its siblings of a higher one */
-static double two_level_factor(const Priorities *s, Py_ssize_t u)
+static double two_level_factor(Priorities *s, Py_ssize_t u)
 {
+    users_lf(s, s->parent[u]);
     Py_ssize_t p = s->parent[u], before = 0;
     double mine = s->lf[p], value = s->lf[u];
     const double *lf = s->kid_lf;
@@ -362,6 +377,7 @@ static int memo_ready(Priorities *s)
     if (s->memo_ok)
         return 0;
     make_shape(s);
+    s->memo++;
     for (Py_ssize_t r = 0; r < s->rows; r++)
         s->factor[r] = NAN;
     if (s->fair_tree && s->n_users) {
@@ -654,7 +670,7 @@ static int Priorities_init(Priorities *s, PyObject *args, PyObject *kwds)
 static void Priorities_dealloc(Priorities *s)
 {
     void *arrays[] = {s->parent, s->shares, s->level, s->user, s->kid_start, s->kids,
-                      s->kid_size, s->kid_lf,
+                      s->kid_size, s->kid_lf, s->share_norm, s->users_memo,
                       s->scaled, s->rate, s->pending, s->has_pending, s->pending_order,
                       s->factor, s->lf, s->free_slots, s->j_user, s->j_submit, s->j_static,
                       s->j_procs, s->j_running, s->j_live, s->order_nodes, s->order_values};
