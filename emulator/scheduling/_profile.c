@@ -119,6 +119,39 @@ static Py_ssize_t search_left(const Profile *p, double x)
     return (b - p->t) + (len == 1 && *b < x);
 }
 
+/* search_left(p, x) from a guess, galloping out from it: a job's slot's segment moves by a
+ * few places between two tries, and in queue order the slots are close */
+static Py_ssize_t search_left_from(const Profile *p, double x, Py_ssize_t guess)
+{
+    const double *t = p->t;
+    Py_ssize_t n = p->n, lo, hi, step = 1;
+    guess = guess < 0 ? 0 : guess > n ? n : guess;
+    if (guess < n && t[guess] < x) { /* the answer lies above guess: in (lo, hi] */
+        lo = guess;
+        while (lo + step < n && t[lo + step] < x) {
+            lo += step;
+            step *= 2;
+        }
+        hi = lo + step < n ? lo + step : n;
+        lo++;
+    } else { /* at guess or below: in [lo, hi] */
+        hi = guess;
+        while (hi - step >= 0 && t[hi - step] >= x) {
+            hi -= step;
+            step *= 2;
+        }
+        lo = hi - step >= 0 ? hi - step + 1 : 0;
+    }
+    while (lo < hi) { /* the first place in [lo, hi) whose time is >= x, else hi */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (t[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* -- the operations ----------------------------------------------------------------- */
 
 static void advance(Profile *p, double now)
@@ -743,10 +776,10 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
     Py_ssize_t limit = q;
     for (Py_ssize_t k = 0; k < q; k++) {
         seen[k] = -1; /* not tried yet: the first pass tries it */
-        hint[k] = 0;
+        hint[k] = -1; /* its slot's segment not looked for yet */
     }
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
-        Py_ssize_t last = -1, k;
+        Py_ssize_t last = -1, k, near = 0;
         for (k = 0; k < q; k++) {
             if (k >= limit && last < 0)
                 break;
@@ -769,10 +802,10 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
             seen[k] = log->n;
             if (since >= 0 && !freed_for(log, since, procs[k], old))
                 continue; /* nothing it could use was freed since it was last tried */
-            /* its slot's segment, from where it was last time if nothing moved it */
-            Py_ssize_t i = hint[k];
-            if (!(i <= p->n && p->t[i] >= old && (i == 0 || p->t[i - 1] < old)))
-                hint[k] = i = search_left(p, old);
+            /* its slot's segment, found from where it was last time (on the first pass,
+             * from the job's before it) */
+            Py_ssize_t i = hint[k] = search_left_from(p, old, hint[k] < 0 ? near : hint[k]);
+            near = i;
             int err = 0;
             double t = earlier_at(p, runs, procs[k], est[k], old, i, &err);
             if (err) {
