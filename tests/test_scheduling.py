@@ -1136,6 +1136,49 @@ def test_compressing_a_queue_in_c_sets_slots_as_its_reference(rows, ends, now):
     assert list(profiles[0].times) == [float(x) for x in profiles[1].times]
 
 
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.booleans()),
+                     min_size=3, max_size=40),
+       ends=st.lists(st.tuples(st.integers(1, 80), st.integers(1, 8)), min_size=1, max_size=8),
+       early=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 6)), min_size=1, max_size=5))
+def test_a_settled_compression_moves_what_trying_every_job_moves(rows, ends, early):
+    """From reservations made in queue order (each as early as it fit; new jobs with none),
+    running jobs end early one after another, each given back with release(): a compression
+    told the queue is settled, which first tries only the jobs a release freed room for,
+    moves every job where one that tries them all moves it, and where the reference does."""
+    from emulator.scheduling.profile import Profile, PyProfile
+
+    if Profile is PyProfile:
+        pytest.skip("the C profile is not built")
+    c, py = Profile(0.0, 16, ends), PyProfile(0.0, 16, ends)
+    queues = ([], [], [])  # settled, trying every job, the reference
+    for k, (procs, estimate, slot) in enumerate(_queued(rows, c, py)):
+        for queue in queues:
+            job = Job(k, 0, procs, estimate, estimate=estimate, index=k)
+            job.slot = slot
+            queue.append(((k,), job))
+    running, now = sorted(ends), 0.0
+    for which, after in early:
+        now += after
+        end, procs = running.pop(which % len(running))
+        if end > now:
+            for p in (c, py):
+                p.release(now, end - now, procs)
+        every = c.copy()  # the releases kept too: the flag alone differs
+        got = [c.compress_queue(queues[0], now, True), every.compress_queue(queues[1], now),
+               py.compress_queue(queues[2], now)]
+        if got[2] is None:  # a reservation already past: the scheduler would rebuild
+            assert got[0] is None and got[1] is None
+            return
+        assert [[(t, i) for t, i, _ in moved] for moved in got] == [[(t, i) for t, i, _ in
+                                                                     got[2]]] * 3
+        assert [j.slot for _, j in queues[0]] == [j.slot for _, j in queues[2]]
+        assert list(c.times) == list(every.times) == [float(x) for x in py.times]
+        assert list(c.free) == list(every.free) == [int(x) for x in py.free]
+        if not running:
+            return
+
+
 def test_a_schedule_run_holds_the_cyclic_collector_off_and_gives_it_back(tmp_path, capsys):
     """A trace run's job records live to its end and make no cycles: no collection walks
     them while the command runs, and the collector is on again afterwards."""

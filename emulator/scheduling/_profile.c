@@ -16,12 +16,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A freed stretch of the profile, as compression logs it (see compress_pass) */
+typedef struct {
+    double from;     /* where the freed stretch begins */
+    long long lo, hi; /* the least free there before the move, the most after it */
+} Move;
+
+typedef struct {
+    Move *m;
+    Py_ssize_t n, cap;
+} MoveLog;
+
 typedef struct {
     PyObject_HEAD
     double *t;
     long long *f;
     Py_ssize_t n, cap;
+    MoveLog freed; /* the stretches release() freed since the last compression */
 } Profile;
+
+static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs);
 
 static PyTypeObject ProfileType;
 /* interned attribute names */
@@ -451,6 +465,7 @@ static int Profile_init(Profile *p, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "dL|O", names, &now, &free_now, &releases))
         return -1;
     p->n = 0;
+    p->freed.n = 0;
     if (reserve_room(p, 16))
         return -1;
     p->t[0] = now;
@@ -560,6 +575,7 @@ static void Profile_dealloc(Profile *p)
 {
     free(p->t);
     free(p->f);
+    free(p->freed.m);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 
@@ -580,6 +596,21 @@ static PyObject *Profile_reserve(Profile *p, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ddL", names, &start, &duration, &procs) ||
         reserve(p, start, duration, procs))
         return NULL;
+    Py_RETURN_NONE;
+}
+
+/* release(start, duration, procs): reserve(start, duration, -procs), the stretch logged
+ * as freed for the next compress_queue(..., settled=True) */
+static PyObject *Profile_release(Profile *p, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"start", "duration", "procs", NULL};
+    double start, duration;
+    long long procs;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ddL", names, &start, &duration, &procs) ||
+        reserve(p, start, duration, -procs))
+        return NULL;
+    if (duration > 0 && log_move(&p->freed, p, start, start + duration, procs))
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -702,9 +733,18 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
     q->t = NULL;
     q->f = NULL;
     q->n = q->cap = 0;
+    q->freed = (MoveLog){NULL, 0, 0};
     if (reserve_room(q, p->n + 1)) {
         Py_DECREF(q);
         return NULL;
+    }
+    if (p->freed.n) { /* the releases not compressed for yet */
+        if (!(q->freed.m = malloc(sizeof(Move) * (size_t)p->freed.n))) {
+            Py_DECREF(q);
+            return PyErr_NoMemory();
+        }
+        memcpy(q->freed.m, p->freed.m, sizeof(Move) * (size_t)p->freed.n);
+        q->freed.n = q->freed.cap = p->freed.n;
     }
     memcpy(q->t, p->t, (size_t)(p->n + 1) * sizeof(double));
     memcpy(q->f, p->f, (size_t)p->n * sizeof(long long));
@@ -725,17 +765,12 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
  * t + d), old + d), where every segment had between lo and hi - procs free before. A job of
  * P processors at slot s can move only into room before s, and only where a segment that
  * had fewer than P free now has P: a job none of whose moves since its last try (the log)
- * freed before its slot with lo < P <= hi would fail again, and is skipped. */
-
-typedef struct {
-    double from;     /* where the freed stretch begins */
-    long long lo, hi; /* the least free there before the move, the most after it */
-} Move;
-
-typedef struct {
-    Move *m;
-    Py_ssize_t n, cap;
-} MoveLog;
+ * freed before its slot with lo < P <= hi would fail again, and is skipped.
+ *
+ * With `settled`, the caller vouches that the reservations were as compressed (or made in
+ * queue order, each as early as it fit) when the last compression ended, and that room was
+ * freed since only by release(), which logs it as a move: then the first pass too skips
+ * the jobs none of those releases freed room for. */
 
 static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
 {
@@ -770,12 +805,12 @@ static int freed_for(const MoveLog *log, Py_ssize_t since, long long procs, doub
 
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
                          double *slot, char *moved, double now, RunCache *runs,
-                         Py_ssize_t *seen, Py_ssize_t *hint, MoveLog *log)
+                         Py_ssize_t *seen, Py_ssize_t *hint, MoveLog *log, int settled)
 {
     advance(p, now);
     Py_ssize_t limit = q;
     for (Py_ssize_t k = 0; k < q; k++) {
-        seen[k] = -1; /* not tried yet: the first pass tries it */
+        seen[k] = settled ? 0 : -1; /* -1: the first pass tries it; 0: if a release helps */
         hint[k] = -1; /* its slot's segment not looked for yet */
     }
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
@@ -832,19 +867,18 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
 }
 
 static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
-                         double *slot, char *moved, double now)
+                         double *slot, char *moved, double now, int settled)
 {
     RunCache runs = {0};
-    MoveLog log = {0};
     Py_ssize_t *seen = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     int rc = seen && hint ? compress_pass(p, q, procs, est, slot, moved, now, &runs, seen, hint,
-                                          &log)
+                                          &p->freed, settled)
                           : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_NoMemory();
+    p->freed.n = 0; /* the releases are compressed for (or the caller rebuilds) */
     runs_free(&runs);
-    free(log.m);
     free(seen);
     free(hint);
     return rc;
@@ -889,9 +923,10 @@ static int slot_of(PyObject *s, double *out)
 
 /* compress_core over c; nonzero when the caller is done: *out is None if a reservation
  * lies in the past, NULL on an error */
-static int compressed(Profile *p, Py_ssize_t q, Columns *c, double now, PyObject **out)
+static int compressed(Profile *p, Py_ssize_t q, Columns *c, double now, int settled,
+                      PyObject **out)
 {
-    int past = compress_core(p, q, c->procs, c->est, c->slot, c->moved, now);
+    int past = compress_core(p, q, c->procs, c->est, c->slot, c->moved, now, settled);
     if (past > 0) {
         Py_INCREF(Py_None);
         *out = Py_None;
@@ -927,7 +962,7 @@ static PyObject *Profile_compress(Profile *p, PyObject *args)
         if (!PyArg_ParseTuple(item, "LdO", &c.procs[k], &c.est[k], &s) || slot_of(s, &c.slot[k]))
             goto done;
     }
-    if (compressed(p, q, &c, now, &out))
+    if (compressed(p, q, &c, now, 0, &out))
         goto done; /* None, or an error */
     out = PyList_New(q);
     for (Py_ssize_t k = 0; out && k < q; k++) {
@@ -946,15 +981,20 @@ done:
     return out;
 }
 
-/* compress_queue(queue, now): compress() over a scheduler's queue of (key, job) entries
- * (started jobs skipped), reading each job's procs, estimate and slot, and setting slot
- * (and reserved, where it had none) on the jobs that moved. Returns None if a reservation
- * lies in the past (nothing set: rebuild instead), else [(slot, index, job)] for the jobs
- * given a slot, in queue order. */
-static PyObject *Profile_compress_queue(Profile *p, PyObject *args)
+/* compress_queue(queue, now, settled=False): compress() over a scheduler's queue of (key,
+ * job) entries (started jobs skipped), reading each job's procs, estimate and slot, and
+ * setting slot (and reserved, where it had none) on the jobs that moved. Returns None if a
+ * reservation lies in the past (nothing set: rebuild instead), else [(slot, index, job)]
+ * for the jobs given a slot, in queue order. settled: as compress_pass says. */
+static PyObject *Profile_compress_queue(Profile *p, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"queue", "now", "settled", NULL};
     double now;
-    PyObject *fast = sequence_and_now(args, &now), *out = NULL;
+    int settled = 0;
+    PyObject *seq, *out = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Od|p", names, &seq, &now, &settled))
+        return NULL;
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of queue entries");
     if (!fast)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), q = 0;
@@ -996,7 +1036,7 @@ static PyObject *Profile_compress_queue(Profile *p, PyObject *args)
             goto done;
         waiting[q++] = job;
     }
-    if (compressed(p, q, &c, now, &out))
+    if (compressed(p, q, &c, now, settled, &out))
         goto done; /* None, or an error */
     if (!(out = PyList_New(0)))
         goto done;
@@ -1140,6 +1180,8 @@ static Py_ssize_t Profile_len(Profile *p) { return p->n; }
 static PyMethodDef Profile_methods[] = {
     {"advance", (PyCFunction)Profile_advance, METH_O, "drop what lies before now"},
     {"reserve", (PyCFunction)(void (*)(void))Profile_reserve, METH_VARARGS | METH_KEYWORDS, "reserve(start, duration, procs)"},
+    {"release", (PyCFunction)(void (*)(void))Profile_release, METH_VARARGS | METH_KEYWORDS,
+     "release(start, duration, procs): reserve(start, duration, -procs), logged as freed"},
     {"add_release", (PyCFunction)Profile_add_release, METH_VARARGS, "add_release(t, procs)"},
     {"earliest", (PyCFunction)(void (*)(void))Profile_earliest, METH_VARARGS | METH_KEYWORDS,
      "earliest(procs, duration, after) -> time or None"},
@@ -1155,8 +1197,10 @@ static PyMethodDef Profile_methods[] = {
      "compress(jobs, now) -> new slots (False: unmoved), or None to rebuild"},
     {"from_running", (PyCFunction)Profile_from_running, METH_VARARGS | METH_CLASS,
      "from_running(now, free_now, running, resolution) -> Profile"},
-    {"compress_queue", (PyCFunction)Profile_compress_queue, METH_VARARGS,
-     "compress_queue(queue, now) -> [(slot, index, job)] moved, or None to rebuild"},
+    {"compress_queue", (PyCFunction)(void (*)(void))Profile_compress_queue,
+     METH_VARARGS | METH_KEYWORDS,
+     "compress_queue(queue, now, settled=False) -> [(slot, index, job)] moved, or None to "
+     "rebuild"},
     {"plan", (PyCFunction)Profile_plan, METH_VARARGS,
      "plan(queue, now, free_now, smallest, window, resolution, max_test) -> [job starting now]"},
     {NULL}};

@@ -37,7 +37,9 @@ class ConservativeBackfill:
         (never later: its old place is free again); jobs queued since are reserved after
         the jobs ahead of them, until nothing moves (:meth:`.profile.PyProfile.compress`).
         False if a reservation is already past (then rebuild)."""
-        moved = self._profile.compress_queue(self.queue, now)  # sets slot and reserved
+        # settled: the profile was made by a rebuild (each reservation as early as it fit, in
+        # queue order) or the last compression, and room comes back only by release()
+        moved = self._profile.compress_queue(self.queue, now, True)  # sets slot, reserved
         if moved is None:
             return False
         slots = self._slots

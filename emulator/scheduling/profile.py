@@ -148,6 +148,12 @@ class PyProfile:
         j = self._split(end) if end < INFINITY else self.n
         self._f[i:j] -= procs
 
+    def release(self, start, duration, procs):
+        """Give ``procs`` processors back over ``[start, start + duration)`` (a reservation
+        ended early): :meth:`reserve` of ``-procs``. The C profile also keeps the stretch
+        for :meth:`compress_queue`'s ``settled``."""
+        self.reserve(start, duration, -procs)
+
     def earlier_start(self, procs, duration, slot):
         """The earliest start of a job reserved on ``[slot, slot + duration)`` were its
         reservation taken out: ``slot`` itself if nothing earlier fits. It can start at
@@ -273,11 +279,17 @@ class PyProfile:
             self.compact()
         return [s if m else False for s, m in zip(slots, moved)]
 
-    def compress_queue(self, queue, now):
+    def compress_queue(self, queue, now, settled=False):
         """:meth:`compress` over a scheduler's queue of ``(key, job)`` entries (started jobs
         skipped), setting ``slot`` (and ``reserved``, where it is None) on the jobs that
         moved. Returns None if a reservation lies in the past (nothing set), else ``(slot,
-        index, job)`` for the jobs given a slot, in queue order."""
+        index, job)`` for the jobs given a slot, in queue order.
+
+        ``settled``: the caller vouches that the reservations were compressed (or made in
+        queue order, each as early as it fit) when the last compression ended, and that
+        room was freed since only by :meth:`release`. The C profile then tries first only
+        the jobs those releases freed room for; this reference tries every job, to the same
+        slots."""
         waiting = [job for _, job in queue if job.start is None]
         slots = self.compress([(j.procs, j.estimate, j.slot) for j in waiting], now)
         if slots is None:

@@ -237,7 +237,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
             self._dirty = True  # a held job may now be eligible
         elif job.est_end > now and self._profile is not None and not self._dirty:
             # ended early: its processors come back now; compress at the next pass
-            self._profile.reserve(now, job.est_end - now, -job.procs)
+            self._profile.release(now, job.est_end - now, job.procs)
             self._compress = True
         elif job.est_end != now:
             self._dirty = True
