@@ -77,6 +77,20 @@ def test_a_second_signal_met_during_the_first_stop_is_ignored_quietly():
     assert proc.stderr == "", proc.stderr
 
 
+def test_a_stop_is_on_record_before_the_handlers_are_set_to_ignore(monkeypatch):
+    """A stop that comes while the first one's handler sets every handler to ignore is
+    reported by CPython from inside signal.signal ("ignored due to race condition", with a
+    traceback on stderr); the report is dropped only once this process is on record as
+    stopped, so the record comes first."""
+    on_record = []
+    monkeypatch.setattr(stop, "_received", None)
+    monkeypatch.setattr(stop.signal, "signal",
+                        lambda s, handler: on_record.append((s, stop._received)))
+    with pytest.raises(stop.Stopped):
+        stop.on_signal(signal.SIGTERM, None)
+    assert on_record == [(s, signal.SIGTERM) for s in stop.SIGNALS]
+
+
 SAYING = """
 import sys, time
 from mpi4py import MPI

@@ -46,9 +46,11 @@ _received: Optional[int] = None  # the signal that stopped this process, once on
 def on_signal(signum: int, frame: Optional[FrameType]) -> None:
     """The handler: the first stop raises :class:`Stopped`, the ones after are ignored."""
     global _received
+    # set first: a stop that comes while the handlers are being set to ignore is reported
+    # by CPython as "ignored due to race condition", which is dropped only once stopped
+    _received = signum
     for s in SIGNALS:  # the first stop is the one: mpiexec and a supervisor both pass it on
         signal.signal(s, signal.SIG_IGN)
-    _received = signum
     raise Stopped(signum)
 
 
