@@ -272,8 +272,8 @@ class FairShare(Order):
                                                      oldest), {}
         self._group_constant, self._group_rate = decay(self.used_by_group, window, weights,
                                                        oldest), {}
+        # everyone's windows before oldest go from self.total as each owner's do
         everyone = decay({None: self.total}, window, weights, oldest).get(None, 0.0)
-        self.total = {i: v for i, v in self.total.items() if i >= oldest}
         self._everyone_constant, self._everyone_rate = everyone, 0.0
         ws = window * self.interval
         for job, start in self.running.items():
