@@ -980,7 +980,8 @@ profile_ops = st.lists(st.tuples(
 @given(ops=profile_ops, releases=st.lists(st.tuples(st.integers(0, 50), st.integers(1, 4)),
                                           max_size=5))
 def test_the_c_profile_answers_as_its_numpy_reference(ops, releases):
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -1028,7 +1029,8 @@ def _queued(rows, c, py):
                      min_size=1, max_size=12),
        ends=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 4)), max_size=4))
 def test_the_c_compression_moves_reservations_as_its_reference(rows, ends):
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -1047,7 +1049,8 @@ def test_compression_moves_a_job_into_a_hole_before_a_full_stretch(procs):
     5 s) 15, after it. A running job of 2 ends at 0, 10 s early: C fits in [0, 5), before
     B's full stretch, with exactly as many processors free as it needs (2) or more (1);
     B cannot move."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     for kind in {Profile, PyProfile}:
         profile = kind(0.0, 0, [(10.0, 4)])  # none free now, 4 at 10
@@ -1063,7 +1066,8 @@ def test_compression_moves_a_job_into_a_hole_before_a_full_stretch(procs):
 def test_compression_fills_a_hole_exactly_as_long_as_the_job():
     """As above with C 10 s long: the hole [0, 10) before B's full stretch holds it exactly
     (a hole that ends where the job would is a fit)."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     for kind in {Profile, PyProfile}:
         profile = kind(0.0, 0, [(10.0, 4)])  # none free now, 4 at 10
@@ -1084,7 +1088,8 @@ def test_compression_fills_a_hole_exactly_as_long_as_the_job():
 def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
     """Queues long enough for several passes, more processor counts than the C side keeps
     runs for at once, and several early ends."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -1106,7 +1111,8 @@ def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
 def test_compressing_a_queue_in_c_sets_slots_as_its_reference(rows, ends, now):
     """compress_queue reads the scheduler's (key, job) entries, skips started jobs, sets
     slot and a first reservation on the jobs that move, and returns their heap entries."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -1146,7 +1152,8 @@ def test_a_settled_compression_moves_what_trying_every_job_moves(rows, ends, ear
     running jobs end early one after another, each given back with release(): a compression
     told the queue is settled, which first tries only the jobs a release freed room for,
     moves every job where one that tries them all moves it, and where the reference does."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")

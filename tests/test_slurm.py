@@ -474,7 +474,8 @@ def test_schedule_reads_a_sites_slurm_conf_and_writes_sprio(tmp_path, capsys):
 def test_a_profile_from_running_jobs_in_c_is_the_numpy_reference(resolution):
     """Ends rounded up to the resolution from now (some overdue, some equal after rounding),
     as Slurm's pass builds its plan; a list out of end order is refused."""
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -494,7 +495,8 @@ def test_a_profile_from_running_jobs_in_c_is_the_numpy_reference(resolution):
 
 @pytest.mark.parametrize("seed", range(10))
 def test_the_plan_in_c_is_the_numpy_reference(seed):
-    from emulator.scheduling.profile import Profile, PyProfile
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
@@ -693,7 +695,7 @@ def test_a_resolution_far_above_the_run_times_still_keeps_jobs_within_the_machin
     """Found by fuzzing slurm.conf (bf_resolution=1e20): a run time far below the resolution
     rounded down to 0 (ceil of 1e-10 less the tolerance), so a job 'fitted' where no
     processors were free. A positive time now rounds up to at least one step."""
-    from emulator.scheduling.profile import round_up
+    from emulator.scheduling.resolution import round_up
 
     assert round_up(100.0, 1e12) == 1e12 and round_up(0.0, 1e12) == 0.0
     jobs = whole_second_jobs(3)

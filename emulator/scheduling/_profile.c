@@ -508,7 +508,7 @@ static int Profile_init(Profile *p, PyObject *args, PyObject *kwargs)
 static double round_up(double x, double res);
 
 /* from_running(now, free_now, running, resolution): running holds (end, _, job) in end
- * order; each end is rounded up to the resolution from now, as profile.round_up does. */
+ * order; each end is rounded up to the resolution from now, as resolution.round_up does. */
 static PyObject *Profile_from_running(PyObject *type, PyObject *args)
 {
     double now, res;

@@ -35,7 +35,7 @@ class ConservativeBackfill:
     def _compress_slots(self, now):
         """Take each reservation out in queue order and make it again as early as it fits
         (never later: its old place is free again); jobs queued since are reserved after
-        the jobs ahead of them, until nothing moves (:meth:`.profile.PyProfile.compress`).
+        the jobs ahead of them, until nothing moves (:meth:`.pyprofile.PyProfile.compress`).
         False if a reservation is already past (then rebuild)."""
         # settled: the profile was made by a rebuild (each reservation as early as it fit, in
         # queue order) or the last compression, and room comes back only by release()

@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .profile import Profile, round_up
+from .profile import Profile
+from .resolution import round_up
 
 
 @dataclass(frozen=True)
