@@ -57,6 +57,19 @@ def test_rows_join_columns_with_the_separator_and_end_in_newlines():
     assert format_rows([], "", [], ",") == ""
 
 
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(numbers, max_size=12), st.integers(1, 3))
+def test_style_a_writes_a_column_as_integers_only_where_every_value_is_one(values, step):
+    """'a' is 'i' for a column of whole numbers below 2^53 in size, else 'f'; a strided
+    column (every step-th value of a row-major buffer) is read as the values it strides."""
+    flat = np.repeat(np.array(values, dtype=float), step)  # the column, each value then fillers
+    flat[1::step] = 0.5 if step > 1 else flat[1::step]
+    column = memoryview(flat)[::step]
+    whole = all(math.isfinite(v) and v.is_integer() and abs(v) < 2.0 ** 53 for v in values)
+    text = format_rows([column], "a", [0], ",")
+    assert text.split("\n")[:-1] == [_python("i" if whole else "f", v) for v in values]
+
 @pytest.mark.parametrize("columns, styles, widths, error", [
     ([np.zeros(2), np.zeros(3)], "ii", [0, 0], "different lengths"),
     ([np.zeros(2)], "x", [0], "unknown column style"),

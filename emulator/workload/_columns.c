@@ -4,9 +4,11 @@
  * format_rows(columns, styles, widths, sep) -> str
  *
  * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
- * float64 (a numpy array) or, for style 's', a list of str. styles: one letter per column:
+ * float64, strided or not (a numpy array, a column of one, a memoryview's slice), or, for
+ * style 's', a list of str. styles: one letter per column:
  *   'i'  an integral value, as an integer (-0 written 0, as int() gives);
  *   'f'  as Python's "%.6g" (savetxt's '%w.6g');
+ *   'a'  'i' if every value of the column is integral and below 2^53 in size, else 'f';
  *   'g'  NaN empty, integral values as integers, others as Python's format(v, '.6g');
  *   'r'  NaN empty, integral values as integers, others as Python's repr(v);
  *   's'  the str as it is.
@@ -24,6 +26,16 @@
  * digits], as "5." and ".5"), else -1. From a bad line on, nothing is read: the caller reads
  * such files its slower way, which names the field. Tokens go through
  * PyOS_string_to_double, Python's float(), so every value is the one float() gives.
+ *
+ * schedule_times(submit, start, end, least) -> (wait, run, slowdown, bounded, turnaround,
+ * stretch): bytearrays of float64 from three float64 buffers of one length (NaN where a job
+ * never started): wait = start - submit, run = end - start, slowdown = (wait + run) / run
+ * (NaN for a run of no length), bounded = that with run at least `least` seconds and the
+ * result at least 1,
+ * turnaround = end - submit, stretch = turnaround / run (NaN for a run of no length).
+ *
+ * whole_numbers(column) -> list: int() of every value of a 1-D float64 buffer, strided or not
+ * (ValueError or OverflowError, as int() gives, for NaN or an infinity).
  *
  * attribute_column(objects, name) -> bytearray: the float64 column of one attribute of a list
  * of objects (the jobs' start times, say), NaN where it is None.
@@ -122,8 +134,23 @@ typedef struct {
     char style;
     long width;
     Py_buffer view;  /* numbers */
+    Py_ssize_t stride;  /* bytes from one number to the next */
     PyObject *strings;  /* style 's': a list of str */
 } Column;
+
+static double column_value(const Column *c, Py_ssize_t row) {
+    return *(const double *)((const char *)c->view.buf + row * c->stride);
+}
+
+/* Whether every value of a column of numbers is integral and exact as an int64 (2^53). */
+static int whole_column(const Column *c, Py_ssize_t n) {
+    for (Py_ssize_t row = 0; row < n; row++) {
+        double v = column_value(c, row);
+        if (!(is_integral(v) && fabs(v) < 9007199254740992.0))
+            return 0;
+    }
+    return 1;
+}
 
 static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssize_t *n) {
     Py_ssize_t len;
@@ -138,14 +165,17 @@ static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssiz
         }
         c->strings = obj;
         len = PyList_GET_SIZE(obj);
-    } else if (strchr("ifgr", style) && style) {
-        if (PyObject_GetBuffer(obj, &c->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    } else if (strchr("ifgra", style) && style) {
+        if (PyObject_GetBuffer(obj, &c->view, PyBUF_STRIDES | PyBUF_FORMAT) < 0)
             return -1;
         if (c->view.ndim != 1 || c->view.itemsize != 8 || strcmp(c->view.format, "d") != 0) {
             PyErr_SetString(PyExc_TypeError, "a column of numbers must be 1-D float64");
             return -1;
         }
         len = c->view.shape[0];
+        c->stride = c->view.strides[0];
+        if (style == 'a')
+            c->style = whole_column(c, len) ? 'i' : 'f';
     } else {
         PyErr_Format(PyExc_ValueError, "unknown column style %c", style);
         return -1;
@@ -160,7 +190,7 @@ static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssiz
 
 static int add_field(Text *t, Column *c, Py_ssize_t row) {
     if (c->style != 's')
-        return add_number(t, ((const double *)c->view.buf)[row], c->style, c->width);
+        return add_number(t, column_value(c, row), c->style, c->width);
     PyObject *item = PyList_GET_ITEM(c->strings, row);
     Py_ssize_t len;
     const char *s = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
@@ -341,6 +371,69 @@ static PyObject *parse_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Nn)", data, bad);
 }
 
+static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
+    (void)self;
+    Column c = {0};
+    Py_ssize_t n = -1;
+    if (column_open(&c, obj, 'f', 0, &n) < 0) {
+        if (c.view.obj)
+            PyBuffer_Release(&c.view);
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t row = 0; out && row < n; row++) {
+        PyObject *v = PyLong_FromDouble(column_value(&c, row));
+        if (!v)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, row, v);
+    }
+    PyBuffer_Release(&c.view);
+    return out;
+}
+
+static PyObject *schedule_times(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3], *out[6] = {NULL}, *result = NULL;
+    Column cols[3] = {{0}};
+    Py_ssize_t n = -1, opened = 0;
+    double least;
+    if (!PyArg_ParseTuple(args, "OOOd", &objs[0], &objs[1], &objs[2], &least))
+        return NULL;
+    for (; opened < 3; opened++)
+        if (column_open(&cols[opened], objs[opened], 'f', 0, &n) < 0) {
+            opened++;
+            goto done;
+        }
+    double *o[6];
+    for (int k = 0; k < 6; k++) {
+        if (!(out[k] = PyByteArray_FromStringAndSize(NULL, n * 8)))
+            goto done;
+        o[k] = (double *)PyByteArray_AS_STRING(out[k]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double submit = column_value(&cols[0], i), start = column_value(&cols[1], i);
+        double end = column_value(&cols[2], i);
+        double wait = start - submit, run = end - start, total = wait + run;
+        double turnaround = end - submit;
+        double bounded = total / (run > least ? run : least);
+        o[0][i] = wait;
+        o[1][i] = run;
+        o[2][i] = run > 0 ? total / run : NAN;
+        o[3][i] = isnan(total) ? NAN : bounded > 1.0 ? bounded : 1.0;
+        o[4][i] = turnaround;
+        o[5][i] = run > 0 ? turnaround / run : NAN;
+    }
+    result = Py_BuildValue("(OOOOOO)", out[0], out[1], out[2], out[3], out[4], out[5]);
+done:
+    for (int k = 0; k < 6; k++)
+        Py_XDECREF(out[k]);
+    for (Py_ssize_t c = 0; c < opened; c++)
+        if (cols[c].view.obj)
+            PyBuffer_Release(&cols[c].view);
+    return result;
+}
+
 /* attribute_column(objects, name) -> bytearray of float64: the attribute of each object,
  * NaN where it is None, else as float() gives it (an int or a float; TypeError otherwise). */
 static PyObject *attribute_column(PyObject *self, PyObject *args) {
@@ -445,6 +538,11 @@ static PyMethodDef methods[] = {
     {"new_objects", new_objects, METH_VARARGS,
      "new_objects(cls, n, fields) -> n instances of a class with __slots__, their slots "
      "set from fields (name -> a list of n values, or one value for all)."},
+    {"schedule_times", schedule_times, METH_VARARGS,
+     "schedule_times(submit, start, end, least) -> (wait, run, slowdown, bounded, turnaround, "
+     "stretch) as float64 bytearrays."},
+    {"whole_numbers", whole_numbers, METH_O,
+     "whole_numbers(column) -> list: int() of each value of a 1-D float64 buffer."},
     {"attribute_column", attribute_column, METH_VARARGS,
      "attribute_column(objects, name) -> bytearray of float64: each object's attribute, "
      "NaN for None."},
