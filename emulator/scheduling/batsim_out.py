@@ -17,14 +17,15 @@ starts) holds nothing: it is shown on the lowest free processors where there are
 ['0-1', '2', '2-3']
 """
 
+import array
+import math
 from typing import Any, Sequence
-
-import numpy as np
 
 from ..files import write_text_atomic
 from ..workload._columns import format_rows
 from ._allocate import allocate_runs as _sweep
-from .job import attribute_array
+from .job import attribute_values
+from .metrics import job_times
 
 __all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
            "write_batsim_jobs_csv"]
@@ -47,12 +48,12 @@ def allocate_runs(jobs: Sequence[Any], processors: int) -> list:
     """As :func:`allocate_processors`, each job's processors as runs ``(first, count)`` of
     consecutive ids: the free processors are kept as such runs, so a job costs the runs it
     touches, not its processors (the sweep is in C)."""
-    return _runs(jobs, attribute_array(jobs, "start"), attribute_array(jobs, "end"),
-                 attribute_array(jobs, "procs"), processors)
+    return _runs(jobs, attribute_values(jobs, "start"), attribute_values(jobs, "end"),
+                 attribute_values(jobs, "procs"), processors)
 
 
-def _runs(jobs: Sequence[Any], start: np.ndarray, end: np.ndarray, procs: np.ndarray,
-          processors: int, *, as_text: bool = False) -> list:
+def _runs(jobs: Sequence[Any], start: Sequence[float], end: Sequence[float],
+          procs: Sequence[float], processors: int, *, as_text: bool = False) -> list:
     """:func:`allocate_runs` with the jobs' times and sizes as arrays (NaN: never started);
     with ``as_text``, each job's runs in Batsim's interval syntax (:func:`interval_text`)."""
     held, overfull = _sweep(start, end, procs, processors, as_text)
@@ -78,25 +79,26 @@ def interval_text(ids: Sequence[int]) -> str:
 def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0") -> str:
     """The text of ``batsim_jobs.csv`` for the jobs that started (see the module): whole
     numbers without a point, others as Python's repr."""
-    submit, start, end, procs = (attribute_array(jobs, name)
-                                 for name in ("submit", "start", "end", "procs"))
+    start, end, procs = (attribute_values(jobs, name) for name in ("start", "end", "procs"))
     allocation = _runs(jobs, start, end, procs, processors, as_text=True)
-    ran = ~np.isnan(start)
-    started = np.flatnonzero(ran).tolist()
-    done = [jobs[k] for k in started]
-    submit, start, end = submit[ran], start[ran], end[ran]
-    run, turnaround = end - start, end - submit
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stretch = np.where(run > 0, turnaround / run, np.nan)
-    killed = [j.killed for j in done]
+    done = [j for j in jobs if j.start is not None]
+    if len(done) < len(jobs):
+        allocation = [text for text, job in zip(allocation, jobs) if job.start is not None]
+    t = job_times(done)
+    requested: Sequence[float] = attribute_values(done, "requested")
+    killed = attribute_values(done, "killed")
+    if math.isnan(sum(requested)):  # no requested time: -1
+        requested = array.array("d", [-1.0 if r != r else r for r in requested])
     empty = [""] * len(done)
-    columns = [[str(j.id) for j in done], [workload] * len(done), empty, submit, procs[ran],
-               np.array([-1 if j.requested is None else j.requested for j in done], dtype=float),
-               np.array([not k for k in killed], dtype=float),
-               [_KILLED if k else _SUCCEEDED for k in killed], start, run, end, start - submit,
-               turnaround, stretch, [allocation[k] for k in started], empty, empty]
-    return ",".join(COLUMNS) + "\n" + format_rows(columns, "sssririsrrrrrrsss",
-                                                   [0] * len(COLUMNS), ",")
+    columns = [[str(j.id) for j in done], [workload] * len(done), empty, t.submit,
+               attribute_values(done, "procs"), requested,
+               array.array("d", [1.0 - k for k in killed]),
+               [_KILLED if k else _SUCCEEDED for k in killed], t.start, t.run, t.end, t.wait,
+               t.turnaround, t.stretch, allocation, empty, empty]
+    return ",".join(COLUMNS) + "\n" + format_rows(columns, _STYLES, [0] * len(COLUMNS), ",")
+
+
+_STYLES = "sssririsrrrrrrsss"  # format_rows's, a letter per column
 
 
 _KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"

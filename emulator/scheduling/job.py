@@ -9,10 +9,8 @@ live cluster until it ends). The scheduler fills in ``start`` and ``end``.
 import math
 from typing import Any, NamedTuple, Optional, Sequence
 
-import numpy as np
-
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
-from ..workload.swf import COLUMN
+from ..workload.swf import COLUMN, FIELDS
 
 
 class Owner(NamedTuple):
@@ -113,7 +111,7 @@ def compress_arrivals(jobs: Sequence["Job"], factor: float) -> list:
     return out
 
 
-def attribute_array(jobs: Sequence["Job"], name: str) -> np.ndarray:
+def attribute_array(jobs: Sequence["Job"], name: str) -> Any:
     """Attribute ``name`` of every job as float64, NaN where it is None.
 
     >>> a, b = Job(1, 0, 4, 60.0), Job(2, 5, 2, 30.0)
@@ -121,7 +119,18 @@ def attribute_array(jobs: Sequence["Job"], name: str) -> np.ndarray:
     >>> attribute_array([a, b], "start").tolist()
     [3.0, nan]
     """
+    import numpy as np
+
     return np.frombuffer(_columns.attribute_column(list(jobs), name), dtype=float)
+
+
+def attribute_values(jobs: Sequence["Job"], name: str) -> "memoryview[float]":
+    """:func:`attribute_array` without numpy: a float64 memoryview.
+
+    >>> attribute_values([Job(1, 0, 4, 60.0), Job(2, 5, 2, 30.0)], "submit").tolist()
+    [0.0, 5.0]
+    """
+    return memoryview(_columns.attribute_column(list(jobs), name)).cast("d")
 
 
 def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
@@ -136,23 +145,28 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     """
     if not compress > 0:
         raise ValueError(f"the compression factor must be positive, got {compress}")
-    data = trace.data
-    names = ("job", "submit", "run", "requested_time", "user", "group", "executable", "queue")
-    used = data[:, [COLUMN[name] for name in names]]
-    procs = np.asarray(trace.procs).astype(int).tolist()
-    if not np.isfinite(used).all():  # int() and float() say what is wrong
-        jobs = [Job(int(r[0]), r[1], procs[i], r[2], requested=r[3],
-                    owner=(int(r[4]), int(r[5]), int(r[6]), int(r[7])), index=i)
-                for i, r in enumerate(used.tolist())]
+    numbers, width = trace.numbers(), len(FIELDS)
+    submit, run, requested = (numbers[COLUMN[name]::width].tolist()
+                              for name in ("submit", "run", "requested_time"))
+    procs = trace.procs_values()
+    if not all(math.isfinite(sum(column)) for column in (submit, run, requested, procs)):
+        # a value float() or int() refuses: Job says what is wrong
+        names = ("job", "user", "group", "executable", "queue")
+        rows = zip(*(numbers[COLUMN[name]::width].tolist() for name in names))
+        jobs = [Job(int(r[0]), submit[i], int(procs[i]), run[i], requested=requested[i],
+                    owner=(int(r[1]), int(r[2]), int(r[3]), int(r[4])), index=i)
+                for i, r in enumerate(rows)]
         return compress_arrivals(jobs, compress) if compress != 1.0 else jobs
-    submit = used[:, 1] if compress == 1.0 else np.floor(used[:, 1] / compress)
-    whole = used[:, [0, 4, 5, 6, 7]].astype(np.int64).T.tolist()
-    requested = [None if r < 0 else r for r in used[:, 3].tolist()]
+    if compress != 1.0:
+        submit = [float(math.floor(s / compress)) for s in submit]
     # each job as Job(id, submit, procs, run, requested=..., owner=..., index=i) makes it,
-    # its values already of their types, made in C (half the time of Python's, on NASA)
-    columns = dict(zip(("id", "user", "group", "executable", "queue"), whole),
-                   index=list(range(len(procs))), submit=submit.tolist(), procs=procs,
-                   run=used[:, 2].tolist(), requested=requested)
+    # its values already of their types, made in C (half the time of Python's, on NASA);
+    # int() of each id and owner (ValueError or OverflowError for NaN or an infinity)
+    columns = {slot: _columns.whole_numbers(numbers[COLUMN[name]::width]) for slot, name in
+               (("id", "job"), ("user", "user"), ("group", "group"),
+                ("executable", "executable"), ("queue", "queue"))}
+    columns.update(index=list(range(len(procs))), submit=submit, procs=list(map(int, procs)),
+                   run=run, requested=[None if r < 0 else r for r in requested])
     return _columns.new_objects(Job, len(procs), {**columns, **_UNSCHEDULED})
 
 

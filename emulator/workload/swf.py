@@ -20,13 +20,12 @@ Which field gives a job's size is ``size_field``: ``requested`` (SWF field 8, el
 allocated processors of field 5; the default) or ``allocated`` (field 5, else field 8).
 """
 
+import array
 import gzip
 import io
 import math
 import os
-from dataclasses import dataclass, field
-
-import numpy as np
+from typing import Any, Optional, Sequence
 
 from ..errors import InputFileError
 from ..files import write_atomic
@@ -37,31 +36,93 @@ FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_me
           "executable", "queue", "partition", "preceding_job", "think_time")
 COLUMN = {name: i for i, name in enumerate(FIELDS)}
 MISSING = -1.0
+ROW_BYTES = 8 * len(FIELDS)  # a job's numbers: 18 float64
 
 
-@dataclass
 class Trace:
-    """A job trace: ``data`` holds one row of the 18 SWF fields per job, in file order."""
+    """A job trace: one row of the 18 SWF fields per job, in file order.
 
-    data: np.ndarray
-    header: list = field(default_factory=list)  # the comment lines, without the leading ';'
-    path: str = "<trace>"
-    lines: np.ndarray = None  # the file line of each row (1-based)
-    dropped: int = 0  # bad jobs dropped by skip_bad
-    drop_reasons: list = field(default_factory=list)  # the first few, as messages
-    size_field: str = "requested"  # which field gives a job's size first (see prepare)
-    filled: int = 0  # requested times filled in by prepare
+    ``data`` is the rows as a numpy array (jobs x 18, float64), made on first use and
+    sharing the trace's numbers: a change made through it is the trace's. ``data`` given as
+    a bytearray is taken as those numbers, row by row, as :func:`read_swf` reads them.
+    :meth:`values`, :meth:`procs_values` and the methods a schedule calls read them without
+    numpy, so a ``nodesel schedule`` run never imports it (a quarter of the whole run)."""
 
-    def __post_init__(self):
-        self.data = np.asarray(self.data, dtype=np.float64).reshape(-1, len(FIELDS))
-        if self.lines is None:
-            self.lines = np.arange(1, len(self.data) + 1)
+    def __init__(self, data: Any, header: Optional[list] = None, path: str = "<trace>",
+                 lines: Any = None, dropped: int = 0, drop_reasons: Optional[list] = None,
+                 size_field: str = "requested", filled: int = 0) -> None:
+        self.data = data
+        self.header = [] if header is None else header  # comment lines, without the ';'
+        self.path = path
+        self._lines = lines  # the file line of each row (1-based); None: 1, 2, ...
+        self.dropped = dropped  # bad jobs dropped by skip_bad
+        self.drop_reasons = [] if drop_reasons is None else drop_reasons  # the first few
+        self.size_field = size_field  # which field gives a job's size first (see prepare)
+        self.filled = filled  # requested times filled in by prepare
 
-    def __len__(self):
-        return len(self.data)
+    @property
+    def data(self) -> Any:
+        if isinstance(self._rows, bytearray):
+            import numpy as np
+
+            self._rows = np.frombuffer(self._rows, dtype=np.float64).reshape(-1, len(FIELDS))
+        return self._rows
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        if isinstance(value, bytearray):
+            if len(value) % ROW_BYTES:
+                raise ValueError(f"a trace's numbers are rows of {len(FIELDS)} float64")
+            self._rows = value
+            return
+        import numpy as np
+
+        self._rows = np.ascontiguousarray(
+            np.asarray(value, dtype=np.float64).reshape(-1, len(FIELDS)))
+
+    @property
+    def lines(self) -> Any:
+        """The file line of each row (1-based), a numpy array."""
+        import numpy as np
+
+        if not isinstance(self._lines, np.ndarray):
+            self._lines = (np.arange(1, len(self) + 1) if self._lines is None
+                           else np.asarray(self._lines, dtype=np.int64))
+        return self._lines
+
+    @lines.setter
+    def lines(self, value: Any) -> None:
+        self._lines = value
+
+    def line(self, row: int) -> int:
+        """The file line of a row."""
+        return row + 1 if self._lines is None else int(self._lines[row])
+
+    def __len__(self) -> int:
+        return memoryview(self._rows).nbytes // ROW_BYTES
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r}, {len(self)} jobs)"
+
+    def numbers(self) -> memoryview:
+        """The numbers, row by row, as one flat float64 memoryview (writable unless the
+        trace was made from a read-only array)."""
+        view = memoryview(self._rows)
+        return view.cast("B").cast("d") if view.nbytes else memoryview(b"").cast("d")
 
     def column(self, name):
         return self.data[:, COLUMN[name]]
+
+    def values(self, name: str) -> list:
+        """The field ``name`` of every job, a list of floats (no numpy)."""
+        return self.numbers()[COLUMN[name]::len(FIELDS)].tolist()
+
+    def set_values(self, name: str, values: Sequence[float]) -> None:
+        """Set the field ``name`` of every job (no numpy): ``values`` a sequence of numbers,
+        or a float64 memoryview."""
+        if not (isinstance(values, memoryview) and values.format == "d"):
+            values = array.array("d", values)
+        self.numbers()[COLUMN[name]::len(FIELDS)] = values
 
     @property
     def procs(self):
@@ -70,7 +131,30 @@ class Trace:
         first, second = self.column("requested_procs"), self.column("allocated_procs")
         if self.size_field == "allocated":
             first, second = second, first
+        import numpy as np
+
         return np.where(first > 0, first, second)
+
+    def procs_values(self) -> list:
+        """:attr:`procs` as a list of floats (no numpy)."""
+        first, second = self.values("requested_procs"), self.values("allocated_procs")
+        if self.size_field == "allocated":
+            first, second = second, first
+        return [a if a > 0 else b for a, b in zip(first, second)]
+
+    def copy(self, header: Optional[list] = None) -> "Trace":
+        """A copy of its own numbers (``header``, if given, in place of this one's)."""
+        lines = None if self._lines is None else list(self._lines)
+        return Trace(bytearray(self.numbers()), list(self.header if header is None else header),
+                     self.path, lines, self.dropped, list(self.drop_reasons), self.size_field,
+                     self.filled)
+
+    def rows(self, keep: Sequence[int]) -> "Trace":
+        """A trace of the rows ``keep`` (increasing row numbers), same header (no numpy)."""
+        numbers, width = self.numbers().cast("B"), ROW_BYTES
+        data = bytearray(b"".join(numbers[r * width:(r + 1) * width] for r in keep))
+        return Trace(data, list(self.header), self.path, [self.line(r) for r in keep],
+                     self.dropped, list(self.drop_reasons), self.size_field)
 
     @property
     def fields(self):
@@ -100,11 +184,11 @@ class Trace:
         value = self.header_number("MaxProcs", "MaxNodes")
         if value is not None:
             return int(value)
-        return int(self.procs.max()) if len(self) else 0
+        return int(max(self.procs_values())) if len(self) else 0
 
     def has(self, name):
         """True if any job has the field (not -1)."""
-        return bool(len(self)) and bool((self.column(name) != MISSING).any())
+        return any(v != MISSING for v in self.values(name))
 
     def subset(self, mask):
         """A trace of the rows where ``mask`` is true (same header)."""
@@ -121,8 +205,9 @@ class Trace:
                 header.append(line)
             else:
                 header[idx] = line
-        return Trace(self.data.copy(), header, self.path, self.lines.copy(), self.dropped,
-                     list(self.drop_reasons), self.size_field)
+        trace = self.copy(header)
+        trace.filled = 0
+        return trace
 
 
 def _read_zip(name):
@@ -164,22 +249,24 @@ def _read_text(path):
                                                       "(a binary or non-ASCII byte)") from None
 
 
-def _check_jobs(data, line_numbers, *, machine_procs, size_field="requested"):
+def _check_jobs(trace, *, machine_procs):
     """(row, field name, problem) for every job a schedule cannot use."""
     problems = []
-    run = data[:, COLUMN["run"]]
-    submit = data[:, COLUMN["submit"]]
-    procs = Trace(data, size_field=size_field).procs
-    for rows, name, problem in (
-            (np.flatnonzero(submit < 0), "submit", "negative submit time"),
-            (np.flatnonzero(run < 0), "run", "no run time (-1 or negative)"),
-            (np.flatnonzero(procs <= 0), "requested_procs",
+    procs, submit, run = trace.procs_values(), trace.values("submit"), trace.values("run")
+    if (min(submit, default=0.0) >= 0 and min(run, default=0.0) >= 0
+            and min(procs, default=1.0) > 0
+            and not (machine_procs and not max(procs, default=0.0) <= machine_procs)):
+        return problems  # all good (a NaN would make one test false: the rows are checked)
+    for values, name, problem in (
+            (submit, "submit", "negative submit time"),
+            (run, "run", "no run time (-1 or negative)"),
+            ([-1.0 if p <= 0 else 0.0 for p in procs], "requested_procs",
              "no processor count (fields 5 and 8 are both missing)")):
-        problems += [(r, name, problem) for r in rows]
+        problems += [(r, name, problem) for r, v in enumerate(values) if v < 0]
     if machine_procs:
-        big = np.flatnonzero(procs > machine_procs)
-        problems += [(r, "requested_procs", f"asks for {procs[r]:g} processors, more than the "
-                                            f"machine's {machine_procs}") for r in big]
+        problems += [(r, "requested_procs", f"asks for {p:g} processors, more than the "
+                                            f"machine's {machine_procs}")
+                     for r, p in enumerate(procs) if p > machine_procs]
     return problems
 
 
@@ -205,7 +292,7 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
     name = os.fspath(path)
     header, data_lines, numbers = _split_lines(_read_text(name))
     data, rows, reasons, unread = _parse_jobs(name, data_lines, numbers, skip_bad)
-    trace = Trace(data, header, name, numbers[rows])
+    trace = Trace(data, header, name, numbers if rows is None else [numbers[r] for r in rows])
     if check and len(trace):
         trace = _drop_unschedulable(trace, machine_procs, skip_bad, reasons)
     trace.dropped += unread
@@ -225,17 +312,19 @@ def _split_lines(text):
         else:
             data_lines.append(stripped)
             numbers.append(i)
-    return header, data_lines, np.asarray(numbers, dtype=np.int64)
+    return header, data_lines, numbers
 
 
 def _parse_jobs(name, data_lines, numbers, skip_bad):
     """The job lines as rows of numbers: (data, the rows of ``data_lines`` kept, up to five
-    reasons for the lines dropped, how many were). A bad line raises, naming its line and
-    field, unless ``skip_bad``."""
+    reasons for the lines dropped, how many were; None for the rows kept: all, as a
+    bytearray of float64). A bad line raises, naming its line and field, unless
+    ``skip_bad``."""
     raw, bad_row = parse_rows(data_lines, len(FIELDS))  # plain numbers throughout: done
     if bad_row < 0:
-        data = np.frombuffer(raw).reshape(len(data_lines), len(FIELDS))
-        return data, np.arange(len(data_lines)), [], 0
+        return raw, None, [], 0
+    import numpy as np  # the slow path, for a file with a bad line
+
     counts = np.fromiter((len(s.split()) for s in data_lines), dtype=np.int64,
                          count=len(data_lines))
     keep = np.ones(len(data_lines), dtype=bool)
@@ -290,20 +379,20 @@ def _drop_unschedulable(trace, machine_procs, skip_bad, reasons):
     or more processors than the machine's), counted in ``dropped``, the first reasons added
     to ``reasons``; the first such job raises unless ``skip_bad``."""
     machine = machine_procs or (trace.header_number("MaxProcs", "MaxNodes"))
-    problems = _check_jobs(trace.data, trace.lines, machine_procs=machine)
+    problems = _check_jobs(trace, machine_procs=machine)
     if not problems:
         return trace
     problems.sort()
-    drop = np.zeros(len(trace), dtype=bool)
+    drop = set()
     for r, fname, problem in problems:
         where = f"field {COLUMN[fname] + 1} ({fname})"
         if not skip_bad:
-            raise InputFileError(trace.path, f"line {trace.lines[r]}, {where}", problem)
-        if not drop[r] and len(reasons) < 5:
-            reasons.append(f"line {trace.lines[r]}, {where}: {problem}")
-        drop[r] = True
-    trace = trace.subset(~drop)
-    trace.dropped = int(drop.sum())
+            raise InputFileError(trace.path, f"line {trace.line(r)}, {where}", problem)
+        if r not in drop and len(reasons) < 5:
+            reasons.append(f"line {trace.line(r)}, {where}: {problem}")
+        drop.add(r)
+    trace = trace.rows([r for r in range(len(trace)) if r not in drop])
+    trace.dropped = len(drop)
     return trace
 
 
@@ -325,34 +414,33 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
     """
     if size_field not in SIZE_FIELDS:
         raise ValueError(f"size_field must be one of {', '.join(SIZE_FIELDS)}")
-    trace = Trace(trace.data.copy(), list(trace.header), trace.path, trace.lines.copy(),
-                  trace.dropped, list(trace.drop_reasons), size_field)
+    trace = trace.copy()
+    trace.size_field, trace.filled = size_field, 0
     notes = []
     machine = machine_procs or trace.header_number("MaxProcs", "MaxNodes")
-    problems = sorted(_check_jobs(trace.data, trace.lines, machine_procs=machine,
-                                  size_field=size_field)) if len(trace) else []
+    problems = sorted(_check_jobs(trace, machine_procs=machine)) if len(trace) else []
     if problems:
         r, fname, problem = problems[0]
-        where = f"line {trace.lines[r]}, field {COLUMN[fname] + 1} ({fname})"
+        where = f"line {trace.line(r)}, field {COLUMN[fname] + 1} ({fname})"
         if strict:
             raise InputFileError(trace.path, where, problem)
-        drop = np.zeros(len(trace), dtype=bool)
-        drop[[p[0] for p in problems]] = True
-        notes.append(f"dropped {int(drop.sum())} jobs that cannot be scheduled (the first: "
+        drop = {p[0] for p in problems}
+        notes.append(f"dropped {len(drop)} jobs that cannot be scheduled (the first: "
                      f"{where}: {problem})")
-        trace = trace.subset(~drop)
-        trace.dropped += int(drop.sum())
+        trace = trace.rows([r for r in range(len(trace)) if r not in drop])
+        trace.dropped += len(drop)
         trace.drop_reasons.insert(0, f"{where}: {problem}")
-    requested = trace.column("requested_time")
-    missing = np.flatnonzero(requested < 0)
-    if len(missing) and len(missing) < len(trace):  # a trace with requested times, but gaps
-        where = f"line {trace.lines[missing[0]]}, field 9 (requested_time)"
+    requested = trace.values("requested_time")
+    missing = [r for r, v in enumerate(requested) if v < 0]
+    if missing and len(missing) < len(trace):  # a trace with requested times, but gaps
+        where = f"line {trace.line(missing[0])}, field 9 (requested_time)"
         if strict:
             raise InputFileError(trace.path, where, "no requested time")
         if fill_requested == "max":
-            value, rule = np.full(len(missing), requested.max()), "the trace's largest request"
+            value, rule = [max(requested)] * len(missing), "the trace's largest request"
         elif fill_requested == "run":
-            value, rule = trace.column("run")[missing], "their run times"
+            run = trace.values("run")
+            value, rule = [run[r] for r in missing], "their run times"
         else:
             try:
                 seconds = float(fill_requested)
@@ -361,8 +449,10 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
                                  "seconds") from None
             if not seconds > 0:
                 raise ValueError("fill_requested must be a positive number of seconds")
-            value, rule = np.full(len(missing), seconds), f"{seconds:g} s"
-        trace.data[missing, COLUMN["requested_time"]] = value
+            value, rule = [seconds] * len(missing), f"{seconds:g} s"
+        for r, v in zip(missing, value):
+            requested[r] = v
+        trace.set_values("requested_time", requested)
         trace.filled = len(missing)
         notes.append(f"filled the requested time of {len(missing)} jobs with {rule} (the "
                      f"first: {where})")
@@ -374,15 +464,13 @@ def format_swf(trace):
     out = io.StringIO()
     for line in trace.header:
         out.write(f";{line}\n")
-    data = trace.data
+    numbers = trace.numbers()
     widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
-    # whole numbers as integers, where every value of the column is one that int64 holds
-    # exactly (a submit time of 1e20 read from a Batsim file would wrap)
-    integral = (np.all((data == np.round(data)) & (np.abs(data) < 2.0 ** 53), axis=0)
-                if len(data) else np.ones(18, bool))
-    styles = "".join("i" if integral[k] else "f" for k in range(18))  # %{w}d or %{w}.6g
-    columns = [np.ascontiguousarray(data[:, k], dtype=np.float64) for k in range(18)]
-    out.write(format_rows(columns, styles, widths, " "))
+    # style 'a': whole numbers as integers (%{w}d), where every value of the column is one
+    # that int64 holds exactly (a submit time of 1e20 read from a Batsim file would wrap),
+    # else %{w}.6g
+    columns = [numbers[k::len(FIELDS)] for k in range(len(FIELDS))]
+    out.write(format_rows(columns, "a" * len(FIELDS), widths, " "))
     return out.getvalue()
 
 
