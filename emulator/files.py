@@ -54,6 +54,14 @@ def write_text_atomic(path, text):
     write_atomic(path, lambda f: f.write(text))
 
 
+def write_bytes_atomic(path, *chunks: bytes) -> None:
+    """Write the chunks, one after the other, to ``path`` atomically (no copy joins them)."""
+    def write(f):
+        for chunk in chunks:
+            f.write(chunk)
+    write_atomic(path, write, mode="wb")
+
+
 def save_figure(fig, path, *, dpi=120):
     """Save a matplotlib figure atomically, as PNG."""
     write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi), mode="wb")

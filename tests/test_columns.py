@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emulator.workload._columns import format_rows
@@ -69,6 +69,18 @@ def test_style_a_writes_a_column_as_integers_only_where_every_value_is_one(value
     whole = all(math.isfinite(v) and v.is_integer() and abs(v) < 2.0 ** 53 for v in values)
     text = format_rows([column], "a", [0], ",")
     assert text.split("\n")[:-1] == [_python("i" if whole else "f", v) for v in values]
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-2 ** 70, 2 ** 70), st.booleans(),
+                          st.text("ab ,-9", max_size=5),
+                          st.floats(allow_nan=True)), max_size=20), st.integers(0, 8))
+@example([2 ** 53 - 1, 2 ** 53 + 1, -2 ** 53 - 1, 2 ** 62 + 1, True], 0)  # past float64's
+def test_style_o_writes_each_object_as_str_does_and_bytes_are_the_same_text(values, width):
+    text = format_rows([values, np.arange(len(values), dtype=float)], "oi", [width, 0], ";")
+    assert text.split("\n")[:-1] == [f"{str(v).rjust(width)};{k}" for k, v in enumerate(values)]
+    assert format_rows([values], "o", [width], ";", True) == \
+        format_rows([values], "o", [width], ";").encode()
+
 
 @pytest.mark.parametrize("columns, styles, widths, error", [
     ([np.zeros(2), np.zeros(3)], "ii", [0, 0], "different lengths"),

@@ -52,6 +52,20 @@ def test_reads_fields_and_header(tmp_path):
     assert trace.lines.tolist() == [5, 6]
 
 
+def test_lines_end_at_crlf_and_keep_no_spaces_around_them(tmp_path):
+    """Windows line ends, a comment and job lines indented by spaces and tabs, blank lines of
+    spaces: the same jobs, header and file lines as the plain file."""
+    body = ("\t ; MaxProcs: 8  \r\n   \r\n" + "  \t" + swf_line(1, 0, 10, 4).rstrip()
+            + " \t\r\n\r\n" + swf_line(2, 5, 0, 8, requested=60).replace("\n", "\r\n"))
+    path = tmp_path / "crlf.swf"
+    path.write_bytes(body.encode())
+    trace = read_swf(str(path))
+    assert trace.header == [" MaxProcs: 8"] and trace.max_procs == 8
+    assert trace.lines.tolist() == [3, 5]
+    assert trace.column("run").tolist() == [10, 0]
+    assert trace.column("requested_time").tolist() == [-1, 60]
+
+
 @pytest.mark.parametrize("value", ["1e999", "inf", "nan", "-8", "0", "many"])
 def test_a_header_size_that_is_no_finite_positive_number_gives_way_to_the_jobs(tmp_path, value):
     """MaxProcs as the header gives it only if it is a finite positive number; else the

@@ -7,7 +7,7 @@ import math
 import operator
 from typing import Any, NamedTuple, Optional, Sequence
 
-from ..files import write_text_atomic
+from ..files import write_bytes_atomic, write_text_atomic
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
 from ..workload._columns import format_rows
 from ..workload.swf import write_swf
@@ -111,19 +111,26 @@ def jobs_csv(jobs: Sequence[Any]) -> str:
     """The per-job CSV text, jobs in the given order: whole numbers as integers, others to 6
     significant digits, a blank where there is no value (a job that never started has no
     wait, run time or slowdown)."""
+    return (_CSV_HEADER + _jobs_csv_rows(jobs)).decode()
+
+
+_CSV_HEADER = (",".join(CSV_FIELDS) + "\n").encode()
+
+
+def _jobs_csv_rows(jobs: Sequence[Any]) -> bytes:
+    """The rows of :func:`jobs_csv`, UTF-8."""
     procs, estimate, requested, reserved, restarts, killed = (
         attribute_values(jobs, name) for name in ("procs", "estimate", "requested", "reserved",
                                                   "restarts", "killed"))
     t = job_times(jobs)  # NaN for the jobs that never started: blank
-    columns = [[str(j.id) for j in jobs], t.submit, t.start, t.end, t.wait, t.run, procs,
+    columns = [[j.id for j in jobs], t.submit, t.start, t.end, t.wait, t.run, procs,
                estimate, requested, reserved, t.slowdown, t.bounded, killed, restarts,
-               [str(j.user) for j in jobs], [str(j.group) for j in jobs]]
-    rows = format_rows(columns, "s" + "g" * 13 + "ss", [0] * len(CSV_FIELDS), ",")
-    return ",".join(CSV_FIELDS) + "\n" + rows
+               [j.user for j in jobs], [j.group for j in jobs]]
+    return format_rows(columns, "o" + "g" * 13 + "oo", [0] * len(CSV_FIELDS), ",", True)
 
 
 def write_jobs_csv(path, jobs):
-    write_text_atomic(path, jobs_csv(jobs))
+    write_bytes_atomic(path, _CSV_HEADER, _jobs_csv_rows(jobs))
 
 
 def scheduled_trace(trace: Any, jobs: Sequence[Any]) -> Any:

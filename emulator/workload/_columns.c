@@ -1,7 +1,7 @@
 /* Columns of numbers as text, and back: the per-job files (SWF, CSV) written a row at a time
  * in C, and SWF's job lines read.
  *
- * format_rows(columns, styles, widths, sep) -> str
+ * format_rows(columns, styles, widths, sep, as_bytes=False) -> str (bytes, UTF-8, with as_bytes)
  *
  * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
  * float64, strided or not (a numpy array, a column of one, a memoryview's slice), or, for
@@ -11,7 +11,8 @@
  *   'a'  'i' if every value of the column is integral and below 2^53 in size, else 'f';
  *   'g'  NaN empty, integral values as integers, others as Python's format(v, '.6g');
  *   'r'  NaN empty, integral values as integers, others as Python's repr(v);
- *   's'  the str as it is.
+ *   's'  the str as it is;
+ *   'o'  a list of objects: each as str() writes it (an int's digits written directly).
  * widths: one int per column, the least width (right-justified, as printf's "%5d"); 0 for
  * none. sep: put between fields; rows end in '\n'.
  *
@@ -20,8 +21,9 @@
  *
  * parse_rows(lines, fields) -> (bytearray, bad)
  *
- * lines: a list of str, each `fields` numbers apart by spaces or tabs. The bytearray holds
- * the numbers as float64, row by row; bad is the index of the first line that has another
+ * lines: a list of str or bytes, each `fields` numbers apart by spaces or tabs. The
+ * bytearray holds the numbers as float64, row by row; bad is the index of the first line that
+ * has another
  * count of fields or a token that is not a plain decimal number ([+-]digits[.digits][e[+-]
  * digits], as "5." and ".5"), else -1. From a bad line on, nothing is read: the caller reads
  * such files its slower way, which names the field. Tokens go through
@@ -158,9 +160,10 @@ static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssiz
     c->width = width;
     c->strings = NULL;
     c->view.obj = NULL;
-    if (style == 's') {
+    if (style == 's' || style == 'o') {
         if (!PyList_Check(obj)) {
-            PyErr_SetString(PyExc_TypeError, "a column of style 's' must be a list of str");
+            PyErr_SetString(PyExc_TypeError, style == 's' ? "a column of style 's' must be a list of str"
+                                                           : "a column of style 'o' must be a list");
             return -1;
         }
         c->strings = obj;
@@ -188,7 +191,37 @@ static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssiz
     return 0;
 }
 
+/* An object as str() writes it: an exact int's digits directly, else its str(). */
+static int add_object(Text *t, PyObject *item, long width) {
+    if (PyLong_CheckExact(item)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (!overflow && !(v == -1 && PyErr_Occurred()) && v > -(1LL << 53) && v < (1LL << 53))
+            return add_integer(t, (double)v, width);
+        PyErr_Clear();
+    }
+    PyObject *text = PyObject_Str(item);
+    if (!text)
+        return -1;
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &len);
+    int rc = s ? text_add(t, s, (size_t)len, width) : -1;
+    Py_DECREF(text);
+    return rc;
+}
+
 static int add_field(Text *t, Column *c, Py_ssize_t row) {
+    if (c->style == 'o') {
+        if (row >= PyList_GET_SIZE(c->strings)) {  /* a __str__ shortened the list */
+            PyErr_SetString(PyExc_ValueError, "a column of style 'o' changed length");
+            return -1;
+        }
+        PyObject *item = PyList_GET_ITEM(c->strings, row);
+        Py_INCREF(item);  /* a __str__ may drop the list's reference */
+        int rc = add_object(t, item, c->width);
+        Py_DECREF(item);
+        return rc;
+    }
     if (c->style != 's')
         return add_number(t, column_value(c, row), c->style, c->width);
     PyObject *item = PyList_GET_ITEM(c->strings, row);
@@ -203,7 +236,7 @@ static int add_field(Text *t, Column *c, Py_ssize_t row) {
 }
 
 static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char *sep,
-                            Py_ssize_t sep_len) {
+                            Py_ssize_t sep_len, int as_bytes) {
     Text t = {NULL, 0, 0};
     for (Py_ssize_t row = 0; row < n; row++) {
         for (Py_ssize_t c = 0; c < k; c++) {
@@ -213,7 +246,8 @@ static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char
         if (text_add(&t, "\n", 1, 0) < 0)
             goto fail;
     }
-    PyObject *out = PyUnicode_DecodeUTF8(t.data ? t.data : "", (Py_ssize_t)t.used, "strict");
+    PyObject *out = as_bytes ? PyBytes_FromStringAndSize(t.data ? t.data : "", (Py_ssize_t)t.used)
+                             : PyUnicode_DecodeUTF8(t.data ? t.data : "", (Py_ssize_t)t.used, "strict");
     PyMem_Free(t.data);
     return out;
 fail:
@@ -226,8 +260,9 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
     PyObject *columns, *widths;
     const char *styles, *sep;
     Py_ssize_t styles_len, sep_len;
-    if (!PyArg_ParseTuple(args, "Os#Os#", &columns, &styles, &styles_len, &widths, &sep,
-                          &sep_len))
+    int as_bytes = 0;
+    if (!PyArg_ParseTuple(args, "Os#Os#|p", &columns, &styles, &styles_len, &widths, &sep,
+                          &sep_len, &as_bytes))
         return NULL;
     PyObject *cseq = PySequence_Fast(columns, "columns must be a sequence");
     PyObject *wseq = cseq ? PySequence_Fast(widths, "widths must be a sequence") : NULL;
@@ -256,7 +291,7 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    out = write_rows(cols, k, n < 0 ? 0 : n, sep, sep_len);
+    out = write_rows(cols, k, n < 0 ? 0 : n, sep, sep_len, as_bytes);
 done:
     for (Py_ssize_t c = 0; cols && c < opened; c++)
         if (cols[c].view.obj)
@@ -356,11 +391,12 @@ static PyObject *parse_rows(PyObject *self, PyObject *args) {
     double *out = (double *)PyByteArray_AS_STRING(data);
     for (Py_ssize_t row = 0; row < n; row++) {
         PyObject *line = PyList_GET_ITEM(lines, row);
-        const char *s = PyUnicode_Check(line) ? PyUnicode_AsUTF8(line) : NULL;
+        const char *s = PyBytes_Check(line) ? PyBytes_AS_STRING(line)
+                        : PyUnicode_Check(line) ? PyUnicode_AsUTF8(line) : NULL;
         if (!s) {
             Py_DECREF(data);
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "lines must be str");
+                PyErr_SetString(PyExc_TypeError, "lines must be str or bytes");
             return NULL;
         }
         if (parse_line(s, fields, out + row * fields) < 0) {
@@ -547,7 +583,8 @@ static PyMethodDef methods[] = {
      "attribute_column(objects, name) -> bytearray of float64: each object's attribute, "
      "NaN for None."},
     {"format_rows", format_rows, METH_VARARGS,
-     "format_rows(columns, styles, widths, sep) -> str: the rows of the columns as text "
+     "format_rows(columns, styles, widths, sep, as_bytes=False) -> str (or UTF-8 bytes): the "
+     "rows of the columns as text "
      "(see the module source for the styles)."},
     {"parse_rows", parse_rows, METH_VARARGS,
      "parse_rows(lines, fields) -> (bytearray of float64, first bad line or -1)."},

@@ -22,13 +22,12 @@ allocated processors of field 5; the default) or ``allocated`` (field 5, else fi
 
 import array
 import gzip
-import io
 import math
 import os
 from typing import Any, Optional, Sequence
 
 from ..errors import InputFileError
-from ..files import write_atomic
+from ..files import write_bytes_atomic
 from ._columns import format_rows, parse_rows
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
@@ -225,7 +224,8 @@ def _read_zip(name):
         raise InputFileError(name, None, f"cannot be read: {e}") from None
 
 
-def _read_text(path):
+def _read_bytes(path):
+    """The file's bytes, all of them ASCII."""
     name = os.fspath(path)
     try:
         if name.endswith(".gz"):
@@ -242,11 +242,10 @@ def _read_text(path):
         raise InputFileError(name, None, "is a folder, not a trace file") from None
     except (OSError, EOFError) as e:
         raise InputFileError(name, None, f"cannot be read: {e}") from None
-    try:
-        return raw.decode("ascii")
-    except UnicodeDecodeError as e:
-        raise InputFileError(name, f"byte {e.start}", "not a text SWF file "
-                                                      "(a binary or non-ASCII byte)") from None
+    if raw.isascii():
+        return raw
+    first = next(k for k, byte in enumerate(raw) if byte > 127)
+    raise InputFileError(name, f"byte {first}", "not a text SWF file (a binary or non-ASCII byte)")
 
 
 def _check_jobs(trace, *, machine_procs):
@@ -290,7 +289,7 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
         A malformed line, naming the file, line and field.
     """
     name = os.fspath(path)
-    header, data_lines, numbers = _split_lines(_read_text(name))
+    header, data_lines, numbers = _split_lines(_read_bytes(name))
     data, rows, reasons, unread = _parse_jobs(name, data_lines, numbers, skip_bad)
     trace = Trace(data, header, name, numbers if rows is None else [numbers[r] for r in rows])
     if check and len(trace):
@@ -300,17 +299,17 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
     return trace
 
 
-def _split_lines(text):
-    """(header lines without their ';', job lines, the job lines' numbers in the file)."""
+def _split_lines(raw):
+    """(header lines without their ';', as str; job lines, as bytes, spaces around them kept;
+    the job lines' numbers in the file). Lines end at \\n, \\r\\n or \\r."""
     header, data_lines, numbers = [], [], []
-    for i, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped:
+    for i, line in enumerate(raw.splitlines(), start=1):
+        if not line or line.isspace():
             continue
-        if stripped.startswith(";"):
-            header.append(stripped[1:])
+        if b";" in line and line.lstrip().startswith(b";"):
+            header.append(line.strip()[1:].decode())
         else:
-            data_lines.append(stripped)
+            data_lines.append(line)
             numbers.append(i)
     return header, data_lines, numbers
 
@@ -324,6 +323,8 @@ def _parse_jobs(name, data_lines, numbers, skip_bad):
     if bad_row < 0:
         return raw, None, [], 0
     import numpy as np  # the slow path, for a file with a bad line
+
+    data_lines = [line.decode().strip() for line in data_lines]
 
     counts = np.fromiter((len(s.split()) for s in data_lines), dtype=np.int64,
                          count=len(data_lines))
@@ -461,24 +462,26 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
 
 def format_swf(trace):
     """The trace as SWF text: the header, then one line per job (integers where integral)."""
-    out = io.StringIO()
-    for line in trace.header:
-        out.write(f";{line}\n")
+    header, rows = _swf_parts(trace)
+    return (header + rows).decode()
+
+
+def _swf_parts(trace):
+    """(header, rows) of :func:`format_swf`, UTF-8."""
+    header = "".join(f";{line}\n" for line in trace.header).encode()
     numbers = trace.numbers()
     widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
     # style 'a': whole numbers as integers (%{w}d), where every value of the column is one
     # that int64 holds exactly (a submit time of 1e20 read from a Batsim file would wrap),
     # else %{w}.6g
     columns = [numbers[k::len(FIELDS)] for k in range(len(FIELDS))]
-    out.write(format_rows(columns, "a" * len(FIELDS), widths, " "))
-    return out.getvalue()
+    return header, format_rows(columns, "a" * len(FIELDS), widths, " ", True)
 
 
 def write_swf(path, trace):
     """Write ``trace`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``)."""
-    text = format_swf(trace)
+    header, rows = _swf_parts(trace)
     if os.fspath(path).endswith(".gz"):
-        write_atomic(path, lambda f: f.write(gzip.compress(text.encode("ascii"), mtime=0)),
-                     mode="wb")
+        write_bytes_atomic(path, gzip.compress(header + rows, mtime=0))
     else:
-        write_atomic(path, lambda f: f.write(text))
+        write_bytes_atomic(path, header, rows)
