@@ -4,9 +4,7 @@ process already runs under one, and a run that Ctrl-C ends without leaving ranks
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 
@@ -81,7 +79,9 @@ def run_mpiexec(argv, *, grace_seconds=10.0, start_timeout_seconds=None, stdout=
     With ``start_timeout_seconds``, rank 0 must call :func:`report_started` within that time;
     if it does not (a rank that cannot reach the launcher or its peers waits in MPI's
     start-up for ever), the job is ended the same way and :class:`UserError` says so."""
+    import subprocess  # with threading, 3 ms of every command's start: imported for a job
     import tempfile
+    import threading
 
     from ..errors import UserError
     from . import stop
@@ -194,6 +194,8 @@ def _write(fd, data):
 
 def _end(proc, sig, grace_seconds):
     """Send ``sig`` to mpiexec (it passes it on to every rank), then SIGKILL after a grace."""
+    import subprocess
+
     proc.send_signal(sig)
     try:
         proc.wait(timeout=grace_seconds)
