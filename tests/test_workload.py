@@ -3,6 +3,7 @@ Weissman fitted to the NASA trace."""
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from emulator.cli import main
@@ -50,6 +53,19 @@ def test_reads_fields_and_header(tmp_path):
     assert trace.column("requested_time").tolist() == [-1, 60]
     assert trace.fields["Version"] == "2.2"
     assert trace.lines.tolist() == [5, 6]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(*[st.sampled_from([-1.0, 0.0, 3.0, 8.0, math.nan, math.inf])] * 2),
+                min_size=1, max_size=8), st.sampled_from(["requested", "allocated"]))
+def test_procs_without_numpy_are_the_numpy_ones(sizes, size_field):
+    """Trace.procs_values, as the schedule's path reads a job's size, against Trace.procs."""
+    from emulator.workload.swf import Trace
+
+    rows = np.full((len(sizes), 18), -1.0)
+    rows[:, 7], rows[:, 4] = zip(*sizes)  # requested, allocated
+    trace = Trace(rows, size_field=size_field)
+    assert np.array_equal(trace.procs_values(), trace.procs, equal_nan=True)
 
 
 def test_lines_end_at_crlf_and_keep_no_spaces_around_them(tmp_path):

@@ -21,7 +21,6 @@ allocated processors of field 5; the default) or ``allocated`` (field 5, else fi
 """
 
 import array
-import gzip
 import math
 import os
 from typing import Any, Optional, Sequence
@@ -136,9 +135,11 @@ class Trace:
 
     def procs_values(self) -> list:
         """:attr:`procs` as a list of floats (no numpy)."""
-        first, second = self.values("requested_procs"), self.values("allocated_procs")
-        if self.size_field == "allocated":
-            first, second = second, first
+        names = ("requested_procs", "allocated_procs")
+        first = self.values(names[self.size_field == "allocated"])
+        if min(first, default=1.0) > 0 and not math.isnan(sum(first)):  # every job gives it
+            return first
+        second = self.values(names[self.size_field != "allocated"])
         return [a if a > 0 else b for a, b in zip(first, second)]
 
     def copy(self, header: Optional[list] = None) -> "Trace":
@@ -229,6 +230,8 @@ def _read_bytes(path):
     name = os.fspath(path)
     try:
         if name.endswith(".gz"):
+            import gzip
+
             with gzip.open(name, "rb") as f:
                 raw = f.read()
         elif name.endswith(".zip"):
@@ -482,6 +485,8 @@ def write_swf(path, trace):
     """Write ``trace`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``)."""
     header, rows = _swf_parts(trace)
     if os.fspath(path).endswith(".gz"):
+        import gzip
+
         write_bytes_atomic(path, gzip.compress(header + rows, mtime=0))
     else:
         write_bytes_atomic(path, header, rows)
