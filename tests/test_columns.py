@@ -167,3 +167,38 @@ def test_an_attribute_that_is_no_number_or_missing_is_an_error():
         attribute_column([_Held(1.0), _Held("soon")], "value")
     with pytest.raises(AttributeError, match="no attribute 'other'"):
         attribute_column([_Held(1.0)], "other")
+
+
+# -- an SWF file read in one pass --------------------------------------------------------------
+
+_SPACE = st.sampled_from(["", " ", "\t", "  \t", "\x0b", "\x0c"])
+_LINE = st.one_of(
+    st.builds(lambda a, b, c, d: f"{a};{b}{c}{d}", _SPACE, st.text("ab: 1", max_size=6), _SPACE,
+              _SPACE),  # a header line
+    _SPACE,  # a blank one
+    st.builds(lambda a, xs, b: a + " ".join(xs) + b, _SPACE,
+              st.lists(st.sampled_from(["1", "-1", "2.5", ".5", "7e2", "x", "1e999"]),
+                       min_size=2, max_size=3), _SPACE))  # a job line, or a bad one
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINE, max_size=12), st.lists(st.sampled_from(["\n", "\r\n", "\r"]),
+                                              min_size=12, max_size=12), st.booleans())
+def test_parse_swf_reads_as_the_lines_one_by_one_read(lines, ends, last_end):
+    """parse_swf against the file split into lines (bytes.splitlines), each line then read as
+    the line-by-line path reads it: the same header, numbers, line numbers and first bad job
+    line."""
+    from emulator.workload._columns import parse_swf
+    from emulator.workload.swf import _split_lines
+
+    raw = "".join(line + end for line, end in zip(lines, ends))
+    if lines and not last_end:
+        raw = raw[:-len(ends[len(lines) - 1])]
+    raw = raw.encode()
+    header, numbers, at, bad = parse_swf(raw, 2)
+    want_header, data_lines, want_at = _split_lines(raw)
+    want_numbers, want_bad = parse_rows(data_lines, 2)
+    assert header == want_header and bad == want_bad
+    kept = len(data_lines) if want_bad < 0 else want_bad
+    assert bytes(numbers) == bytes(want_numbers[:kept * 16])
+    assert memoryview(at).cast("q").tolist() == want_at[:kept]

@@ -39,6 +39,15 @@
  * whole_numbers(column) -> list: int() of every value of a 1-D float64 buffer, strided or not
  * (ValueError or OverflowError, as int() gives, for NaN or an infinity).
  *
+ * parse_swf(raw, fields) -> (header, numbers, lines, bad)
+ *
+ * raw: the bytes of an SWF file, ASCII. Lines end at \n, \r\n or \r and are numbered from
+ * 1; a line of spaces, tabs, \v or \f only is skipped; a line whose first other byte is ';'
+ * is a header line: header gets its text after the ';', without the spaces at its end (a
+ * str). Every other line is a job line, read as parse_rows reads one: numbers holds them
+ * (float64, row by row), lines their line numbers (int64). bad is the index, among the job
+ * lines, of the first one parse_rows would refuse, else -1; from it on nothing is read.
+ *
  * attribute_column(objects, name) -> bytearray: the float64 column of one attribute of a list
  * of objects (the jobs' start times, say), NaN where it is None.
  *
@@ -470,6 +479,83 @@ done:
     return result;
 }
 
+static int swf_space(char c) {
+    return c == ' ' || c == '\t' || c == '\v' || c == '\f';
+}
+
+/* One header line, [s, end) from its ';' on: the text after the ';', right-stripped. */
+static int add_header(PyObject *header, const char *s, const char *end) {
+    while (end > s + 1 && swf_space(end[-1]))
+        end--;
+    PyObject *text = PyUnicode_DecodeASCII(s + 1, end - s - 1, "strict");
+    if (!text)
+        return -1;
+    int rc = PyList_Append(header, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+static PyObject *parse_swf(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *raw;
+    Py_ssize_t size, fields, rows = 0, bad = -1, longest = 0, count = 1;
+    if (!PyArg_ParseTuple(args, "y#n", &raw, &size, &fields))
+        return NULL;
+    if (fields <= 0 || fields > PY_SSIZE_T_MAX / 8 / (size + 1)) {
+        PyErr_SetString(PyExc_ValueError, "impossible number of fields");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < size; i++)  /* lines at most: room for every row */
+        count += raw[i] == '\n' || raw[i] == '\r';
+    PyObject *header = PyList_New(0);
+    PyObject *numbers = PyByteArray_FromStringAndSize(NULL, count * fields * 8);
+    PyObject *lines = PyByteArray_FromStringAndSize(NULL, count * 8);
+    char *line = NULL;
+    if (!header || !numbers || !lines)
+        goto fail;
+    double *out = (double *)PyByteArray_AS_STRING(numbers);
+    long long *at = (long long *)PyByteArray_AS_STRING(lines);
+    const char *p = raw, *end = raw + size;
+    for (long long number = 1; p < end; number++) {
+        const char *q = p;
+        while (q < end && *q != '\n' && *q != '\r')
+            q++;
+        const char *first = p;
+        while (first < q && swf_space(*first))
+            first++;
+        if (first < q && *first == ';') {
+            if (add_header(header, first, q) < 0)
+                goto fail;
+        } else if (first < q && bad < 0) {
+            if (q - p + 1 > longest) {  /* a NUL-ended copy, as parse_line reads */
+                longest = 2 * (q - p + 1);
+                PyMem_Free(line);
+                if (!(line = PyMem_Malloc((size_t)longest))) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+            }
+            memcpy(line, p, (size_t)(q - p));
+            line[q - p] = 0;
+            if (parse_line(line, fields, out + rows * fields) < 0)
+                bad = rows;
+            else
+                at[rows++] = number;
+        }
+        p = q < end && *q == '\r' && q + 1 < end && q[1] == '\n' ? q + 2 : q + 1;
+    }
+    PyMem_Free(line);
+    if (PyByteArray_Resize(numbers, rows * fields * 8) < 0 || PyByteArray_Resize(lines, rows * 8) < 0)
+        goto fail;
+    return Py_BuildValue("(NNNn)", header, numbers, lines, bad);
+fail:
+    PyMem_Free(line);
+    Py_XDECREF(header);
+    Py_XDECREF(numbers);
+    Py_XDECREF(lines);
+    return NULL;
+}
+
 /* attribute_column(objects, name) -> bytearray of float64: the attribute of each object,
  * NaN where it is None, else as float() gives it (an int or a float; TypeError otherwise). */
 static PyObject *attribute_column(PyObject *self, PyObject *args) {
@@ -586,6 +672,9 @@ static PyMethodDef methods[] = {
      "format_rows(columns, styles, widths, sep, as_bytes=False) -> str (or UTF-8 bytes): the "
      "rows of the columns as text "
      "(see the module source for the styles)."},
+    {"parse_swf", parse_swf, METH_VARARGS,
+     "parse_swf(raw, fields) -> (header, float64 rows, int64 line numbers, first bad job line "
+     "or -1)."},
     {"parse_rows", parse_rows, METH_VARARGS,
      "parse_rows(lines, fields) -> (bytearray of float64, first bad line or -1)."},
     {NULL, NULL, 0, NULL},

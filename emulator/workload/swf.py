@@ -21,13 +21,14 @@ allocated processors of field 5; the default) or ``allocated`` (field 5, else fi
 """
 
 import array
+import copy
 import math
 import os
 from typing import Any, Optional, Sequence
 
 from ..errors import InputFileError
 from ..files import write_bytes_atomic
-from ._columns import format_rows, parse_rows
+from ._columns import format_rows, parse_rows, parse_swf
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
           "requested_procs", "requested_time", "requested_memory", "status", "user", "group",
@@ -144,7 +145,7 @@ class Trace:
 
     def copy(self, header: Optional[list] = None) -> "Trace":
         """A copy of its own numbers (``header``, if given, in place of this one's)."""
-        lines = None if self._lines is None else list(self._lines)
+        lines = copy.copy(self._lines)  # None, a list, an array or a numpy array
         return Trace(bytearray(self.numbers()), list(self.header if header is None else header),
                      self.path, lines, self.dropped, list(self.drop_reasons), self.size_field,
                      self.filled)
@@ -292,9 +293,17 @@ def read_swf(path, *, skip_bad=False, machine_procs=None, check=True):
         A malformed line, naming the file, line and field.
     """
     name = os.fspath(path)
-    header, data_lines, numbers = _split_lines(_read_bytes(name))
-    data, rows, reasons, unread = _parse_jobs(name, data_lines, numbers, skip_bad)
-    trace = Trace(data, header, name, numbers if rows is None else [numbers[r] for r in rows])
+    raw = _read_bytes(name)
+    header, data, line_numbers, bad = parse_swf(raw, len(FIELDS))  # in C, in one pass
+    if bad < 0:
+        lines = array.array("q")
+        lines.frombytes(line_numbers)
+        trace, reasons, unread = Trace(data, header, name, lines), [], 0
+    else:  # a bad line: read again, line by line, to name it (or drop it)
+        header, data_lines, numbers = _split_lines(raw)
+        data, rows, reasons, unread = _parse_jobs(name, data_lines, numbers, skip_bad)
+        trace = Trace(data, header, name,
+                      numbers if rows is None else [numbers[r] for r in rows])
     if check and len(trace):
         trace = _drop_unschedulable(trace, machine_procs, skip_bad, reasons)
     trace.dropped += unread
@@ -435,7 +444,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
         trace.dropped += len(drop)
         trace.drop_reasons.insert(0, f"{where}: {problem}")
     requested = trace.values("requested_time")
-    missing = [r for r, v in enumerate(requested) if v < 0]
+    missing = [] if min(requested, default=0.0) >= 0 else \
+        [r for r, v in enumerate(requested) if v < 0]
     if missing and len(missing) < len(trace):  # a trace with requested times, but gaps
         where = f"line {trace.line(missing[0])}, field 9 (requested_time)"
         if strict:
