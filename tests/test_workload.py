@@ -68,6 +68,21 @@ def test_procs_without_numpy_are_the_numpy_ones(sizes, size_field):
     assert np.array_equal(trace.procs_values(), trace.procs, equal_nan=True)
 
 
+def test_prepare_leaves_the_trace_it_is_given_as_it_was(tmp_path):
+    """A trace prepared with nothing to change holds the same numbers (no copy); one whose
+    requested times are filled is a copy, the given trace's numbers as they were."""
+    from emulator.workload.swf import prepare
+
+    clean = read_swf(write(tmp_path, swf_line(1, 0, 10, 4, requested=60)))
+    same, notes = prepare(clean)
+    assert notes == [] and same.column("requested_time").tolist() == [60]
+    gaps = read_swf(write(tmp_path, swf_line(1, 0, 10, 4, requested=60) + swf_line(2, 5, 7, 2),
+                          name="gaps.swf"))
+    filled, notes = prepare(gaps, fill_requested="run")
+    assert filled.column("requested_time").tolist() == [60, 7] and filled.filled == 1
+    assert gaps.column("requested_time").tolist() == [60, -1] and gaps.filled == 0
+
+
 def test_lines_end_at_crlf_and_keep_no_spaces_around_them(tmp_path):
     """Windows line ends, a comment and job lines indented by spaces and tabs, blank lines of
     spaces: the same jobs, header and file lines as the plain file."""

@@ -150,6 +150,11 @@ class Trace:
                      self.path, lines, self.dropped, list(self.drop_reasons), self.size_field,
                      self.filled)
 
+    def _sharing(self) -> "Trace":
+        """A new trace over the same numbers and line numbers (no copy)."""
+        return Trace(self._rows, list(self.header), self.path, self._lines, self.dropped,
+                     list(self.drop_reasons), self.size_field, self.filled)
+
     def rows(self, keep: Sequence[int]) -> "Trace":
         """A trace of the rows ``keep`` (increasing row numbers), same header (no numpy)."""
         numbers, width = self.numbers().cast("B"), ROW_BYTES
@@ -416,7 +421,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
             size_field="requested"):
     """The jobs of ``trace`` a schedule can use, as the module docstring says. Returns
     ``(trace, notes)``: the new trace and one line for each kind of change made (dropped
-    jobs, filled requested times), each naming the first job it touched.
+    jobs, filled requested times), each naming the first job it touched. Where it changes
+    no job, the new trace holds the same numbers as ``trace`` (not a copy: 2.6 MB for NASA).
 
     Raises
     ------
@@ -427,7 +433,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
     """
     if size_field not in SIZE_FIELDS:
         raise ValueError(f"size_field must be one of {', '.join(SIZE_FIELDS)}")
-    trace = trace.copy()
+    rows_given = trace._rows
+    trace = trace._sharing()
     trace.size_field, trace.filled = size_field, 0
     notes = []
     machine = machine_procs or trace.header_number("MaxProcs", "MaxNodes")
@@ -466,6 +473,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
             value, rule = [seconds] * len(missing), f"{seconds:g} s"
         for r, v in zip(missing, value):
             requested[r] = v
+        if trace._rows is rows_given:
+            trace = trace.copy()  # the numbers given stay as they were
         trace.set_values("requested_time", requested)
         trace.filled = len(missing)
         notes.append(f"filled the requested time of {len(missing)} jobs with {rule} (the "
