@@ -160,6 +160,39 @@ def test_an_attribute_column_is_what_numpy_makes_of_the_values(values):
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+class _Later(_Held):
+    """A subclass whose value is a property over the slot."""
+
+    def __init__(self, value):
+        _Held.value.__set__(self, value)
+
+    @property
+    def value(self):
+        return 2.5
+
+
+class _Logged(_Held):
+    """A subclass that answers every attribute itself."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name):
+        return 9.0 if name == "value" else object.__getattribute__(self, name)
+
+
+def test_an_attribute_column_reads_what_getattr_reads_whatever_the_class():
+    """The slot is read directly only where getattr() would read it: not past a subclass's
+    property or its own __getattribute__; an unset slot is getattr()'s AttributeError."""
+    from emulator.workload._columns import attribute_column
+
+    objects = [_Held(1.0), _Later(1.0), _Held(3.0), _Logged(1.0), _Held(None)]
+    got = np.frombuffer(attribute_column(objects, "value"), dtype=float)
+    assert np.array_equal(got, [1.0, 2.5, 3.0, 9.0, math.nan], equal_nan=True)
+    unset = _Held.__new__(_Held)
+    with pytest.raises(AttributeError, match="value"):
+        attribute_column([_Held(1.0), unset], "value")
+
+
 def test_an_attribute_that_is_no_number_or_missing_is_an_error():
     from emulator.workload._columns import attribute_column
 

@@ -556,6 +556,19 @@ fail:
     return NULL;
 }
 
+static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *name);
+
+/* Where getattr() finds name on an instance of cls: a writable object slot that nothing
+ * overrides (cls keeps getattr's own lookup), its offset; else -1, no error set. */
+static Py_ssize_t plain_slot(PyTypeObject *cls, PyObject *name) {
+    if (cls->tp_getattro != PyObject_GenericGetAttr)
+        return -1;
+    Py_ssize_t offset = slot_offset(cls, name);
+    if (offset < 0)
+        PyErr_Clear();
+    return offset;
+}
+
 /* attribute_column(objects, name) -> bytearray of float64: the attribute of each object,
  * NaN where it is None, else as float() gives it (an int or a float; TypeError otherwise). */
 static PyObject *attribute_column(PyObject *self, PyObject *args) {
@@ -572,9 +585,17 @@ static PyObject *attribute_column(PyObject *self, PyObject *args) {
     if (!data)
         return NULL;
     double *out = (double *)PyByteArray_AS_STRING(data);
+    PyTypeObject *seen = NULL;  /* the last object's class, and where its slot lies */
+    Py_ssize_t offset = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *value = PyObject_GetAttr(PyList_GET_ITEM(objects, i), name);
-        if (!value) {
+        PyObject *obj = PyList_GET_ITEM(objects, i), *value = NULL;
+        if (Py_TYPE(obj) != seen) {
+            seen = Py_TYPE(obj);
+            offset = plain_slot(seen, name);
+        }
+        if (offset >= 0 && (value = *(PyObject **)((char *)obj + offset)))
+            Py_INCREF(value);  /* the slot, as getattr() reads it, without the lookup */
+        else if (!(value = PyObject_GetAttr(obj, name))) {
             Py_DECREF(data);
             return NULL;
         }
