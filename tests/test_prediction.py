@@ -1,7 +1,6 @@
 """Run-time, wait and start-time predictions: estimators worked by hand, the predictors'
 online discipline, technique 1 against the real schedule, probe jobs, and the commands."""
 
-import dataclasses
 import json
 import math
 
@@ -448,7 +447,7 @@ def test_a_snapshot_goes_on_as_the_scheduler_it_copies(case):
     def run_until(until):
         sched = Scheduler(8, **SNAPSHOT_CASES[case]())
         done = simulate(jobs, sched, estimator=RequestedTimes(), until=until,
-                        reservations=[dataclasses.replace(r) for r in reservations])
+                        reservations=[r.copy() for r in reservations])
         return sched, done.jobs
 
     truth = run_until(None)[1]

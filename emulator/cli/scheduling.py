@@ -187,6 +187,15 @@ def _write_sprio(path, scheduler):
     write_text_atomic(path, buf.getvalue())
 
 
+def _site_policy(path):
+    """The policy file's settings, or None (its module is imported only for a file)."""
+    if not path:
+        return None
+    from ..scheduling.policyfile import read_policy_file
+
+    return read_policy_file(path)
+
+
 def cmd_schedule(args):
     with collector_off():
         return _schedule(args)
@@ -196,12 +205,11 @@ def _schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
     from ..scheduling.estimates import estimator
-    from ..scheduling.policyfile import read_policy_file
     from ..scheduling.trace_run import TraceRunOptions, check_trace_options, schedule_trace
 
     from ..prediction import is_predictor
 
-    site = read_policy_file(args.policy_file) if args.policy_file else None
+    site = _site_policy(args.policy_file)
     schedulers = schedulers_of(args, site)
     predicting = is_predictor(args.estimates) and args.estimates != "requested"
     if not predicting:

@@ -31,13 +31,11 @@ arrival::
         return (0, job.estimate) if job.procs <= 8 else (1, job.submit)
 """
 
-import importlib.util
-import inspect
 import math
 import os
-from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from ..errors import UserError
 
@@ -109,8 +107,7 @@ class LWF(Order):
         return job.procs * job.estimate
 
 
-@dataclass(frozen=True)
-class FairShareSettings:
+class FairShareSettings(NamedTuple):
     """Maui's fair-share parameters, named as :class:`FairShare` describes them: FSINTERVAL
     (``interval``, seconds), FSDEPTH, FSDECAY, FSWEIGHT, FSUSERWEIGHT, FSGROUPWEIGHT,
     FSTARGET per user and group (percent of the machine) and RMPOLLINTERVAL
@@ -122,8 +119,8 @@ class FairShareSettings:
     weight: float = 1.0
     user_weight: float = 1.0
     group_weight: float = 0.0
-    user_targets: Mapping = field(default_factory=dict)
-    group_targets: Mapping = field(default_factory=dict)
+    user_targets: Mapping = MappingProxyType({})  # none
+    group_targets: Mapping = MappingProxyType({})
     period_seconds: float = 0.0
 
 
@@ -470,6 +467,8 @@ def make_order(spec: Any, *, site: Any = None) -> Order:
                         "FILE.py:FUNCTION")
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file (the order {spec!r})")
+    import importlib.util  # for a user's order file alone
+
     module_name = "nodesel_order_" + "".join(c if c.isalnum() else "_" for c in path)
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None:
@@ -483,7 +482,7 @@ def make_order(spec: Any, *, site: Any = None) -> Order:
     if not hasattr(module, name):
         raise UserError(f"{path}: no function or class named {name!r}")
     thing = getattr(module, name)
-    if inspect.isclass(thing):
+    if isinstance(thing, type):
         try:
             obj = thing()
         except Exception as e:

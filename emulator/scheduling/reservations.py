@@ -4,25 +4,53 @@ seconds, granted at T or at the feasible time nearest to it (the scheduler decid
 of a trace's jobs into reservation requests."""
 
 import random
-from dataclasses import dataclass
+from typing import Optional
 
 HORIZON_SECONDS = 7200.0  # requested start times lie up to two hours after the request
 
 
-@dataclass
 class ReservationRequest:
     """N processors at ``start_seconds`` for at most ``duration_seconds``, asked at
-    ``submit_seconds``; the application runs ``run_seconds`` (default: the whole duration)."""
+    ``submit_seconds``; the application runs ``run_seconds`` (default: the whole duration).
+    The scheduler fills in ``granted_seconds``, ``started_seconds`` and ``end_seconds``.
 
-    submit_seconds: float
-    start_seconds: float
-    procs: int
-    duration_seconds: float
-    run_seconds: float = None
-    id: int = None
-    granted_seconds: float = None
-    started_seconds: float = None
-    end_seconds: float = None
+    >>> r = ReservationRequest(0.0, 60.0, 4, 600.0, id=7)
+    >>> r == ReservationRequest(0.0, 60.0, 4, 600.0, id=7), r.copy() is r, r.offset_seconds
+    (True, False, None)
+    """
+
+    __slots__ = ("submit_seconds", "start_seconds", "procs", "duration_seconds", "run_seconds",
+                 "id", "granted_seconds", "started_seconds", "end_seconds")
+
+    def __init__(self, submit_seconds: float, start_seconds: float, procs: int,
+                 duration_seconds: float, run_seconds: Optional[float] = None,
+                 id: Optional[int] = None) -> None:
+        self.submit_seconds, self.start_seconds = submit_seconds, start_seconds
+        self.procs, self.duration_seconds, self.run_seconds = procs, duration_seconds, run_seconds
+        self.id = id
+        self.granted_seconds: Optional[float] = None  # what the scheduler made of it
+        self.started_seconds: Optional[float] = None
+        self.end_seconds: Optional[float] = None
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the fields it compares
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in
+                           zip(self.__slots__, self._values()))
+        return f"ReservationRequest({fields})"
+
+    def copy(self) -> "ReservationRequest":
+        other = ReservationRequest(*self._values()[:6])
+        other.granted_seconds, other.started_seconds, other.end_seconds = self._values()[6:]
+        return other
 
     @property
     def offset_seconds(self):

@@ -41,7 +41,6 @@ reservations by :mod:`.advance`; Slurm's backfill pass is :mod:`.slurmbackfill`.
 
 import bisect
 import copy
-import dataclasses
 import heapq
 import math
 from operator import itemgetter
@@ -487,7 +486,7 @@ class Scheduler(ConservativeBackfill, AdvanceReservations):
         exact = all(c.estimate == job.estimate and c.est_end == job.est_end
                     for job, c in mapping.items())
         self._copy_queue(other, mapping, now, exact)
-        other.granted = [dataclasses.replace(r) for r in self.granted]
+        other.granted = [r.copy() for r in self.granted]
         other._due_tried, other._bf_due = self._due_tried, self._bf_due
         other._next_reorder = self._next_reorder
         return other, mapping

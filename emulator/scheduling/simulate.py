@@ -8,9 +8,8 @@ then the policy runs once, so jobs that arrive together are scheduled together.
 
 import heapq
 import time
-from dataclasses import dataclass
 from math import inf
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .estimates import Actual
 
@@ -33,8 +32,7 @@ class Simulation:
         return len(self.jobs) / self.seconds if self.seconds > 0 else float("inf")
 
 
-@dataclass(frozen=True)
-class Watch:
+class Watch(NamedTuple):
     """What a caller watches during a simulation, and where it ends early.
 
     stop : callable, optional

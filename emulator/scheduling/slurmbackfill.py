@@ -23,15 +23,13 @@ event instead (the plan at every event, as conservative backfilling keeps it).
 """
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .profile import Profile
 from .resolution import round_up
 
 
-@dataclass(frozen=True)
-class BackfillParams:
+class BackfillParams(NamedTuple):
     """``bf_window``, ``bf_resolution``, ``bf_max_job_test`` and ``bf_interval`` (Slurm's
     defaults; ``interval_seconds`` 0: a pass at every event)."""
 

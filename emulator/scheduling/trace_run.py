@@ -13,8 +13,7 @@ its requested time.
 75422
 """
 
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from .estimates import Function, estimator
 from .job import jobs_from_trace
@@ -25,8 +24,7 @@ __all__ = ["TraceRunOptions", "TraceRun", "check_trace_options", "trace_jobs",
            "schedule_trace"]
 
 
-@dataclass(frozen=True)
-class TraceRunOptions:
+class TraceRunOptions(NamedTuple):
     """How a trace is run. ``estimates``: ``actual`` or ``requested`` (a predictor is given
     to :func:`schedule_trace` as ``estimator``); ``compress_arrivals``: submit times divided
     by it; ``kill_at_requested``: a job ends at its requested time; ``reservation_fraction``:
@@ -39,8 +37,7 @@ class TraceRunOptions:
     seed: int = 1
 
 
-@dataclass(frozen=True)
-class TraceRun:
+class TraceRun(NamedTuple):
     """What came of it: the simulation, and what the scheduler believed run times were
     (``maximum`` where non-restartable reservations must hold)."""
 
