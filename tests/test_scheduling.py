@@ -899,11 +899,11 @@ def test_schedule_command_writes_the_schedule(tmp_path, capsys):
         [0, 0, 1, 1, 2]
 
 
-def test_the_scheduled_swf_has_waits_and_a_killed_jobs_run_and_status():
+def test_the_scheduled_swf_has_waits_and_a_killed_jobs_run_and_status(tmp_path):
     """Field 3 from the schedule (-1: never started), field 2 the submit time the schedule
     saw; a job killed at its requested time ran that long (field 4) and failed (status 0)."""
-    from emulator.scheduling.metrics import scheduled_trace
-    from emulator.workload.swf import Trace
+    from emulator.scheduling.metrics import scheduled_trace, write_scheduled_swf
+    from emulator.workload.swf import Trace, format_swf
 
     rows = [[k, 10 * k, -1, 50, 2, -1, -1, 2, 30, -1, 1, 1, 1, -1, 1, -1, -1, -1]
             for k in (1, 2, 3, 4)]
@@ -911,10 +911,15 @@ def test_the_scheduled_swf_has_waits_and_a_killed_jobs_run_and_status():
     jobs[0].start, jobs[0].end = 9.0, 59.0
     jobs[1].start, jobs[1].end, jobs[1].killed = 12.5, 42.5, True
     jobs[3].killed = True  # killed, requeued, and not started again
-    data = scheduled_trace(Trace(rows), jobs).data
+    trace = Trace(rows)
+    data = scheduled_trace(trace, jobs).data
     assert data[:, 1].tolist() == [5, 10, 15, 20]
     assert data[:, 2].tolist() == [4, 2.5, -1, -1]
     assert data[:, 3].tolist() == [50, 30, 50, 50] and data[:, 10].tolist() == [1, 0, 1, 1]
+    # the file is written without the copy, and holds what the copy holds
+    write_scheduled_swf(tmp_path / "s.swf", trace, jobs)
+    assert (tmp_path / "s.swf").read_text() == format_swf(scheduled_trace(trace, jobs))
+    assert trace.data[:, 2].tolist() == [-1] * 4  # the trace given, as it was
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -137,27 +137,36 @@ def scheduled_trace(trace: Any, jobs: Sequence[Any]) -> Any:
     """``trace`` with field 3 (wait) from the schedule, and field 2 the submit time the
     schedule saw (a compressed trace's); a job killed at its requested time gets the time it
     ran (field 4) and status 0 (failed). Jobs in the trace's order."""
-    header = list(trace.header) + [" Note: field 3 (wait) from a simulated schedule (nodesel)"]
+    header, fields = _scheduled_fields(trace, jobs)
     out = trace.copy(header)
     out.dropped, out.drop_reasons, out.filled = 0, [], 0
-    submit, start, end = (attribute_values(jobs, name) for name in ("submit", "start", "end"))
-    out.set_values("submit", submit)
-    wait = job_times(jobs).wait
-    if math.isnan(sum(wait)):  # a job that never started: -1, SWF's missing value
-        wait = [w if w == w else -1.0 for w in wait]
-    out.set_values("wait", wait)
-    killed = [k for k, job in enumerate(jobs) if job.killed and start[k] == start[k]]
-    if killed:
-        run, status = out.values("run"), out.values("status")
-        for k in killed:
-            run[k], status[k] = end[k] - start[k], 0.0
-        out.set_values("run", run)
-        out.set_values("status", status)
+    for name, values in fields.items():
+        out.set_values(name, values)
     return out
 
 
+def _scheduled_fields(trace: Any, jobs: Sequence[Any]) -> tuple:
+    """(the header, {field: every job's value}) that :func:`scheduled_trace` changes."""
+    header = list(trace.header) + [" Note: field 3 (wait) from a simulated schedule (nodesel)"]
+    times = job_times(jobs)
+    wait: Sequence[float] = times.wait
+    if math.isnan(sum(wait)):  # a job that never started: -1, SWF's missing value
+        wait = [w if w == w else -1.0 for w in wait]
+    fields = {"submit": times.submit, "wait": wait}
+    start, end = times.start, times.end
+    killed = [k for k, job in enumerate(jobs) if job.killed and start[k] == start[k]]
+    if killed:
+        run, status = trace.values("run"), trace.values("status")
+        for k in killed:
+            run[k], status[k] = end[k] - start[k], 0.0
+        fields.update(run=run, status=status)
+    return header, fields
+
+
 def write_scheduled_swf(path, trace, jobs):
-    write_swf(path, scheduled_trace(trace, jobs))
+    """:func:`scheduled_trace` written as SWF, without the copy of the trace."""
+    header, fields = _scheduled_fields(trace, jobs)
+    write_swf(path, trace, header=header, fields=fields)
 
 
 def summary_table(summaries):

@@ -488,21 +488,29 @@ def format_swf(trace):
     return (header + rows).decode()
 
 
-def _swf_parts(trace):
-    """(header, rows) of :func:`format_swf`, UTF-8."""
-    header = "".join(f";{line}\n" for line in trace.header).encode()
+def _swf_parts(trace, header_lines=None, fields=None):
+    """(header, rows) of :func:`format_swf`, UTF-8; ``header_lines`` in place of the trace's
+    header and ``fields`` (name -> a float64 buffer or a list of numbers) in place of its
+    fields, where given."""
+    lines = trace.header if header_lines is None else header_lines
+    header = "".join(f";{line}\n" for line in lines).encode()
     numbers = trace.numbers()
     widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
     # style 'a': whole numbers as integers (%{w}d), where every value of the column is one
     # that int64 holds exactly (a submit time of 1e20 read from a Batsim file would wrap),
     # else %{w}.6g
     columns = [numbers[k::len(FIELDS)] for k in range(len(FIELDS))]
+    for name, values in (fields or {}).items():
+        columns[COLUMN[name]] = values if isinstance(values, memoryview) else \
+            array.array("d", values)
     return header, format_rows(columns, "a" * len(FIELDS), widths, " ", True)
 
 
-def write_swf(path, trace):
-    """Write ``trace`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``)."""
-    header, rows = _swf_parts(trace)
+def write_swf(path, trace, *, header=None, fields=None):
+    """Write ``trace`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``);
+    ``header`` (comment lines) and ``fields`` (name -> every job's value) in place of the
+    trace's own, where given, as if a copy of the trace held them (none is made)."""
+    header, rows = _swf_parts(trace, header, fields)
     if os.fspath(path).endswith(".gz"):
         import gzip
 
