@@ -148,7 +148,7 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     numbers, width = trace.numbers(), len(FIELDS)
     submit, run, requested = (numbers[COLUMN[name]::width].tolist()
                               for name in ("submit", "run", "requested_time"))
-    procs = trace.procs_values()
+    procs = trace.procs_column()
     if not all(math.isfinite(sum(column)) for column in (submit, run, requested, procs)):
         # a value float() or int() refuses: Job says what is wrong
         names = ("job", "user", "group", "executable", "queue")
@@ -165,7 +165,8 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     columns = {slot: _columns.whole_numbers(numbers[COLUMN[name]::width]) for slot, name in
                (("id", "job"), ("user", "user"), ("group", "group"),
                 ("executable", "executable"), ("queue", "queue"))}
-    columns.update(index=list(range(len(procs))), submit=submit, procs=list(map(int, procs)),
+    columns.update(index=list(range(len(procs))), submit=submit,
+                   procs=_columns.whole_numbers(procs),
                    run=run, requested=[None if r < 0 else r for r in requested])
     return _columns.new_objects(Job, len(procs), {**columns, **_UNSCHEDULED})
 

@@ -136,12 +136,18 @@ class Trace:
 
     def procs_values(self) -> list:
         """:attr:`procs` as a list of floats (no numpy)."""
+        return self.procs_column().tolist()
+
+    def procs_column(self) -> memoryview:
+        """:attr:`procs` as a float64 memoryview (no numpy): where every job gives the first
+        field, that field where it lies."""
         names = ("requested_procs", "allocated_procs")
-        first = self.values(names[self.size_field == "allocated"])
+        numbers, width = self.numbers(), len(FIELDS)
+        first = numbers[COLUMN[names[self.size_field == "allocated"]]::width]
         if min(first, default=1.0) > 0 and not math.isnan(sum(first)):  # every job gives it
             return first
-        second = self.values(names[self.size_field != "allocated"])
-        return [a if a > 0 else b for a, b in zip(first, second)]
+        second = numbers[COLUMN[names[self.size_field != "allocated"]]::width]
+        return memoryview(array.array("d", [a if a > 0 else b for a, b in zip(first, second)]))
 
     def copy(self, header: Optional[list] = None) -> "Trace":
         """A copy of its own numbers (``header``, if given, in place of this one's)."""
@@ -190,7 +196,7 @@ class Trace:
         value = self.header_number("MaxProcs", "MaxNodes")
         if value is not None:
             return int(value)
-        return int(max(self.procs_values())) if len(self) else 0
+        return int(max(self.procs_column())) if len(self) else 0
 
     def has(self, name):
         """True if any job has the field (not -1)."""
@@ -260,11 +266,14 @@ def _read_bytes(path):
 def _check_jobs(trace, *, machine_procs):
     """(row, field name, problem) for every job a schedule cannot use."""
     problems = []
-    procs, submit, run = trace.procs_values(), trace.values("submit"), trace.values("run")
+    numbers, width = trace.numbers(), len(FIELDS)
+    procs = trace.procs_column()  # read where they lie: no list of each field
+    submit, run = numbers[COLUMN["submit"]::width], numbers[COLUMN["run"]::width]
     if (min(submit, default=0.0) >= 0 and min(run, default=0.0) >= 0
             and min(procs, default=1.0) > 0
             and not (machine_procs and not max(procs, default=0.0) <= machine_procs)):
         return problems  # all good (a NaN would make one test false: the rows are checked)
+    procs, submit, run = procs.tolist(), submit.tolist(), run.tolist()
     for values, name, problem in (
             (submit, "submit", "negative submit time"),
             (run, "run", "no run time (-1 or negative)"),
