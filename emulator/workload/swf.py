@@ -257,10 +257,13 @@ def _read_bytes(path):
         raise InputFileError(name, None, "is a folder, not a trace file") from None
     except (OSError, EOFError) as e:
         raise InputFileError(name, None, f"cannot be read: {e}") from None
-    if raw.isascii():
-        return raw
-    first = next(k for k, byte in enumerate(raw) if byte > 127)
-    raise InputFileError(name, f"byte {first}", "not a text SWF file (a binary or non-ASCII byte)")
+    if not raw.isascii():
+        try:
+            raw.decode("ascii")
+        except UnicodeDecodeError as e:  # names the first such byte
+            raise InputFileError(name, f"byte {e.start}", "not a text SWF file "
+                                                          "(a binary or non-ASCII byte)") from None
+    return raw
 
 
 def _check_jobs(trace, *, machine_procs):
