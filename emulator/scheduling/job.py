@@ -10,7 +10,6 @@ import math
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
-from ..workload.swf import COLUMN, FIELDS
 
 
 class Owner(NamedTuple):
@@ -145,14 +144,12 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     """
     if not compress > 0:
         raise ValueError(f"the compression factor must be positive, got {compress}")
-    numbers, width = trace.numbers(), len(FIELDS)
-    submit, run, requested = (numbers[COLUMN[name]::width].tolist()
-                              for name in ("submit", "run", "requested_time"))
+    submit, run, requested = (trace.values(name) for name in ("submit", "run", "requested_time"))
     procs = trace.procs_column()
     if not all(math.isfinite(sum(column)) for column in (submit, run, requested, procs)):
         # a value float() or int() refuses: Job says what is wrong
         names = ("job", "user", "group", "executable", "queue")
-        rows = zip(*(numbers[COLUMN[name]::width].tolist() for name in names))
+        rows = zip(*(trace.values(name) for name in names))
         jobs = [Job(int(r[0]), submit[i], int(procs[i]), run[i], requested=requested[i],
                     owner=(int(r[1]), int(r[2]), int(r[3]), int(r[4])), index=i)
                 for i, r in enumerate(rows)]
@@ -162,7 +159,7 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
     # each job as Job(id, submit, procs, run, requested=..., owner=..., index=i) makes it,
     # its values already of their types, made in C (half the time of Python's, on NASA);
     # int() of each id and owner (ValueError or OverflowError for NaN or an infinity)
-    columns = {slot: _columns.whole_numbers(numbers[COLUMN[name]::width]) for slot, name in
+    columns = {slot: _columns.whole_numbers(trace.view(name)) for slot, name in
                (("id", "job"), ("user", "user"), ("group", "group"),
                 ("executable", "executable"), ("queue", "queue"))}
     columns.update(index=list(range(len(procs))), submit=submit,

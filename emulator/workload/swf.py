@@ -112,16 +112,18 @@ class Trace:
     def column(self, name):
         return self.data[:, COLUMN[name]]
 
+    def view(self, name: str) -> memoryview:
+        """The field ``name`` of every job where it lies: a strided float64 memoryview."""
+        return self.numbers()[COLUMN[name]::len(FIELDS)]
+
     def values(self, name: str) -> list:
         """The field ``name`` of every job, a list of floats (no numpy)."""
-        return self.numbers()[COLUMN[name]::len(FIELDS)].tolist()
+        return self.view(name).tolist()
 
     def set_values(self, name: str, values: Sequence[float]) -> None:
         """Set the field ``name`` of every job (no numpy): ``values`` a sequence of numbers,
         or a float64 memoryview."""
-        if not (isinstance(values, memoryview) and values.format == "d"):
-            values = array.array("d", values)
-        self.numbers()[COLUMN[name]::len(FIELDS)] = values
+        self.view(name)[:] = _float64(values)
 
     @property
     def procs(self):
@@ -142,11 +144,10 @@ class Trace:
         """:attr:`procs` as a float64 memoryview (no numpy): where every job gives the first
         field, that field where it lies."""
         names = ("requested_procs", "allocated_procs")
-        numbers, width = self.numbers(), len(FIELDS)
-        first = numbers[COLUMN[names[self.size_field == "allocated"]]::width]
+        first = self.view(names[self.size_field == "allocated"])
         if min(first, default=1.0) > 0 and not math.isnan(sum(first)):  # every job gives it
             return first
-        second = numbers[COLUMN[names[self.size_field != "allocated"]]::width]
+        second = self.view(names[self.size_field != "allocated"])
         return memoryview(array.array("d", [a if a > 0 else b for a, b in zip(first, second)]))
 
     def copy(self, header: Optional[list] = None) -> "Trace":
@@ -222,6 +223,13 @@ class Trace:
         return trace
 
 
+def _float64(values: Sequence[float]) -> Any:
+    """``values`` as a float64 buffer: a float64 memoryview as it is, else an array."""
+    if isinstance(values, memoryview) and values.format == "d":
+        return values
+    return array.array("d", values)
+
+
 def _read_zip(name):
     """The one file of a zip trace (zipfile, 4 ms to import, is imported for these alone)."""
     import zipfile
@@ -269,9 +277,8 @@ def _read_bytes(path):
 def _check_jobs(trace, *, machine_procs):
     """(row, field name, problem) for every job a schedule cannot use."""
     problems = []
-    numbers, width = trace.numbers(), len(FIELDS)
     procs = trace.procs_column()  # read where they lie: no list of each field
-    submit, run = numbers[COLUMN["submit"]::width], numbers[COLUMN["run"]::width]
+    submit, run = trace.view("submit"), trace.view("run")
     if (min(submit, default=0.0) >= 0 and min(run, default=0.0) >= 0
             and min(procs, default=1.0) > 0
             and not (machine_procs and not max(procs, default=0.0) <= machine_procs)):
@@ -506,15 +513,12 @@ def _swf_parts(trace, header_lines=None, fields=None):
     fields, where given."""
     lines = trace.header if header_lines is None else header_lines
     header = "".join(f";{line}\n" for line in lines).encode()
-    numbers = trace.numbers()
     widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
     # style 'a': whole numbers as integers (%{w}d), where every value of the column is one
     # that int64 holds exactly (a submit time of 1e20 read from a Batsim file would wrap),
     # else %{w}.6g
-    columns = [numbers[k::len(FIELDS)] for k in range(len(FIELDS))]
-    for name, values in (fields or {}).items():
-        columns[COLUMN[name]] = values if isinstance(values, memoryview) else \
-            array.array("d", values)
+    fields = fields or {}
+    columns = [_float64(fields[name]) if name in fields else trace.view(name) for name in FIELDS]
     return header, format_rows(columns, "a" * len(FIELDS), widths, " ", True)
 
 
