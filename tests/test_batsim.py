@@ -217,9 +217,9 @@ def test_the_sweep_gives_the_runs_the_python_sweep_gave(placed, processors):
     assert _outcome(allocate_runs, jobs, processors) == expected
     if not isinstance(expected, str):  # the same runs as Batsim's text, made in C
         from emulator.scheduling.batsim_out import _runs, interval_text
-        from emulator.scheduling.job import attribute_array
+        from emulator.scheduling.job import attribute_values
 
-        texts = _runs(jobs, *(attribute_array(jobs, name) for name in ("start", "end", "procs")),
+        texts = _runs(jobs, *(attribute_values(jobs, name) for name in ("start", "end", "procs")),
                       processors, as_text=True)
         assert texts == [interval_text([p for first, count in runs
                                         for p in range(first, first + count)])
@@ -286,14 +286,14 @@ def test_a_job_on_many_scattered_processors_is_written_run_by_run():
     """1,024 one-processor jobs from 0; the odd ones end at 1, and a job of 512 then takes
     the ids they held: 512 runs of one id, joined to none (2.4 KB of text)."""
     from emulator.scheduling.batsim_out import _runs
-    from emulator.scheduling.job import attribute_array
+    from emulator.scheduling.job import attribute_values
 
     jobs = [Job(i + 1, 0, 1, 1.0 if i % 2 else 5.0, index=i) for i in range(1024)]
     jobs.append(Job(1025, 0, 512, 4.0, index=1024))
     for j in jobs[:1024]:
         j.start, j.end = 0.0, j.run
     jobs[1024].start, jobs[1024].end = 1.0, 5.0
-    texts = _runs(jobs, *(attribute_array(jobs, name) for name in ("start", "end", "procs")),
+    texts = _runs(jobs, *(attribute_values(jobs, name) for name in ("start", "end", "procs")),
                   1024, as_text=True)
     assert texts[1024] == " ".join(str(p) for p in range(1, 1024, 2))
     assert texts[:3] == ["0", "1", "2"]

@@ -110,24 +110,13 @@ def compress_arrivals(jobs: Sequence["Job"], factor: float) -> list:
     return out
 
 
-def attribute_array(jobs: Sequence["Job"], name: str) -> Any:
-    """Attribute ``name`` of every job as float64, NaN where it is None.
+def attribute_values(jobs: Sequence["Job"], name: str) -> "memoryview[float]":
+    """Attribute ``name`` of every job as a float64 memoryview, NaN where it is None.
 
     >>> a, b = Job(1, 0, 4, 60.0), Job(2, 5, 2, 30.0)
     >>> a.start = 3.0
-    >>> attribute_array([a, b], "start").tolist()
+    >>> attribute_values([a, b], "start").tolist()
     [3.0, nan]
-    """
-    import numpy as np
-
-    return np.frombuffer(_columns.attribute_column(list(jobs), name), dtype=float)
-
-
-def attribute_values(jobs: Sequence["Job"], name: str) -> "memoryview[float]":
-    """:func:`attribute_array` without numpy: a float64 memoryview.
-
-    >>> attribute_values([Job(1, 0, 4, 60.0), Job(2, 5, 2, 30.0)], "submit").tolist()
-    [0.0, 5.0]
     """
     return memoryview(_columns.attribute_column(list(jobs), name)).cast("d")
 

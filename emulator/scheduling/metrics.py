@@ -7,7 +7,7 @@ import math
 import operator
 from typing import Any, NamedTuple, Optional, Sequence
 
-from ..files import write_bytes_atomic, write_text_atomic
+from ..files import write_bytes_atomic
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
 from ..workload._columns import format_rows
 from ..workload.swf import write_swf
