@@ -3,6 +3,7 @@ seconds, granted at T or at the feasible time nearest to it (the scheduler decid
 :meth:`~.scheduler.Scheduler.request_reservation`), and Smith's experiment that turns a share
 of a trace's jobs into reservation requests."""
 
+import copy
 import random
 from typing import Optional
 
@@ -48,9 +49,7 @@ class ReservationRequest:
         return f"ReservationRequest({fields})"
 
     def copy(self) -> "ReservationRequest":
-        other = ReservationRequest(*self._values()[:6])
-        other.granted_seconds, other.started_seconds, other.end_seconds = self._values()[6:]
-        return other
+        return copy.copy(self)  # every slot, the scheduler's outcomes too
 
     @property
     def offset_seconds(self):

@@ -452,7 +452,6 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
     """
     if size_field not in SIZE_FIELDS:
         raise ValueError(f"size_field must be one of {', '.join(SIZE_FIELDS)}")
-    rows_given = trace._rows
     trace = trace._sharing()
     trace.size_field, trace.filled = size_field, 0
     notes = []
@@ -492,8 +491,8 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
             value, rule = [seconds] * len(missing), f"{seconds:g} s"
         for r, v in zip(missing, value):
             requested[r] = v
-        if trace._rows is rows_given:
-            trace = trace.copy()  # the numbers given stay as they were
+        if not problems:  # no job dropped: still the numbers given, which stay as they were
+            trace = trace.copy()
         trace.set_values("requested_time", requested)
         trace.filled = len(missing)
         notes.append(f"filled the requested time of {len(missing)} jobs with {rule} (the "
