@@ -1,7 +1,7 @@
 /* Columns of numbers as text, and back: the per-job files (SWF, CSV) written a row at a time
  * in C, and SWF's job lines read.
  *
- * format_rows(columns, styles, widths, sep, as_bytes=False) -> str (bytes, UTF-8, with as_bytes)
+ * format_rows(columns, styles, widths, sep, as_bytes=False) -> str, or UTF-8 bytes
  *
  * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
  * float64, strided or not (a numpy array, a column of one, a memoryview's slice), or, for
@@ -23,18 +23,17 @@
  *
  * lines: a list of str or bytes, each `fields` numbers apart by spaces or tabs. The
  * bytearray holds the numbers as float64, row by row; bad is the index of the first line that
- * has another
- * count of fields or a token that is not a plain decimal number ([+-]digits[.digits][e[+-]
- * digits], as "5." and ".5"), else -1. From a bad line on, nothing is read: the caller reads
- * such files its slower way, which names the field. Tokens go through
- * PyOS_string_to_double, Python's float(), so every value is the one float() gives.
+ * has another count of fields or a token that is not a plain decimal number
+ * ([+-]digits[.digits][e[+-]digits], as "5." and ".5"), else -1. From a bad line on, nothing
+ * is read: the caller reads such files its slower way, which names the field. Tokens go
+ * through PyOS_string_to_double, Python's float(), so every value is the one float() gives.
  *
  * schedule_times(submit, start, end, least) -> (wait, run, slowdown, bounded, turnaround,
  * stretch): bytearrays of float64 from three float64 buffers of one length (NaN where a job
  * never started): wait = start - submit, run = end - start, slowdown = (wait + run) / run
  * (NaN for a run of no length), bounded = that with run at least `least` seconds and the
- * result at least 1,
- * turnaround = end - submit, stretch = turnaround / run (NaN for a run of no length).
+ * result at least 1, turnaround = end - submit, stretch = turnaround / run (NaN for a run of
+ * no length).
  *
  * whole_numbers(column) -> list: int() of every value of a 1-D float64 buffer, strided or not
  * (ValueError or OverflowError, as int() gives, for NaN or an infinity).
@@ -171,8 +170,9 @@ static int column_open(Column *c, PyObject *obj, char style, long width, Py_ssiz
     c->view.obj = NULL;
     if (style == 's' || style == 'o') {
         if (!PyList_Check(obj)) {
-            PyErr_SetString(PyExc_TypeError, style == 's' ? "a column of style 's' must be a list of str"
-                                                           : "a column of style 'o' must be a list");
+            PyErr_SetString(PyExc_TypeError, style == 's'
+                            ? "a column of style 's' must be a list of str"
+                            : "a column of style 'o' must be a list");
             return -1;
         }
         c->strings = obj;
@@ -255,8 +255,9 @@ static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char
         if (text_add(&t, "\n", 1, 0) < 0)
             goto fail;
     }
-    PyObject *out = as_bytes ? PyBytes_FromStringAndSize(t.data ? t.data : "", (Py_ssize_t)t.used)
-                             : PyUnicode_DecodeUTF8(t.data ? t.data : "", (Py_ssize_t)t.used, "strict");
+    const char *text = t.data ? t.data : "";
+    PyObject *out = as_bytes ? PyBytes_FromStringAndSize(text, (Py_ssize_t)t.used)
+                             : PyUnicode_DecodeUTF8(text, (Py_ssize_t)t.used, "strict");
     PyMem_Free(t.data);
     return out;
 fail:
@@ -545,7 +546,8 @@ static PyObject *parse_swf(PyObject *self, PyObject *args) {
         p = q < end && *q == '\r' && q + 1 < end && q[1] == '\n' ? q + 2 : q + 1;
     }
     PyMem_Free(line);
-    if (PyByteArray_Resize(numbers, rows * fields * 8) < 0 || PyByteArray_Resize(lines, rows * 8) < 0)
+    if (PyByteArray_Resize(numbers, rows * fields * 8) < 0 ||
+        PyByteArray_Resize(lines, rows * 8) < 0)
         goto fail;
     return Py_BuildValue("(NNNn)", header, numbers, lines, bad);
 fail:
