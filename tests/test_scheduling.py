@@ -1084,21 +1084,13 @@ def test_compression_fills_a_hole_exactly_as_long_as_the_job():
         assert [int(f) for f in profile.free][:2] == [0, 4], kind
 
 
-@settings(max_examples=60, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.booleans()),
-                     min_size=10, max_size=40),
-       ends=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 8)), max_size=8),
-       freed=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40), st.integers(1, 8)),
-                      min_size=1, max_size=4))
-def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
-    """Queues long enough for several passes, more processor counts than the C side keeps
-    runs for at once, and several early ends."""
+def _compress_as_the_reference(processors, rows, ends, freed):
     from emulator.scheduling.profile import Profile
     from emulator.scheduling.pyprofile import PyProfile
 
     if Profile is PyProfile:
         pytest.skip("the C profile is not built")
-    c, py = Profile(0.0, 16, ends), PyProfile(0.0, 16, ends)
+    c, py = Profile(0.0, processors, ends), PyProfile(0.0, processors, ends)
     jobs = _queued(rows, c, py)
     for start, length, procs in freed:  # jobs end early: their processors come back
         for p in (c, py):
@@ -1106,6 +1098,30 @@ def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
     assert c.compress(jobs, 0.0) == py.compress(jobs, 0.0)
     assert list(c.times) == [float(x) for x in py.times]
     assert list(c.free) == [int(x) for x in py.free]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(1, 16), st.integers(1, 60), st.booleans()),
+                     min_size=10, max_size=40),
+       ends=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 8)), max_size=8),
+       freed=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40), st.integers(1, 8)),
+                      min_size=1, max_size=4))
+def test_long_queues_compress_in_c_as_in_the_reference(rows, ends, freed):
+    """Queues long enough for several passes, many processor counts, and several early
+    ends."""
+    _compress_as_the_reference(16, rows, ends, freed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([1, 2, 3, 257, 258, 259, 513]),
+                               st.integers(1, 60), st.booleans()), min_size=10, max_size=40),
+       ends=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 520)), max_size=8),
+       freed=st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40),
+                                st.integers(1, 520)), min_size=1, max_size=4))
+def test_counts_256_apart_compress_as_in_the_reference(rows, ends, freed):
+    """The C compression keeps its jobs' processor counts in a table of 256 places: counts
+    that share a place are still told apart."""
+    _compress_as_the_reference(520, rows, ends, freed)
 
 
 @settings(max_examples=100, deadline=None)

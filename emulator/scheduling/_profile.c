@@ -83,6 +83,20 @@ static PyObject *job_attr(const Slots *sl, PyObject *job, Py_ssize_t offset, PyO
     return PyObject_GetAttr(job, name);
 }
 
+/* room for one more item in *a, of `cap` items of `size` bytes (doubled, from `first`) */
+static int grow_by_one(void **a, Py_ssize_t n, Py_ssize_t *cap, size_t size, Py_ssize_t first)
+{
+    if (n < *cap)
+        return 0;
+    Py_ssize_t c = *cap ? 2 * *cap : first;
+    void *b = realloc(*a, size * (size_t)c);
+    if (!b)
+        return -1;
+    *a = b;
+    *cap = c;
+    return 0;
+}
+
 static int reserve_room(Profile *p, Py_ssize_t need)
 {
     if (need + 1 <= p->cap)
@@ -774,14 +788,8 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
 
 static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
 {
-    if (log->n == log->cap) {
-        Py_ssize_t cap = log->cap ? 2 * log->cap : 256;
-        Move *m = realloc(log->m, sizeof(Move) * (size_t)cap);
-        if (!m)
-            return -1;
-        log->m = m;
-        log->cap = cap;
-    }
+    if (grow_by_one((void **)&log->m, log->n, &log->cap, sizeof(Move), 256))
+        return -1;
     long long lo = LLONG_MAX, hi = LLONG_MIN;
     for (Py_ssize_t k = search_right(p, from) - 1; k < p->n && p->t[k] < to; k++) {
         long long f = p->f[k < 0 ? 0 : k];
@@ -803,18 +811,148 @@ static int freed_for(const MoveLog *log, Py_ssize_t since, long long procs, doub
     return 0;
 }
 
+/* freed_for without reading the log. Within a pass the jobs are tried in queue order, so
+ * the moves each asks about, [since, n), form a window whose two ends mostly only rise.
+ * Each processor count in the queue (a class) keeps, as a sliding window minimum, the moves
+ * that freed room for it (lo < P <= hi): positions rising, `from` rising, a move dropped
+ * once a later one begins no later. A job asks whether its window's least `from` lies
+ * before its slot. The windows start afresh at each pass, from where the last pass began;
+ * a job whose since lies before its window's start (a job first reserved in this
+ * compression, say) is answered from the log. */
+typedef struct {
+    Py_ssize_t at;
+    double from;
+} Freed;
+
+typedef struct {
+    Freed *e;
+    Py_ssize_t head, n, cap;
+    Py_ssize_t lo; /* every move logged from lo on is here or hidden by a later one */
+} Window;
+
+typedef struct {
+    long long procs;
+    unsigned gen;
+    int cls;
+} ClassSlot;
+
+#define CLASS_SLOTS 256
+typedef struct {
+    long long *count;       /* a class's processor count */
+    Window *window;         /* a class's window */
+    int n, cap;             /* classes */
+    ClassSlot table[CLASS_SLOTS]; /* count to class, by generation, direct-mapped */
+    unsigned gen;
+    Py_ssize_t taken;       /* the log's moves in the windows */
+} Classes;
+
+/* kept between compressions, which run under the GIL and call no Python: nothing is
+ * allocated per compression once the buffers are large enough */
+static Classes classes;
+
+/* the class of count P, made if new; -1 if out of memory */
+static int class_of(Classes *c, long long P)
+{
+    ClassSlot *s = &c->table[(unsigned long long)P % CLASS_SLOTS];
+    if (s->gen == c->gen && s->procs == P)
+        return s->cls;
+    if (s->gen == c->gen) /* taken by another count */
+        for (int k = 0; k < c->n; k++)
+            if (c->count[k] == P)
+                return k;
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        long long *count = realloc(c->count, sizeof(long long) * (size_t)cap);
+        if (count)
+            c->count = count;
+        Window *w = count ? realloc(c->window, sizeof(Window) * (size_t)cap) : NULL;
+        if (!w)
+            return -1;
+        memset(w + c->cap, 0, sizeof(Window) * (size_t)(cap - c->cap));
+        c->window = w;
+        c->cap = cap;
+    }
+    if (s->gen != c->gen)
+        *s = (ClassSlot){P, c->gen, c->n};
+    c->count[c->n] = P;
+    return c->n++;
+}
+
+/* the classes of q jobs' counts into cls[]; -1 if out of memory */
+static int classes_for(Classes *c, Py_ssize_t q, const long long *procs, int *cls)
+{
+    if (++c->gen == 0) { /* wrapped: forget every generation */
+        memset(c->table, 0, sizeof(c->table));
+        c->gen = 1;
+    }
+    c->n = 0;
+    for (Py_ssize_t k = 0; k < q; k++)
+        if ((cls[k] = class_of(c, procs[k])) < 0)
+            return -1;
+    return 0;
+}
+
+/* every window empty, holding the moves from log position lo on */
+static void windows_from(Classes *c, Py_ssize_t lo)
+{
+    for (int k = 0; k < c->n; k++) {
+        c->window[k].head = c->window[k].n = 0;
+        c->window[k].lo = lo;
+    }
+    c->taken = lo;
+}
+
+/* the moves logged since the last call into the windows of the classes they freed room for */
+static int take_moves(Classes *c, const MoveLog *log)
+{
+    for (; c->taken < log->n; c->taken++) {
+        const Move *m = &log->m[c->taken];
+        for (int k = 0; k < c->n; k++) {
+            if (!(m->lo < c->count[k] && c->count[k] <= m->hi))
+                continue;
+            Window *w = &c->window[k];
+            while (w->n > w->head && w->e[w->n - 1].from >= m->from)
+                w->n--;
+            if (grow_by_one((void **)&w->e, w->n, &w->cap, sizeof(Freed), 64))
+                return -1;
+            w->e[w->n++] = (Freed){c->taken, m->from};
+        }
+    }
+    return 0;
+}
+
+/* freed_for(log, since, procs, slot) for a job of class cls; -1 if out of memory */
+static int freed_in_window(Classes *c, const MoveLog *log, Py_ssize_t since, int cls,
+                           long long procs, double slot)
+{
+    Window *w = &c->window[cls];
+    if (since < w->lo)
+        return freed_for(log, since, procs, slot);
+    if (c->taken < log->n && take_moves(c, log))
+        return -1;
+    while (w->head < w->n && w->e[w->head].at < since)
+        w->head++;
+    w->lo = since;
+    return w->head < w->n && w->e[w->head].from < slot;
+}
+
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
                          double *slot, char *moved, double now, RunCache *runs,
-                         Py_ssize_t *seen, Py_ssize_t *hint, MoveLog *log, int settled)
+                         Py_ssize_t *seen, Py_ssize_t *hint, int *cls, MoveLog *log,
+                         int settled)
 {
     advance(p, now);
-    Py_ssize_t limit = q;
+    if (classes_for(&classes, q, procs, cls))
+        return -1;
+    Py_ssize_t limit = q, began = 0; /* where the last pass began in the log */
     for (Py_ssize_t k = 0; k < q; k++) {
         seen[k] = settled ? 0 : -1; /* -1: the first pass tries it; 0: if a release helps */
         hint[k] = -1; /* its slot's segment not looked for yet */
     }
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
         Py_ssize_t last = -1, k, near = 0;
+        windows_from(&classes, began);
+        began = log->n;
         for (k = 0; k < q; k++) {
             if (k >= limit && last < 0)
                 break;
@@ -835,8 +973,15 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
                 return 1;
             Py_ssize_t since = seen[k];
             seen[k] = log->n;
-            if (since >= 0 && !freed_for(log, since, procs[k], old))
-                continue; /* nothing it could use was freed since it was last tried */
+            if (since >= 0) {
+                int freed = freed_in_window(&classes, log, since, cls[k], procs[k], old);
+                if (freed < 0) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                if (!freed)
+                    continue; /* nothing it could use was freed since it was last tried */
+            }
             /* its slot's segment, found from where it was last time (on the first pass,
              * from the job's before it) */
             Py_ssize_t i = hint[k] = search_left_from(p, old, hint[k] < 0 ? near : hint[k]);
@@ -872,15 +1017,17 @@ static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const
     RunCache runs = {0};
     Py_ssize_t *seen = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
-    int rc = seen && hint ? compress_pass(p, q, procs, est, slot, moved, now, &runs, seen, hint,
-                                          &p->freed, settled)
-                          : -1;
+    int *cls = malloc(sizeof(int) * (size_t)(q ? q : 1));
+    int rc = seen && hint && cls ? compress_pass(p, q, procs, est, slot, moved, now, &runs, seen,
+                                                 hint, cls, &p->freed, settled)
+                                 : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_NoMemory();
     p->freed.n = 0; /* the releases are compressed for (or the caller rebuilds) */
     runs_free(&runs);
     free(seen);
     free(hint);
+    free(cls);
     return rc;
 }
 
