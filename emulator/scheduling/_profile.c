@@ -274,7 +274,6 @@ static double earliest(const Profile *p, long long procs, double duration, doubl
  * run at least a duration long is a binary search). Compression asks for the few counts its
  * queue holds, again and again: the runs are found from the front as far as asked, and a
  * change to the profile drops only those from the changed time on. */
-#define RUN_CACHE 8
 typedef struct {
     long long procs;
     double upto; /* every run that starts before this time is known (-inf: none looked at) */
@@ -282,24 +281,37 @@ typedef struct {
     double *start, *end, *longest;
 } Runs;
 
+/* a compression's runs, one per processor count in its queue (its classes, below); the
+ * buffers are kept between compressions */
 typedef struct {
-    Runs r[RUN_CACHE];
-    int used, next;
+    Runs *r;
+    int n, cap;
 } RunCache;
 
-static void runs_free(RunCache *c)
+/* n runs, none known, at counts[0..n) */
+static int runs_reset(RunCache *c, int n, const long long *counts)
 {
-    for (int i = 0; i < RUN_CACHE; i++) {
-        free(c->r[i].start);
-        free(c->r[i].end);
-        free(c->r[i].longest);
+    if (n > c->cap) {
+        Runs *r = realloc(c->r, sizeof(Runs) * (size_t)n);
+        if (!r)
+            return -1;
+        memset(r + c->cap, 0, sizeof(Runs) * (size_t)(n - c->cap));
+        c->r = r;
+        c->cap = n;
     }
+    for (int k = 0; k < n; k++) {
+        c->r[k].procs = counts[k];
+        c->r[k].upto = -INFINITY;
+        c->r[k].n = 0;
+    }
+    c->n = n;
+    return 0;
 }
 
 /* The profile changed from time `from` on: a run that ends there or later may differ now. */
 static void runs_changed(RunCache *c, double from)
 {
-    for (int i = 0; i < c->used; i++) {
+    for (int i = 0; i < c->n; i++) {
         Runs *r = &c->r[i];
         if (r->upto < from)
             continue;
@@ -333,25 +345,13 @@ static int runs_add(Runs *r, double start, double end)
     return 0;
 }
 
-/* The runs at `procs` that start before segment j, which has fewer free; NULL if out of
+/* The runs r (at r->procs) known up to segment j, which has fewer free; -1 if out of
  * memory. */
-static Runs *runs_before(RunCache *c, const Profile *p, long long procs, Py_ssize_t j)
+static int runs_before(Runs *r, const Profile *p, Py_ssize_t j)
 {
-    Runs *r = NULL;
-    for (int i = 0; i < c->used && !r; i++)
-        if (c->r[i].procs == procs)
-            r = &c->r[i];
-    if (!r) {
-        r = &c->r[c->next];
-        c->next = (c->next + 1) % RUN_CACHE;
-        if (c->used < RUN_CACHE)
-            c->used++;
-        r->procs = procs;
-        r->upto = -INFINITY;
-        r->n = 0;
-    }
+    long long procs = r->procs;
     if (r->upto >= p->t[j])
-        return r;
+        return 0;
     /* from the segment where the known runs stop (it has too few free) to segment j */
     Py_ssize_t a = -1;
     for (Py_ssize_t k = r->upto == -INFINITY ? 0 : search_left(p, r->upto); k <= j; k++) {
@@ -359,25 +359,21 @@ static Runs *runs_before(RunCache *c, const Profile *p, long long procs, Py_ssiz
             if (a < 0)
                 a = k;
         } else if (a >= 0) {
-            if (runs_add(r, p->t[a], p->t[k])) {
-                r->procs = -1; /* unusable */
-                return NULL;
-            }
+            if (runs_add(r, p->t[a], p->t[k]))
+                return -1;
             a = -1;
         }
     }
     r->upto = p->t[j];
-    return r;
+    return 0;
 }
 
 /* first_fit(p, 0, j, procs, duration, t[0]) from the runs: the start of the first run at
  * least `duration` long (end >= start + duration, as first_fit tests it) that begins
  * before segment j; NAN if none (and *err set if out of memory). */
-static double run_fit(RunCache *c, const Profile *p, Py_ssize_t j, long long procs,
-                      double duration, int *err)
+static double run_fit(Runs *r, const Profile *p, Py_ssize_t j, double duration, int *err)
 {
-    Runs *r = runs_before(c, p, procs, j);
-    if (!r) {
+    if (runs_before(r, p, j)) {
         *err = 1;
         return NAN;
     }
@@ -401,8 +397,8 @@ static double run_fit(RunCache *c, const Profile *p, Py_ssize_t j, long long pro
 /* The earliest start of a job that holds [slot, slot + duration) (slot at segment i, the
  * first at or after it): the free stretch that ends at its slot, if any, or a hole before
  * the last segment j ahead of it with too few free, long enough on its own (found from the
- * runs, or with c NULL by scanning segments [0, j)). */
-static double earlier_at(const Profile *p, RunCache *c, long long procs, double duration,
+ * runs at procs, or with r NULL by scanning segments [0, j)). */
+static double earlier_at(const Profile *p, Runs *r, long long procs, double duration,
                          double slot, Py_ssize_t i, int *err)
 {
     if (i == 0)
@@ -418,8 +414,8 @@ static double earlier_at(const Profile *p, RunCache *c, long long procs, double 
     if (j == 0)
         return i > 1 ? p->t[1] : slot;
     double t;
-    if (c) {
-        t = run_fit(c, p, j, procs, duration, err);
+    if (r) {
+        t = run_fit(r, p, j, duration, err);
     } else {
         Py_ssize_t k = first_fit(p, 0, j, procs, duration, p->t[0]);
         t = k >= 0 ? p->t[k] : NAN;
@@ -942,7 +938,7 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
                          int settled)
 {
     advance(p, now);
-    if (classes_for(&classes, q, procs, cls))
+    if (classes_for(&classes, q, procs, cls) || runs_reset(runs, classes.n, classes.count))
         return -1;
     Py_ssize_t limit = q, began = 0; /* where the last pass began in the log */
     for (Py_ssize_t k = 0; k < q; k++) {
@@ -987,7 +983,7 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
             Py_ssize_t i = hint[k] = search_left_from(p, old, hint[k] < 0 ? near : hint[k]);
             near = i;
             int err = 0;
-            double t = earlier_at(p, runs, procs[k], est[k], old, i, &err);
+            double t = earlier_at(p, &runs->r[cls[k]], procs[k], est[k], old, i, &err);
             if (err) {
                 PyErr_NoMemory();
                 return -1;
@@ -1014,7 +1010,7 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
 static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
                          double *slot, char *moved, double now, int settled)
 {
-    RunCache runs = {0};
+    static RunCache runs; /* kept, as the classes are */
     Py_ssize_t *seen = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     int *cls = malloc(sizeof(int) * (size_t)(q ? q : 1));
@@ -1024,7 +1020,6 @@ static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const
     if (rc < 0 && !PyErr_Occurred())
         PyErr_NoMemory();
     p->freed.n = 0; /* the releases are compressed for (or the caller rebuilds) */
-    runs_free(&runs);
     free(seen);
     free(hint);
     free(cls);
