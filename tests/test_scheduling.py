@@ -1084,6 +1084,40 @@ def test_compression_fills_a_hole_exactly_as_long_as_the_job():
         assert [int(f) for f in profile.free][:2] == [0, 4], kind
 
 
+def test_a_move_that_joins_a_short_run_into_a_hole_moves_the_job_ahead():
+    """4 processors: X holds all of them over [12, 40), B (4 procs, 2 s) is promised 7, A
+    (2 procs, 10 s) 40, A ahead of B in the queue. A fits nowhere earlier: [0, 7) and [9, 12)
+    are too short. B moves to 0; what it leaves, [7, 9), joins [2, 7) and [9, 12) into a
+    hole exactly as long as A, who moves to 2 on the second pass."""
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
+
+    for kind in {Profile, PyProfile}:
+        profile = kind(0.0, 4, [])
+        profile.reserve(12.0, 28.0, 4)
+        profile.reserve(7.0, 2.0, 4)
+        profile.reserve(40.0, 10.0, 2)
+        assert profile.compress([(2, 10.0, 40.0), (4, 2.0, 7.0)], 0.0) == [2.0, 0.0], kind
+
+
+def test_a_release_that_joins_a_short_run_into_a_hole_moves_the_job_there():
+    """4 processors, all held over [5, 30). J (2 procs, 10 s) is promised 30: [0, 5) is too
+    short. Two of them come back for [5, 10): with [0, 5) they make a hole as long as J.
+    A settled compression, which tries only the jobs a release helps, moves J to 0."""
+    from emulator.scheduling.profile import Profile
+    from emulator.scheduling.pyprofile import PyProfile
+
+    for kind in {Profile, PyProfile}:
+        profile = kind(0.0, 4, [])
+        profile.reserve(5.0, 25.0, 4)
+        job = Job(0, 0, 2, 10, estimate=10.0, index=0)
+        job.slot = profile.earliest(2, 10.0, 0.0)
+        profile.reserve(job.slot, 10.0, 2)
+        profile.release(5.0, 5.0, 2)
+        moved = profile.compress_queue([((0,), job)], 0.0, True)
+        assert [(t, i) for t, i, _ in moved] == [(0.0, 0)], kind
+
+
 def _compress_as_the_reference(processors, rows, ends, freed):
     from emulator.scheduling.profile import Profile
     from emulator.scheduling.pyprofile import PyProfile

@@ -18,7 +18,7 @@
 
 /* A freed stretch of the profile, as compression logs it (see compress_pass) */
 typedef struct {
-    double from;     /* where the freed stretch begins */
+    double from, to;  /* the freed stretch */
     long long lo, hi; /* the least free there before the move, the most after it */
 } Move;
 
@@ -792,7 +792,7 @@ static int log_move(MoveLog *log, const Profile *p, double from, double to, long
         lo = f < lo ? f : lo;
         hi = f > hi ? f : hi;
     }
-    log->m[log->n++] = (Move){from, lo - procs, hi};
+    log->m[log->n++] = (Move){from, to, lo - procs, hi};
     return 0;
 }
 
@@ -807,23 +807,30 @@ static int freed_for(const MoveLog *log, Py_ssize_t since, long long procs, doub
     return 0;
 }
 
-/* freed_for without reading the log. Within a pass the jobs are tried in queue order, so
- * the moves each asks about, [since, n), form a window whose two ends mostly only rise.
- * Each processor count in the queue (a class) keeps, as a sliding window minimum, the moves
- * that freed room for it (lo < P <= hi): positions rising, `from` rising, a move dropped
- * once a later one begins no later. A job asks whether its window's least `from` lies
- * before its slot. The windows start afresh at each pass, from where the last pass began;
- * a job whose since lies before its window's start (a job first reserved in this
- * compression, say) is answered from the log. */
+/* freed_for, narrowed by what a move freed. A job that failed its last try had too few
+ * free just before its slot and no hole long enough before that. It can move now only if
+ * a move since freed the stretch just before its slot (from < slot <= to), or if a hole
+ * as long as the job now meets a stretch a move freed: the last move to free room in that
+ * hole found it whole (only reservations came after, and they would have cut it), so that
+ * move's longest run meeting its stretch, looked at any time since, is as long.
+ *
+ * Within a pass the jobs are tried in queue order, so the moves each asks about, [since,
+ * n), form a window whose two ends mostly only rise. Each processor count in the queue (a
+ * class) keeps the moves that freed room for it (lo < P <= hi) in log order, with the
+ * longest run at its count meeting each, found when first asked. The windows start afresh
+ * at each pass, from where the last pass began; a job whose since lies before its
+ * window's start (a job first reserved in this compression, say) is answered by freed_for
+ * alone. */
 typedef struct {
     Py_ssize_t at;
-    double from;
+    double from, to;
+    double run; /* the longest run at the class's count meeting [from, to); NAN: not yet */
 } Freed;
 
 typedef struct {
     Freed *e;
     Py_ssize_t head, n, cap;
-    Py_ssize_t lo; /* every move logged from lo on is here or hidden by a later one */
+    Py_ssize_t lo; /* every move logged from lo on is here */
 } Window;
 
 typedef struct {
@@ -907,29 +914,65 @@ static int take_moves(Classes *c, const MoveLog *log)
             if (!(m->lo < c->count[k] && c->count[k] <= m->hi))
                 continue;
             Window *w = &c->window[k];
-            while (w->n > w->head && w->e[w->n - 1].from >= m->from)
-                w->n--;
             if (grow_by_one((void **)&w->e, w->n, &w->cap, sizeof(Freed), 64))
                 return -1;
-            w->e[w->n++] = (Freed){c->taken, m->from};
+            w->e[w->n++] = (Freed){c->taken, m->from, m->to, NAN};
         }
     }
     return 0;
 }
 
-/* freed_for(log, since, procs, slot) for a job of class cls; -1 if out of memory */
-static int freed_in_window(Classes *c, const MoveLog *log, Py_ssize_t since, int cls,
-                           long long procs, double slot)
+/* The longest run of segments with at least P free that meets [from, to) */
+static double run_meeting(const Profile *p, long long P, double from, double to)
+{
+    Py_ssize_t k = search_right(p, from) - 1;
+    if (k < 0)
+        k = 0;
+    while (k > 0 && p->f[k] >= P && p->f[k - 1] >= P)
+        k--;
+    double longest = 0;
+    for (Py_ssize_t start = -1; k <= p->n; k++) {
+        if (k < p->n && p->f[k] >= P) {
+            if (start < 0)
+                start = k;
+            continue;
+        }
+        if (start >= 0 && p->t[k] - p->t[start] > longest) /* t[n] is infinity */
+            longest = p->t[k] - p->t[start];
+        start = -1;
+        if (k == p->n || p->t[k] >= to)
+            break;
+    }
+    return longest;
+}
+
+/* whether a job of class cls, its slot and duration given, may move for what the moves
+ * logged from `since` on freed; -1 if out of memory */
+static int freed_in_window(Classes *c, const Profile *p, const MoveLog *log,
+                           Py_ssize_t since, int cls, double slot, double duration)
 {
     Window *w = &c->window[cls];
     if (since < w->lo)
-        return freed_for(log, since, procs, slot);
+        return freed_for(log, since, c->count[cls], slot);
     if (c->taken < log->n && take_moves(c, log))
         return -1;
     while (w->head < w->n && w->e[w->head].at < since)
         w->head++;
     w->lo = since;
-    return w->head < w->n && w->e[w->head].from < slot;
+    /* a hole this long holds the job, as run_fit tests it */
+    double bound = duration - 1e-9 * fabs(duration) - 1e-9;
+    for (Py_ssize_t x = w->head; x < w->n; x++) {
+        Freed *e = &w->e[x];
+        if (e->from >= slot)
+            continue;
+        if (e->to >= slot)
+            return 1;
+        if (isnan(e->run))
+            e->run = run_meeting(p, c->count[cls], e->from, e->to);
+        if (e->run >= bound)
+            return 1;
+    }
+    return 0;
 }
 
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
@@ -970,7 +1013,7 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
             Py_ssize_t since = seen[k];
             seen[k] = log->n;
             if (since >= 0) {
-                int freed = freed_in_window(&classes, log, since, cls[k], procs[k], old);
+                int freed = freed_in_window(&classes, p, log, since, cls[k], old, est[k]);
                 if (freed < 0) {
                     PyErr_NoMemory();
                     return -1;
