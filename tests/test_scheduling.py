@@ -1207,6 +1207,33 @@ def test_a_settled_compression_moves_what_trying_every_job_moves(rows, ends, ear
     running jobs end early one after another, each given back with release(): a compression
     told the queue is settled, which first tries only the jobs a release freed room for,
     moves every job where one that tries them all moves it, and where the reference does."""
+    _settled_as_every_job_tried(rows, ends, early)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([2, 2, 2, 3, 16]), st.integers(1, 60),
+                               st.booleans()), min_size=40, max_size=90),
+       ends=st.lists(st.tuples(st.integers(1, 200), st.integers(1, 8)), min_size=1, max_size=8),
+       early=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 6)), min_size=1, max_size=5))
+def test_a_settled_compression_of_many_jobs_of_a_few_sizes(rows, ends, early):
+    """As above with dozens of jobs of one size, their slots out of queue order (short ones
+    go before the jobs that fill the machine, long ones after): the C side keeps a size's
+    waiting jobs by slot, sorting runs of 16 and merging them, and wakes them by slot."""
+    _settled_as_every_job_tried(rows, ends, early)
+
+
+@settings(max_examples=200, deadline=None)
+@given(slots=st.lists(st.integers(0, 40).map(float), max_size=120))
+def test_the_c_compression_keeps_sleeping_jobs_by_slot(slots):
+    """Its sort (runs of 16 by insertion, then merged): by slot, ties in queue order."""
+    _profile = pytest.importorskip("emulator.scheduling._profile",
+                                   reason="the C profile is not built")
+    _slot_order = _profile._slot_order
+
+    assert _slot_order(slots) == sorted(range(len(slots)), key=slots.__getitem__)
+
+
+def _settled_as_every_job_tried(rows, ends, early):
     from emulator.scheduling.profile import Profile
     from emulator.scheduling.pyprofile import PyProfile
 

@@ -772,15 +772,13 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
  *
  * The first pass tries every job (what the ended job freed is not known here). After it,
  * only a move frees processors: a job moved from `old` to t frees its procs on [max(old,
- * t + d), old + d), where every segment had between lo and hi - procs free before. A job of
- * P processors at slot s can move only into room before s, and only where a segment that
- * had fewer than P free now has P: a job none of whose moves since its last try (the log)
- * freed before its slot with lo < P <= hi would fail again, and is skipped.
+ * t + d), old + d), where every segment had between lo and hi - procs free before. A job
+ * is tried again only if such a stretch could let it move (see "Which jobs a pass tries").
  *
  * With `settled`, the caller vouches that the reservations were as compressed (or made in
  * queue order, each as early as it fit) when the last compression ended, and that room was
- * freed since only by release(), which logs it as a move: then the first pass too skips
- * the jobs none of those releases freed room for. */
+ * freed since only by release(), which logs it as a move: then the first pass too tries
+ * only the jobs those releases could let move. */
 
 static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
 {
@@ -796,43 +794,15 @@ static int log_move(MoveLog *log, const Profile *p, double from, double to, long
     return 0;
 }
 
-/* whether a move logged from `since` on freed room a job of `procs` at `slot` may use */
-static int freed_for(const MoveLog *log, Py_ssize_t since, long long procs, double slot)
-{
-    for (Py_ssize_t i = since; i < log->n; i++) {
-        const Move *m = &log->m[i];
-        if (m->from < slot && m->lo < procs && procs <= m->hi)
-            return 1;
-    }
-    return 0;
-}
-
-/* freed_for, narrowed by what a move freed. A job that failed its last try had too few
- * free just before its slot and no hole long enough before that. It can move now only if
- * a move since freed the stretch just before its slot (from < slot <= to), or if a hole
- * as long as the job now meets a stretch a move freed: the last move to free room in that
- * hole found it whole (only reservations came after, and they would have cut it), so that
- * move's longest run meeting its stretch, looked at any time since, is as long.
- *
- * Within a pass the jobs are tried in queue order, so the moves each asks about, [since,
- * n), form a window whose two ends mostly only rise. Each processor count in the queue (a
- * class) keeps the moves that freed room for it (lo < P <= hi) in log order, with the
- * longest run at its count meeting each, found when first asked. The windows start afresh
- * at each pass, from where the last pass began; a job whose since lies before its
- * window's start (a job first reserved in this compression, say) is answered by freed_for
- * alone. */
-typedef struct {
-    Py_ssize_t at;
-    double from, to;
-    double run; /* the longest run at the class's count meeting [from, to); NAN: not yet */
-} Freed;
-
-typedef struct {
-    Freed *e;
-    Py_ssize_t head, n, cap;
-    Py_ssize_t lo; /* every move logged from lo on is here */
-} Window;
-
+/* Which jobs a pass tries. A job that failed its last try had too few free just before
+ * its slot and no hole long enough before that. It can move only once a move (or a
+ * release) freed room for its count (lo < P <= hi) before its slot, and only if that move
+ * freed the stretch just before its slot (from < slot <= to) or a hole as long as the job
+ * now meets a stretch a move freed: the last move to free room in that hole found it
+ * whole (only reservations came after, and they would have cut it), so that move's
+ * longest run meeting its stretch, looked at any time since, is as long. A job so helped
+ * is woken: the pass tries it when it reaches it (this pass or the next); the others
+ * sleep, each count's by slot, and no pass looks at them. */
 typedef struct {
     long long procs;
     unsigned gen;
@@ -842,11 +812,9 @@ typedef struct {
 #define CLASS_SLOTS 256
 typedef struct {
     long long *count;       /* a class's processor count */
-    Window *window;         /* a class's window */
     int n, cap;             /* classes */
     ClassSlot table[CLASS_SLOTS]; /* count to class, by generation, direct-mapped */
     unsigned gen;
-    Py_ssize_t taken;       /* the log's moves in the windows */
 } Classes;
 
 /* kept between compressions, which run under the GIL and call no Python: nothing is
@@ -866,13 +834,9 @@ static int class_of(Classes *c, long long P)
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
         long long *count = realloc(c->count, sizeof(long long) * (size_t)cap);
-        if (count)
-            c->count = count;
-        Window *w = count ? realloc(c->window, sizeof(Window) * (size_t)cap) : NULL;
-        if (!w)
+        if (!count)
             return -1;
-        memset(w + c->cap, 0, sizeof(Window) * (size_t)(cap - c->cap));
-        c->window = w;
+        c->count = count;
         c->cap = cap;
     }
     if (s->gen != c->gen)
@@ -892,33 +856,6 @@ static int classes_for(Classes *c, Py_ssize_t q, const long long *procs, int *cl
     for (Py_ssize_t k = 0; k < q; k++)
         if ((cls[k] = class_of(c, procs[k])) < 0)
             return -1;
-    return 0;
-}
-
-/* every window empty, holding the moves from log position lo on */
-static void windows_from(Classes *c, Py_ssize_t lo)
-{
-    for (int k = 0; k < c->n; k++) {
-        c->window[k].head = c->window[k].n = 0;
-        c->window[k].lo = lo;
-    }
-    c->taken = lo;
-}
-
-/* the moves logged since the last call into the windows of the classes they freed room for */
-static int take_moves(Classes *c, const MoveLog *log)
-{
-    for (; c->taken < log->n; c->taken++) {
-        const Move *m = &log->m[c->taken];
-        for (int k = 0; k < c->n; k++) {
-            if (!(m->lo < c->count[k] && c->count[k] <= m->hi))
-                continue;
-            Window *w = &c->window[k];
-            if (grow_by_one((void **)&w->e, w->n, &w->cap, sizeof(Freed), 64))
-                return -1;
-            w->e[w->n++] = (Freed){c->taken, m->from, m->to, NAN};
-        }
-    }
     return 0;
 }
 
@@ -946,57 +883,269 @@ static double run_meeting(const Profile *p, long long P, double from, double to)
     return longest;
 }
 
-/* whether a job of class cls, its slot and duration given, may move for what the moves
- * logged from `since` on freed; -1 if out of memory */
-static int freed_in_window(Classes *c, const Profile *p, const MoveLog *log,
-                           Py_ssize_t since, int cls, double slot, double duration)
+typedef struct {
+    double slot, bound; /* its slot, and the shortest run that holds it, as run_fit tests */
+    Py_ssize_t k;       /* its place in the queue */
+} Sleeper;
+
+typedef struct {
+    Sleeper *s; /* by slot */
+    Py_ssize_t n, cap;
+    double least_bound; /* no sleeper's bound is less */
+} Sleepers;
+
+/* a compression's sleeping jobs by class, and its woken ones: a bit per place in the queue
+ * (kept between compressions, as the classes are) */
+typedef struct {
+    Sleepers *by_class;
+    int cap;
+    unsigned long long *woken;
+    Py_ssize_t words;
+    Sleeper *tmp; /* room to sort a class's sleepers */
+    Py_ssize_t tmp_cap;
+} Wakes;
+
+static Wakes wakes;
+
+static double hole_bound(double duration)
 {
-    Window *w = &c->window[cls];
-    if (since < w->lo)
-        return freed_for(log, since, c->count[cls], slot);
-    if (c->taken < log->n && take_moves(c, log))
-        return -1;
-    while (w->head < w->n && w->e[w->head].at < since)
-        w->head++;
-    w->lo = since;
-    /* a hole this long holds the job, as run_fit tests it */
-    double bound = duration - 1e-9 * fabs(duration) - 1e-9;
-    for (Py_ssize_t x = w->head; x < w->n; x++) {
-        Freed *e = &w->e[x];
-        if (e->from >= slot)
-            continue;
-        if (e->to >= slot)
-            return 1;
-        if (isnan(e->run))
-            e->run = run_meeting(p, c->count[cls], e->from, e->to);
-        if (e->run >= bound)
-            return 1;
+    return duration - 1e-9 * fabs(duration) - 1e-9;
+}
+
+static void wake(Wakes *w, Py_ssize_t k)
+{
+    w->woken[k >> 6] |= 1ull << (k & 63);
+}
+
+/* the first woken job at place k or after, q if none; its bit cleared */
+static Py_ssize_t next_woken(Wakes *w, Py_ssize_t k, Py_ssize_t q)
+{
+    Py_ssize_t i = k >> 6, words = (q + 63) >> 6;
+    if (k >= q)
+        return q;
+    unsigned long long bits = w->woken[i] & (~0ull << (k & 63));
+    while (!bits) {
+        if (++i == words)
+            return q;
+        bits = w->woken[i];
     }
+    k = (i << 6) + __builtin_ctzll(bits);
+    w->woken[i] &= ~(1ull << (k & 63));
+    return k;
+}
+
+/* job k, at `slot`, asleep in class c's sleepers; -1 if out of memory */
+static int fall_asleep(Wakes *w, int c, double slot, double duration, Py_ssize_t k)
+{
+    Sleepers *s = &w->by_class[c];
+    if (grow_by_one((void **)&s->s, s->n, &s->cap, sizeof(Sleeper), 64))
+        return -1;
+    Py_ssize_t lo = 0, hi = s->n;
+    while (lo < hi) { /* after those with a slot no later */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (s->s[mid].slot <= slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(s->s + lo + 1, s->s + lo, sizeof(Sleeper) * (size_t)(s->n - lo));
+    s->s[lo] = (Sleeper){slot, hole_bound(duration), k};
+    s->least_bound = fmin(s->least_bound, s->s[lo].bound);
+    s->n++;
     return 0;
+}
+
+/* the first of s's sleepers with a slot after t, without branches on the data */
+static Py_ssize_t sleeper_after(const Sleepers *s, double t)
+{
+    const Sleeper *b = s->s;
+    Py_ssize_t len = s->n;
+    while (len > 1) {
+        Py_ssize_t half = len / 2;
+        b = b[half - 1].slot <= t ? b + half : b;
+        len -= half;
+    }
+    return (b - s->s) + (len == 1 && b->slot <= t);
+}
+
+/* wake class c's sleepers a freed stretch [from, to) may help */
+static void wake_class(Wakes *w, const Profile *p, int c, long long procs, double from,
+                       double to)
+{
+    Sleepers *s = &w->by_class[c];
+    Py_ssize_t lo = sleeper_after(s, from), x = lo, kept = lo;
+    for (; x < s->n && s->s[x].slot <= to; x++) /* the stretch just before their slots freed */
+        wake(w, s->s[x].k);
+    double run = x < s->n ? run_meeting(p, procs, from, to) : 0;
+    for (; x < s->n && run >= s->least_bound; x++) { /* a hole as long as them, maybe */
+        if (run >= s->s[x].bound) {
+            wake(w, s->s[x].k);
+            continue;
+        }
+        if (kept != x)
+            s->s[kept] = s->s[x];
+        kept++;
+    }
+    memmove(s->s + kept, s->s + x, sizeof(Sleeper) * (size_t)(s->n - x));
+    s->n = kept + (s->n - x);
+}
+
+/* wake the sleepers of every class a move's freed stretch may help */
+static void wake_for(Wakes *w, const Classes *c, const Profile *p, const Move *m)
+{
+    for (int k = 0; k < c->n; k++)
+        if (m->lo < c->count[k] && c->count[k] <= m->hi && w->by_class[k].n)
+            wake_class(w, p, k, c->count[k], m->from, m->to);
+}
+
+/* s[lo, hi) by slot, by insertion */
+static void insertion_sort(Sleeper *s, Py_ssize_t lo, Py_ssize_t hi)
+{
+    for (Py_ssize_t i = lo + 1; i < hi; i++) {
+        Sleeper e = s[i];
+        Py_ssize_t j = i;
+        for (; j > lo && s[j - 1].slot > e.slot; j--)
+            s[j] = s[j - 1];
+        s[j] = e;
+    }
+}
+
+/* s[0, n) by slot, stably: runs of RUN by insertion, then merged pairwise through tmp
+ * (room for n); -1 if out of memory */
+#define RUN 16
+static int sort_by_slot(Sleeper *s, Py_ssize_t n, Sleeper **tmp, Py_ssize_t *tmp_cap)
+{
+    for (Py_ssize_t lo = 0; lo < n; lo += RUN)
+        insertion_sort(s, lo, lo + RUN < n ? lo + RUN : n);
+    if (n <= RUN)
+        return 0;
+    if (n > *tmp_cap) {
+        Sleeper *t = realloc(*tmp, sizeof(Sleeper) * (size_t)n);
+        if (!t)
+            return -1;
+        *tmp = t;
+        *tmp_cap = n;
+    }
+    Sleeper *from = s, *to = *tmp;
+    for (Py_ssize_t width = RUN; width < n; width *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
+            Py_ssize_t mid = lo + width < n ? lo + width : n;
+            Py_ssize_t hi = lo + 2 * width < n ? lo + 2 * width : n, a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                to[k++] = from[b].slot < from[a].slot ? from[b++] : from[a++];
+            while (a < mid)
+                to[k++] = from[a++];
+            while (b < hi)
+                to[k++] = from[b++];
+        }
+        Sleeper *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != s)
+        memcpy(s, from, sizeof(Sleeper) * (size_t)n);
+    return 0;
+}
+
+/* A compression's start: every job woken (NAN slots too: they are reserved on the first
+ * pass), or with `settled` those with a slot asleep and woken only by the releases logged
+ * since the last compression; -1 if out of memory */
+static int wakes_start(Wakes *w, const Classes *c, const Profile *p, Py_ssize_t q,
+                       const double *slot, const double *est, const int *cls,
+                       const MoveLog *log, int settled)
+{
+    Py_ssize_t words = (q + 63) >> 6;
+    if (words > w->words) {
+        unsigned long long *b = realloc(w->woken, sizeof(*b) * (size_t)words);
+        if (!b)
+            return -1;
+        w->woken = b;
+        w->words = words;
+    }
+    if (c->n > w->cap) {
+        Sleepers *s = realloc(w->by_class, sizeof(Sleepers) * (size_t)c->n);
+        if (!s)
+            return -1;
+        memset(s + w->cap, 0, sizeof(Sleepers) * (size_t)(c->n - w->cap));
+        w->by_class = s;
+        w->cap = c->n;
+    }
+    memset(w->woken, 0, sizeof(*w->woken) * (size_t)words);
+    for (int k = 0; k < c->n; k++) {
+        w->by_class[k].n = 0;
+        w->by_class[k].least_bound = INFINITY;
+    }
+    for (Py_ssize_t k = 0; k < q; k++) {
+        if (!settled || isnan(slot[k])) {
+            wake(w, k);
+            continue;
+        }
+        Sleepers *s = &w->by_class[cls[k]];
+        if (grow_by_one((void **)&s->s, s->n, &s->cap, sizeof(Sleeper), 64))
+            return -1;
+        s->s[s->n++] = (Sleeper){slot[k], hole_bound(est[k]), k};
+        s->least_bound = fmin(s->least_bound, s->s[s->n - 1].bound);
+    }
+    for (int k = 0; settled && k < c->n; k++)
+        if (sort_by_slot(w->by_class[k].s, w->by_class[k].n, &w->tmp, &w->tmp_cap))
+            return -1;
+    for (Py_ssize_t e = 0; settled && e < log->n; e++)
+        wake_for(w, c, p, &log->m[e]);
+    return 0;
+}
+
+/* job k tried: moved to where it fits earliest if before its slot, the move logged and the
+ * sleepers it may help woken; then asleep at its slot. 1 if it moved, -1 on error. */
+static int try_job(Profile *p, Py_ssize_t k, const long long *procs, const double *est,
+                   double *slot, RunCache *runs, const int *cls, Py_ssize_t *hint,
+                   Py_ssize_t *near, MoveLog *log)
+{
+    double old = slot[k];
+    /* its slot's segment, found from where it was last time (on the first pass, from the
+     * job's tried before it) */
+    Py_ssize_t i = hint[k] = search_left_from(p, old, hint[k] < 0 ? *near : hint[k]);
+    *near = i;
+    int err = 0, moved = 0;
+    double t = earlier_at(p, &runs->r[cls[k]], procs[k], est[k], old, i, &err);
+    if (err)
+        return -1;
+    if (t != old) {
+        if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
+            return -1;
+        runs_changed(runs, t);
+        double from = fmax(old, t + est[k]);
+        if (from < old + est[k]) {
+            if (log_move(log, p, from, old + est[k], procs[k]))
+                return -1;
+            wake_for(&wakes, &classes, p, &log->m[log->n - 1]);
+        }
+        slot[k] = t;
+        moved = 1;
+    }
+    return fall_asleep(&wakes, cls[k], slot[k], est[k], k) ? -1 : moved;
 }
 
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
                          double *slot, char *moved, double now, RunCache *runs,
-                         Py_ssize_t *seen, Py_ssize_t *hint, int *cls, MoveLog *log,
-                         int settled)
+                         Py_ssize_t *hint, int *cls, MoveLog *log, int settled)
 {
     advance(p, now);
-    if (classes_for(&classes, q, procs, cls) || runs_reset(runs, classes.n, classes.count))
-        return -1;
-    Py_ssize_t limit = q, began = 0; /* where the last pass began in the log */
+    Py_ssize_t past = q; /* the first job whose reservation lies in the past, if any */
     for (Py_ssize_t k = 0; k < q; k++) {
-        seen[k] = settled ? 0 : -1; /* -1: the first pass tries it; 0: if a release helps */
+        if (slot[k] < now && past == q)
+            past = k;
         hint[k] = -1; /* its slot's segment not looked for yet */
     }
+    if (classes_for(&classes, q, procs, cls) || runs_reset(runs, classes.n, classes.count) ||
+        wakes_start(&wakes, &classes, p, q, slot, est, cls, log, settled))
+        return -1;
+    Py_ssize_t limit = q;
     while (limit) { /* a job moved up may leave room for one ahead of it: pass again */
-        Py_ssize_t last = -1, k, near = 0;
-        windows_from(&classes, began);
-        began = log->n;
-        for (k = 0; k < q; k++) {
-            if (k >= limit && last < 0)
+        Py_ssize_t last = -1, near = 0;
+        for (Py_ssize_t k = next_woken(&wakes, 0, q); k < q; k = next_woken(&wakes, k + 1, q)) {
+            if ((k >= limit && last < 0) || k >= past)
                 break;
-            double old = slot[k];
-            if (isnan(old)) { /* queued since the last pass: reserved behind the others */
+            if (isnan(slot[k])) { /* queued since the last pass: reserved behind the others */
                 if (moved[k])
                     continue; /* reserved already, and nothing fits it */
                 double t = earliest(p, procs[k], est[k], now);
@@ -1004,46 +1153,22 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
                 slot[k] = t;
                 if (!isnan(t) && reserve(p, t, est[k], procs[k]))
                     return -1;
-                if (!isnan(t))
+                if (!isnan(t)) {
                     runs_changed(runs, t);
-                continue;
-            }
-            if (old < now)
-                return 1;
-            Py_ssize_t since = seen[k];
-            seen[k] = log->n;
-            if (since >= 0) {
-                int freed = freed_in_window(&classes, p, log, since, cls[k], old, est[k]);
-                if (freed < 0) {
-                    PyErr_NoMemory();
-                    return -1;
+                    wake(&wakes, k); /* tried on the next pass */
                 }
-                if (!freed)
-                    continue; /* nothing it could use was freed since it was last tried */
-            }
-            /* its slot's segment, found from where it was last time (on the first pass,
-             * from the job's before it) */
-            Py_ssize_t i = hint[k] = search_left_from(p, old, hint[k] < 0 ? near : hint[k]);
-            near = i;
-            int err = 0;
-            double t = earlier_at(p, &runs->r[cls[k]], procs[k], est[k], old, i, &err);
-            if (err) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            if (t == old)
                 continue;
-            if (reserve(p, old, est[k], -procs[k]) || reserve(p, t, est[k], procs[k]))
+            }
+            int rc = try_job(p, k, procs, est, slot, runs, cls, hint, &near, log);
+            if (rc < 0)
                 return -1;
-            runs_changed(runs, t);
-            double from = fmax(old, t + est[k]);
-            if (from < old + est[k] && log_move(log, p, from, old + est[k], procs[k]))
-                return -1;
-            seen[k] = log->n;
-            slot[k] = t;
-            moved[k] = 1;
-            last = k;
+            if (rc) {
+                moved[k] = 1;
+                last = k;
+            }
         }
+        if (past < q)
+            return 1; /* found on the first pass, as the jobs before it were tried */
         limit = last > 0 ? last : 0;
         compact(p); /* the runs' times stay */
     }
@@ -1054,16 +1179,14 @@ static int compress_core(Profile *p, Py_ssize_t q, const long long *procs, const
                          double *slot, char *moved, double now, int settled)
 {
     static RunCache runs; /* kept, as the classes are */
-    Py_ssize_t *seen = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     Py_ssize_t *hint = malloc(sizeof(Py_ssize_t) * (size_t)(q ? q : 1));
     int *cls = malloc(sizeof(int) * (size_t)(q ? q : 1));
-    int rc = seen && hint && cls ? compress_pass(p, q, procs, est, slot, moved, now, &runs, seen,
-                                                 hint, cls, &p->freed, settled)
-                                 : -1;
+    int rc = hint && cls ? compress_pass(p, q, procs, est, slot, moved, now, &runs, hint, cls,
+                                         &p->freed, settled)
+                         : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_NoMemory();
     p->freed.n = 0; /* the releases are compressed for (or the caller rebuilds) */
-    free(seen);
     free(hint);
     free(cls);
     return rc;
@@ -1411,8 +1534,40 @@ static PyTypeObject ProfileType = {
     .tp_as_sequence = &Profile_sequence,
 };
 
+/* _slot_order(slots) -> the places of slots in the order compression keeps its sleeping
+ * jobs (by slot, ties in place order), for the tests */
+static PyObject *slot_order(PyObject *module, PyObject *arg)
+{
+    PyObject *fast = PySequence_Fast(arg, "expected a sequence of slots"), *out = NULL;
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), cap = 0;
+    Sleeper *s = malloc(sizeof(Sleeper) * (size_t)(n ? n : 1)), *tmp = NULL;
+    for (Py_ssize_t k = 0; s && k < n; k++) {
+        s[k] = (Sleeper){PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, k)), 0, k};
+        if (s[k].slot == -1.0 && PyErr_Occurred())
+            goto done;
+    }
+    if (!s || sort_by_slot(s, n, &tmp, &cap)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = PyList_New(n);
+    for (Py_ssize_t k = 0; out && k < n; k++)
+        PyList_SET_ITEM(out, k, PyLong_FromSsize_t(s[k].k));
+done:
+    Py_DECREF(fast);
+    free(s);
+    free(tmp);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_slot_order", slot_order, METH_O, "the order compression keeps sleeping jobs in"},
+    {NULL}};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_profile",
-                                    "Availability profiles in C.", -1, NULL};
+                                    "Availability profiles in C.", -1, module_methods};
 
 PyMODINIT_FUNC PyInit__profile(void)
 {
