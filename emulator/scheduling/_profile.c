@@ -859,12 +859,10 @@ static int classes_for(Classes *c, Py_ssize_t q, const long long *procs, int *cl
     return 0;
 }
 
-/* The longest run of segments with at least P free that meets [from, to) */
-static double run_meeting(const Profile *p, long long P, double from, double to)
+/* The longest run of segments with at least P free that meets [from, to); `from` in
+ * segment k (0 if before the first) */
+static double run_meeting(const Profile *p, long long P, double from, double to, Py_ssize_t k)
 {
-    Py_ssize_t k = search_right(p, from) - 1;
-    if (k < 0)
-        k = 0;
     while (k > 0 && p->f[k] >= P && p->f[k - 1] >= P)
         k--;
     double longest = 0;
@@ -934,27 +932,6 @@ static Py_ssize_t next_woken(Wakes *w, Py_ssize_t k, Py_ssize_t q)
     return k;
 }
 
-/* job k, at `slot`, asleep in class c's sleepers; -1 if out of memory */
-static int fall_asleep(Wakes *w, int c, double slot, double duration, Py_ssize_t k)
-{
-    Sleepers *s = &w->by_class[c];
-    if (grow_by_one((void **)&s->s, s->n, &s->cap, sizeof(Sleeper), 64))
-        return -1;
-    Py_ssize_t lo = 0, hi = s->n;
-    while (lo < hi) { /* after those with a slot no later */
-        Py_ssize_t mid = (lo + hi) / 2;
-        if (s->s[mid].slot <= slot)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    memmove(s->s + lo + 1, s->s + lo, sizeof(Sleeper) * (size_t)(s->n - lo));
-    s->s[lo] = (Sleeper){slot, hole_bound(duration), k};
-    s->least_bound = fmin(s->least_bound, s->s[lo].bound);
-    s->n++;
-    return 0;
-}
-
 /* the first of s's sleepers with a slot after t, without branches on the data */
 static Py_ssize_t sleeper_after(const Sleepers *s, double t)
 {
@@ -968,15 +945,35 @@ static Py_ssize_t sleeper_after(const Sleepers *s, double t)
     return (b - s->s) + (len == 1 && b->slot <= t);
 }
 
-/* wake class c's sleepers a freed stretch [from, to) may help */
+/* job k, at `slot`, asleep in class c's sleepers (after those with a slot no later); -1 if
+ * out of memory */
+static int fall_asleep(Wakes *w, int c, double slot, double duration, Py_ssize_t k)
+{
+    Sleepers *s = &w->by_class[c];
+    if (grow_by_one((void **)&s->s, s->n, &s->cap, sizeof(Sleeper), 64))
+        return -1;
+    Py_ssize_t lo = sleeper_after(s, slot);
+    memmove(s->s + lo + 1, s->s + lo, sizeof(Sleeper) * (size_t)(s->n - lo));
+    s->s[lo] = (Sleeper){slot, hole_bound(duration), k};
+    s->least_bound = fmin(s->least_bound, s->s[lo].bound);
+    s->n++;
+    return 0;
+}
+
+/* wake class c's sleepers a freed stretch [from, to) may help (`from` in segment *at, or
+ * not looked for yet if -1) */
 static void wake_class(Wakes *w, const Profile *p, int c, long long procs, double from,
-                       double to)
+                       double to, Py_ssize_t *at)
 {
     Sleepers *s = &w->by_class[c];
     Py_ssize_t lo = sleeper_after(s, from), x = lo, kept = lo;
     for (; x < s->n && s->s[x].slot <= to; x++) /* the stretch just before their slots freed */
         wake(w, s->s[x].k);
-    double run = x < s->n ? run_meeting(p, procs, from, to) : 0;
+    if (x < s->n && *at < 0) {
+        *at = search_right(p, from) - 1;
+        *at = *at < 0 ? 0 : *at;
+    }
+    double run = x < s->n ? run_meeting(p, procs, from, to, *at) : 0;
     for (; x < s->n && run >= s->least_bound; x++) { /* a hole as long as them, maybe */
         if (run >= s->s[x].bound) {
             wake(w, s->s[x].k);
@@ -993,9 +990,10 @@ static void wake_class(Wakes *w, const Profile *p, int c, long long procs, doubl
 /* wake the sleepers of every class a move's freed stretch may help */
 static void wake_for(Wakes *w, const Classes *c, const Profile *p, const Move *m)
 {
+    Py_ssize_t at = -1;
     for (int k = 0; k < c->n; k++)
         if (m->lo < c->count[k] && c->count[k] <= m->hi && w->by_class[k].n)
-            wake_class(w, p, k, c->count[k], m->from, m->to);
+            wake_class(w, p, k, c->count[k], m->from, m->to, &at);
 }
 
 /* s[lo, hi) by slot, by insertion */
