@@ -368,6 +368,13 @@ static int runs_before(Runs *r, const Profile *p, Py_ssize_t j)
     return 0;
 }
 
+/* the least length of a run that may hold a job of `duration`: run lengths are differences,
+ * the test a sum (end >= start + duration), and they may round apart */
+static double hole_bound(double duration)
+{
+    return duration - 1e-9 * fabs(duration) - 1e-9;
+}
+
 /* first_fit(p, 0, j, procs, duration, t[0]) from the runs: the start of the first run at
  * least `duration` long (end >= start + duration, as first_fit tests it) that begins
  * before segment j; NAN if none (and *err set if out of memory). */
@@ -377,9 +384,8 @@ static double run_fit(Runs *r, const Profile *p, Py_ssize_t j, double duration, 
         *err = 1;
         return NAN;
     }
-    /* the first run whose length passes a bound a little below `duration` (the lengths are
-     * differences, the test a sum: they may round apart), then the test itself */
-    double bound = duration - 1e-9 * fabs(duration) - 1e-9;
+    /* the first run whose length passes the hole bound, then the test itself */
+    double bound = hole_bound(duration);
     Py_ssize_t lo = 0, hi = r->n;
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
@@ -780,17 +786,23 @@ static PyObject *Profile_copy(Profile *p, PyObject *noargs)
  * freed since only by release(), which logs it as a move: then the first pass too tries
  * only the jobs those releases could let move. */
 
-static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
+/* the stretch [from, to) of the profile, just freed of procs processors, as a Move */
+static Move freed_stretch(const Profile *p, double from, double to, long long procs)
 {
-    if (grow_by_one((void **)&log->m, log->n, &log->cap, sizeof(Move), 256))
-        return -1;
     long long lo = LLONG_MAX, hi = LLONG_MIN;
     for (Py_ssize_t k = search_right(p, from) - 1; k < p->n && p->t[k] < to; k++) {
         long long f = p->f[k < 0 ? 0 : k];
         lo = f < lo ? f : lo;
         hi = f > hi ? f : hi;
     }
-    log->m[log->n++] = (Move){from, to, lo - procs, hi};
+    return (Move){from, to, lo - procs, hi};
+}
+
+static int log_move(MoveLog *log, const Profile *p, double from, double to, long long procs)
+{
+    if (grow_by_one((void **)&log->m, log->n, &log->cap, sizeof(Move), 256))
+        return -1;
+    log->m[log->n++] = freed_stretch(p, from, to, procs);
     return 0;
 }
 
@@ -904,11 +916,6 @@ typedef struct {
 } Wakes;
 
 static Wakes wakes;
-
-static double hole_bound(double duration)
-{
-    return duration - 1e-9 * fabs(duration) - 1e-9;
-}
 
 static void wake(Wakes *w, Py_ssize_t k)
 {
@@ -1092,11 +1099,11 @@ static int wakes_start(Wakes *w, const Classes *c, const Profile *p, Py_ssize_t 
     return 0;
 }
 
-/* job k tried: moved to where it fits earliest if before its slot, the move logged and the
- * sleepers it may help woken; then asleep at its slot. 1 if it moved, -1 on error. */
+/* job k tried: moved to where it fits earliest if before its slot, and the sleepers the
+ * stretch it frees may help woken; then asleep at its slot. 1 if it moved, -1 on error. */
 static int try_job(Profile *p, Py_ssize_t k, const long long *procs, const double *est,
                    double *slot, RunCache *runs, const int *cls, Py_ssize_t *hint,
-                   Py_ssize_t *near, MoveLog *log)
+                   Py_ssize_t *near)
 {
     double old = slot[k];
     /* its slot's segment, found from where it was last time (on the first pass, from the
@@ -1113,9 +1120,8 @@ static int try_job(Profile *p, Py_ssize_t k, const long long *procs, const doubl
         runs_changed(runs, t);
         double from = fmax(old, t + est[k]);
         if (from < old + est[k]) {
-            if (log_move(log, p, from, old + est[k], procs[k]))
-                return -1;
-            wake_for(&wakes, &classes, p, &log->m[log->n - 1]);
+            Move freed = freed_stretch(p, from, old + est[k], procs[k]);
+            wake_for(&wakes, &classes, p, &freed);
         }
         slot[k] = t;
         moved = 1;
@@ -1125,7 +1131,7 @@ static int try_job(Profile *p, Py_ssize_t k, const long long *procs, const doubl
 
 static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const double *est,
                          double *slot, char *moved, double now, RunCache *runs,
-                         Py_ssize_t *hint, int *cls, MoveLog *log, int settled)
+                         Py_ssize_t *hint, int *cls, const MoveLog *log, int settled)
 {
     advance(p, now);
     Py_ssize_t past = q; /* the first job whose reservation lies in the past, if any */
@@ -1157,7 +1163,7 @@ static int compress_pass(Profile *p, Py_ssize_t q, const long long *procs, const
                 }
                 continue;
             }
-            int rc = try_job(p, k, procs, est, slot, runs, cls, hint, &near, log);
+            int rc = try_job(p, k, procs, est, slot, runs, cls, hint, &near);
             if (rc < 0)
                 return -1;
             if (rc) {
