@@ -114,9 +114,12 @@ def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
     the kernel's scheduler splits each node's quota between the two, and gives the local
     user its 15% and the job the rest."""
     jobs = tmp_path / "jobs.csv"
-    out, loaded = tmp_path / "out", tmp_path / "loaded"
+    loaded = tmp_path / "loaded"
+    attempts = []
 
-    def shared():
+    def shared():  # a fresh OUT each time: its characterization cache would skip the re-measure
+        out = tmp_path / f"out{len(attempts)}"
+        attempts.append(out)
         jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,S,2\n0,ep,S,2\n")
         proc = nodesel("batch", "--nodes", "2", "--jobs", str(jobs), "--loaded-fraction", "0",
                        "--cpu", "kernel", "--no-progress", "--out", str(out))
@@ -143,7 +146,7 @@ def test_a_batch_under_the_kernel_cpu_runs_and_leaves_no_group(tmp_path):
 
     results = best_of(shared, halved)
     assert halved(results[-1]), (figures(results), host_state())
-    char = results[-1][0]
+    char, out = results[-1][0], attempts[-1]
 
     def beside_a_local_user():  # one EP on nodes that both carry a local user burning its 15%
         jobs.write_text("arrival_seconds,benchmark,class,tasks\n0,ep,S,2\n")
