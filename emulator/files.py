@@ -6,6 +6,7 @@ import json
 import math
 import os
 import tempfile
+from typing import Any, Callable
 
 
 def digits_only(text: str) -> bool:
@@ -59,6 +60,17 @@ def write_bytes_atomic(path, *chunks: bytes) -> None:
     def write(f):
         for chunk in chunks:
             f.write(chunk)
+    write_atomic(path, write, mode="wb")
+
+
+def write_streamed_atomic(path, header: bytes, rest: Callable[[Callable[[bytes], Any]], Any]
+                          ) -> None:
+    """Write ``header``, then what ``rest(write)`` hands to ``write`` a chunk at a time, to
+    ``path`` atomically: a large file never lies whole in memory (each new page of a buffer
+    costs a page fault, as much as the formatting of a row)."""
+    def write(f):
+        f.write(header)
+        rest(f.write)
     write_atomic(path, write, mode="wb")
 
 

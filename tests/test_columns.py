@@ -82,6 +82,30 @@ def test_style_o_writes_each_object_as_str_does_and_bytes_are_the_same_text(valu
         format_rows([values], "o", [width], ";").encode()
 
 
+def test_rows_handed_to_write_come_in_whole_rows_and_join_to_the_same_text():
+    """With ``write``, the text goes out in chunks of about 64 KiB, each ending a row, and
+    nothing comes back; a write that fails stops it, its error raised."""
+    n = 20_000  # about 400 KiB of rows: several chunks
+    a = np.arange(n, dtype=float) / 8
+    columns = [a, ["x" * (k % 7) for k in range(n)], list(range(n))]
+    whole = format_rows(columns, "rso", [6, 0, 0], ",", True)
+    chunks = []
+    assert format_rows(columns, "rso", [6, 0, 0], ",", True, chunks.append) is None
+    assert b"".join(chunks) == whole
+    assert len(chunks) >= 4 and all(c.endswith(b"\n") for c in chunks)
+    assert all(len(c) < 65536 + 100 for c in chunks)
+    assert format_rows([[]], "o", [0], ",", True, chunks.append) is None  # no rows: no call
+    assert b"".join(chunks) == whole
+
+    def full(chunk):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        format_rows(columns, "rso", [6, 0, 0], ",", True, full)
+    with pytest.raises(TypeError, match="callable"):
+        format_rows(columns, "rso", [6, 0, 0], ",", True, "not a function")
+
+
 @pytest.mark.parametrize("columns, styles, widths, error", [
     ([np.zeros(2), np.zeros(3)], "ii", [0, 0], "different lengths"),
     ([np.zeros(2)], "x", [0], "unknown column style"),

@@ -21,7 +21,7 @@ import array
 import math
 from typing import Any, Sequence
 
-from ..files import write_bytes_atomic
+from ..files import write_streamed_atomic
 from ..workload._columns import format_rows
 from ._allocate import allocate_runs as _sweep
 from .job import attribute_values
@@ -79,14 +79,15 @@ def interval_text(ids: Sequence[int]) -> str:
 def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0") -> str:
     """The text of ``batsim_jobs.csv`` for the jobs that started (see the module): whole
     numbers without a point, others as Python's repr."""
-    return (_HEADER + _rows(jobs, processors, workload)).decode()
+    return (_HEADER + format_rows(_columns_of(jobs, processors, workload), *_FORMAT,
+                                  True)).decode()
 
 
 _HEADER = (",".join(COLUMNS) + "\n").encode()
 
 
-def _rows(jobs: Sequence[Any], processors: int, workload: str) -> bytes:
-    """The rows of :func:`batsim_jobs_csv`, UTF-8."""
+def _columns_of(jobs: Sequence[Any], processors: int, workload: str) -> list:
+    """The columns of :func:`batsim_jobs_csv`, as format_rows takes them."""
     start, end, procs = (attribute_values(jobs, name) for name in ("start", "end", "procs"))
     allocation = _runs(jobs, start, end, procs, processors, as_text=True)
     done = [j for j in jobs if j.start is not None]
@@ -98,19 +99,21 @@ def _rows(jobs: Sequence[Any], processors: int, workload: str) -> bytes:
     if math.isnan(sum(requested)):  # no requested time: -1
         requested = array.array("d", [-1.0 if r != r else r for r in requested])
     empty = [""] * len(done)
-    columns = [[j.id for j in done], [workload] * len(done), empty, t.submit,
-               attribute_values(done, "procs"), requested,
-               array.array("d", [1.0 - k for k in killed]),
-               [_KILLED if k else _SUCCEEDED for k in killed], t.start, t.run, t.end, t.wait,
-               t.turnaround, t.stretch, allocation, empty, empty]
-    return format_rows(columns, _STYLES, [0] * len(COLUMNS), ",", True)
+    return [[j.id for j in done], [workload] * len(done), empty, t.submit,
+            attribute_values(done, "procs"), requested,
+            array.array("d", [1.0 - k for k in killed]),
+            [_KILLED if k else _SUCCEEDED for k in killed], t.start, t.run, t.end, t.wait,
+            t.turnaround, t.stretch, allocation, empty, empty]
 
 
-_STYLES = "ossririsrrrrrrsss"  # format_rows's, a letter per column
+# format_rows's styles, widths and separator
+_FORMAT = ("ossririsrrrrrrsss", [0] * len(COLUMNS), ",")
 
 
 _KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"
 
 
 def write_batsim_jobs_csv(path: str, jobs: Sequence[Any], processors: int) -> None:
-    write_bytes_atomic(path, _HEADER, _rows(jobs, processors, "w0"))
+    columns = _columns_of(jobs, processors, "w0")
+    write_streamed_atomic(path, _HEADER,
+                          lambda write: format_rows(columns, *_FORMAT, True, write))

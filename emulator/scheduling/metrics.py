@@ -7,7 +7,7 @@ import math
 import operator
 from typing import Any, NamedTuple, Optional, Sequence
 
-from ..files import write_bytes_atomic
+from ..files import write_streamed_atomic
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
 from ..workload._columns import format_rows
 from ..workload.swf import write_swf
@@ -111,14 +111,16 @@ def jobs_csv(jobs: Sequence[Any]) -> str:
     """The per-job CSV text, jobs in the given order: whole numbers as integers, others to 6
     significant digits, a blank where there is no value (a job that never started has no
     wait, run time or slowdown)."""
-    return (_CSV_HEADER + _jobs_csv_rows(jobs)).decode()
+    return (_CSV_HEADER + format_rows(_jobs_csv_columns(jobs), *_CSV_FORMAT, True)).decode()
 
 
 _CSV_HEADER = (",".join(CSV_FIELDS) + "\n").encode()
+# format_rows's styles, widths and separator
+_CSV_FORMAT = ("o" + "g" * 13 + "oo", [0] * len(CSV_FIELDS), ",")
 
 
-def _jobs_csv_rows(jobs: Sequence[Any]) -> bytes:
-    """The rows of :func:`jobs_csv`, UTF-8."""
+def _jobs_csv_columns(jobs: Sequence[Any]) -> list:
+    """The columns of :func:`jobs_csv`, as format_rows takes them."""
     procs, estimate, requested, reserved, restarts, killed = (
         attribute_values(jobs, name) for name in ("procs", "estimate", "requested", "reserved",
                                                   "restarts", "killed"))
@@ -126,11 +128,13 @@ def _jobs_csv_rows(jobs: Sequence[Any]) -> bytes:
     columns = [[j.id for j in jobs], t.submit, t.start, t.end, t.wait, t.run, procs,
                estimate, requested, reserved, t.slowdown, t.bounded, killed, restarts,
                [j.user for j in jobs], [j.group for j in jobs]]
-    return format_rows(columns, "o" + "g" * 13 + "oo", [0] * len(CSV_FIELDS), ",", True)
+    return columns
 
 
 def write_jobs_csv(path, jobs):
-    write_bytes_atomic(path, _CSV_HEADER, _jobs_csv_rows(jobs))
+    columns = _jobs_csv_columns(jobs)
+    write_streamed_atomic(path, _CSV_HEADER,
+                          lambda write: format_rows(columns, *_CSV_FORMAT, True, write))
 
 
 def scheduled_trace(trace: Any, jobs: Sequence[Any]) -> Any:

@@ -1,7 +1,11 @@
 /* Columns of numbers as text, and back: the per-job files (SWF, CSV) written a row at a time
  * in C, and SWF's job lines read.
  *
- * format_rows(columns, styles, widths, sep, as_bytes=False) -> str, or UTF-8 bytes
+ * format_rows(columns, styles, widths, sep, as_bytes=False, write=None) -> str, or UTF-8 bytes
+ *
+ * With write (a callable), the rows go to write(bytes) in chunks of about 64 KiB, each
+ * ending a row, and the result is None: a file of any length is written through one small
+ * buffer. An exception write raises stops it and is raised.
  *
  * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
  * float64, strided or not (a numpy array, a column of one, a memoryview's slice), or, for
@@ -64,6 +68,10 @@ typedef struct {
     char *data;
     size_t used, size;
 } Text;
+
+/* format_rows with write: the text goes out in chunks of about this size, so one buffer
+ * (below malloc's mmap threshold) serves the whole file and no page of it is new. */
+#define CHUNK_BYTES 65536
 
 static int text_reserve(Text *t, size_t more) {
     if (t->used + more <= t->size)
@@ -244,8 +252,20 @@ static int add_field(Text *t, Column *c, Py_ssize_t row) {
     return text_add(t, s, (size_t)len, c->width);
 }
 
+/* Hand the text so far to write(bytes) and start over in the same buffer. */
+static int text_flush(Text *t, PyObject *write) {
+    PyObject *chunk = PyBytes_FromStringAndSize(t->data ? t->data : "", (Py_ssize_t)t->used);
+    PyObject *done = chunk ? PyObject_CallOneArg(write, chunk) : NULL;
+    Py_XDECREF(chunk);
+    t->used = 0;
+    if (!done)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char *sep,
-                            Py_ssize_t sep_len, int as_bytes) {
+                            Py_ssize_t sep_len, int as_bytes, PyObject *write) {
     Text t = {NULL, 0, 0};
     for (Py_ssize_t row = 0; row < n; row++) {
         for (Py_ssize_t c = 0; c < k; c++) {
@@ -254,6 +274,15 @@ static PyObject *write_rows(Column *cols, Py_ssize_t k, Py_ssize_t n, const char
         }
         if (text_add(&t, "\n", 1, 0) < 0)
             goto fail;
+        if (write && t.used >= CHUNK_BYTES && text_flush(&t, write) < 0)
+            goto fail;
+    }
+    if (write) {
+        int rc = t.used ? text_flush(&t, write) : 0;
+        PyMem_Free(t.data);
+        if (rc < 0)
+            return NULL;
+        Py_RETURN_NONE;
     }
     const char *text = t.data ? t.data : "";
     PyObject *out = as_bytes ? PyBytes_FromStringAndSize(text, (Py_ssize_t)t.used)
@@ -271,9 +300,14 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
     const char *styles, *sep;
     Py_ssize_t styles_len, sep_len;
     int as_bytes = 0;
-    if (!PyArg_ParseTuple(args, "Os#Os#|p", &columns, &styles, &styles_len, &widths, &sep,
-                          &sep_len, &as_bytes))
+    PyObject *write = Py_None;
+    if (!PyArg_ParseTuple(args, "Os#Os#|pO", &columns, &styles, &styles_len, &widths, &sep,
+                          &sep_len, &as_bytes, &write))
         return NULL;
+    if (write != Py_None && !PyCallable_Check(write)) {
+        PyErr_SetString(PyExc_TypeError, "write must be callable");
+        return NULL;
+    }
     PyObject *cseq = PySequence_Fast(columns, "columns must be a sequence");
     PyObject *wseq = cseq ? PySequence_Fast(widths, "widths must be a sequence") : NULL;
     if (!wseq) {
@@ -301,7 +335,8 @@ static PyObject *format_rows(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    out = write_rows(cols, k, n < 0 ? 0 : n, sep, sep_len, as_bytes);
+    out = write_rows(cols, k, n < 0 ? 0 : n, sep, sep_len, as_bytes,
+                     write == Py_None ? NULL : write);
 done:
     for (Py_ssize_t c = 0; cols && c < opened; c++)
         if (cols[c].view.obj)
@@ -692,8 +727,9 @@ static PyMethodDef methods[] = {
      "attribute_column(objects, name) -> bytearray of float64: each object's attribute, "
      "NaN for None."},
     {"format_rows", format_rows, METH_VARARGS,
-     "format_rows(columns, styles, widths, sep, as_bytes=False) -> str (or UTF-8 bytes): the "
-     "rows of the columns as text "
+     "format_rows(columns, styles, widths, sep, as_bytes=False, write=None) -> str (or UTF-8 "
+     "bytes; None with write, which is handed the text a chunk at a time): the rows of the "
+     "columns as text "
      "(see the module source for the styles)."},
     {"parse_swf", parse_swf, METH_VARARGS,
      "parse_swf(raw, fields) -> (header, float64 rows, int64 line numbers, first bad job line "

@@ -27,7 +27,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ..errors import InputFileError
-from ..files import write_bytes_atomic
+from ..files import write_bytes_atomic, write_streamed_atomic
 from ._columns import format_rows, parse_rows, parse_swf
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
@@ -502,33 +502,37 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
 
 def format_swf(trace):
     """The trace as SWF text: the header, then one line per job (integers where integral)."""
-    header, rows = _swf_parts(trace)
-    return (header + rows).decode()
+    header, columns = _swf_parts(trace)
+    return (header + format_rows(columns, *_SWF_FORMAT, True)).decode()
+
+
+# format_rows's styles, widths and separator. Style 'a' writes whole numbers as integers
+# (%{w}d) where every value of the column is one that int64 holds exactly (a submit time of
+# 1e20 read from a Batsim file would wrap), else %{w}.6g
+_SWF_FORMAT = ("a" * len(FIELDS), (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6), " ")
 
 
 def _swf_parts(trace, header_lines=None, fields=None):
-    """(header, rows) of :func:`format_swf`, UTF-8; ``header_lines`` in place of the trace's
-    header and ``fields`` (name -> a float64 buffer or a list of numbers) in place of its
-    fields, where given."""
+    """(header, columns) of :func:`format_swf`: the header UTF-8, the columns as
+    format_rows takes them; ``header_lines`` in place of the trace's header and ``fields``
+    (name -> a float64 buffer or a list of numbers) in place of its fields, where given."""
     lines = trace.header if header_lines is None else header_lines
     header = "".join(f";{line}\n" for line in lines).encode()
-    widths = (6, 10, 8, 7, 5, 7, 6, 5, 7, 6, 3, 4, 3, 4, 3, 3, 6, 6)
-    # style 'a': whole numbers as integers (%{w}d), where every value of the column is one
-    # that int64 holds exactly (a submit time of 1e20 read from a Batsim file would wrap),
-    # else %{w}.6g
     fields = fields or {}
-    columns = [_float64(fields[name]) if name in fields else trace.view(name) for name in FIELDS]
-    return header, format_rows(columns, "a" * len(FIELDS), widths, " ", True)
+    return header, [_float64(fields[name]) if name in fields else trace.view(name)
+                    for name in FIELDS]
 
 
 def write_swf(path, trace, *, header=None, fields=None):
     """Write ``trace`` to ``path`` atomically (gzip-compressed if it ends in ``.gz``);
     ``header`` (comment lines) and ``fields`` (name -> every job's value) in place of the
     trace's own, where given, as if a copy of the trace held them (none is made)."""
-    header, rows = _swf_parts(trace, header, fields)
+    header, columns = _swf_parts(trace, header, fields)
     if os.fspath(path).endswith(".gz"):
         import gzip
 
+        rows = format_rows(columns, *_SWF_FORMAT, True)
         write_bytes_atomic(path, gzip.compress(header + rows, mtime=0))
     else:
-        write_bytes_atomic(path, header, rows)
+        write_streamed_atomic(path, header,
+                              lambda write: format_rows(columns, *_SWF_FORMAT, True, write))
