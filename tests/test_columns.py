@@ -106,6 +106,24 @@ def test_rows_handed_to_write_come_in_whole_rows_and_join_to_the_same_text():
         format_rows(columns, "rso", [6, 0, 0], ",", True, "not a function")
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(numbers, max_size=20), st.integers(1, 3))
+def test_column_bounds_are_min_and_max_of_the_numbers_and_the_nan_count(values, step):
+    """NaN left out, a strided column read as the values it strides; of no number at all,
+    (inf, -inf): what min() and max() would start their folds from."""
+    from emulator.workload._columns import column_bounds
+
+    flat = np.repeat(np.array(values, dtype=float), step)
+    flat[1::step] = -1e300 if step > 1 else flat[1::step]  # fillers the stride skips
+    numbers_only = [v for v in values if not math.isnan(v)]
+    least, greatest, nans = column_bounds(memoryview(flat)[::step])
+    assert (least, greatest) == (min(numbers_only, default=math.inf),
+                                 max(numbers_only, default=-math.inf))
+    assert nans == len(values) - len(numbers_only)
+    with pytest.raises(TypeError):
+        column_bounds(np.zeros(3, dtype=np.float32))
+
+
 @pytest.mark.parametrize("columns, styles, widths, error", [
     ([np.zeros(2), np.zeros(3)], "ii", [0, 0], "different lengths"),
     ([np.zeros(2)], "x", [0], "unknown column style"),

@@ -99,6 +99,27 @@ def test_objects_made_in_c_take_slots_alone_and_a_value_for_each():
         new_objects(Job, 1, {"nonesuch": 1})
 
 
+def test_a_summary_of_a_schedule_as_worked_by_hand():
+    """Two jobs started, one never: the span runs from the first submit to the last end,
+    the work is processors times run, a job of no length has no slowdown (its bounded
+    slowdown counts its run as 10 s, and is at least 1)."""
+    from emulator.scheduling.metrics import summarize
+    from emulator.scheduling.simulate import Simulation
+
+    a, b, c = Job(1, 3, 4, 100.0), Job(2, 5, 2, 0.0), Job(3, 0, 1, 30.0)
+    a.start, a.end = 5.0, 105.0
+    b.start, b.end, b.killed = 8.0, 8.0, True
+    s = summarize(Simulation([a, b, c], [], 4, "easy", 2.0))
+    assert (s["jobs"], s["unstarted_jobs"], s["killed_jobs"], s["restarted_jobs"]) == (2, 1, 1, 0)
+    assert s["makespan_seconds"] == 102.0  # 105 - 3: of the started jobs alone
+    assert s["utilization"] == pytest.approx(400 / (4 * 102))
+    assert (s["mean_wait_seconds"], s["median_wait_seconds"], s["max_wait_seconds"]) == \
+        (2.5, 2.5, 3.0)
+    assert s["mean_slowdown"] == pytest.approx(1.02)  # (2 + 100) / 100; b has none
+    assert s["mean_bounded_slowdown"] == pytest.approx((1.02 + 1) / 2)
+    assert s["simulated_jobs_per_second"] == 1.5 and "reservations" not in s
+
+
 def test_the_jobs_csv_writes_each_value_as_written_by_hand():
     from emulator.scheduling.metrics import jobs_csv
 

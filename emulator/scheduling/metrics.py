@@ -9,7 +9,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 from ..files import write_streamed_atomic
 from ..workload import _columns  # type: ignore[attr-defined]  # compiled
-from ..workload._columns import format_rows
+from ..workload._columns import column_bounds, format_rows
 from ..workload.swf import write_swf
 from .job import attribute_values
 
@@ -72,7 +72,7 @@ def summarize(sim: Any, *, policy: Optional[str] = None, dropped_jobs: int = 0,
     done = [j for j in sim.jobs if j.start is not None]
     times, procs = job_times(done), attribute_values(done, "procs")
     wait, bounded = times.wait, times.bounded
-    span = (max(times.end) - min(times.submit)) if done else 0.0
+    span = (column_bounds(times.end)[1] - column_bounds(times.submit)[0]) if done else 0.0
     reservations = [r for r in sim.reservations if r.granted_seconds is not None]
     work = math.fsum(map(operator.mul, procs, times.run))
     some_slowdown = [v for v in times.slowdown if v == v]  # jobs of some length
@@ -87,7 +87,7 @@ def summarize(sim: Any, *, policy: Optional[str] = None, dropped_jobs: int = 0,
         "makespan_seconds": float(span),
         "mean_wait_seconds": _mean(wait) if done else 0.0,
         "median_wait_seconds": median(wait) if done else 0.0,
-        "max_wait_seconds": float(max(wait)) if done else 0.0,
+        "max_wait_seconds": column_bounds(wait)[1] if done else 0.0,
         "mean_slowdown": _mean(some_slowdown) if some_slowdown else None,
         "mean_bounded_slowdown": _mean(bounded) if done else 0.0,
         "killed_jobs": int(sum(attribute_values(done, "killed"))),

@@ -51,6 +51,11 @@
  * (float64, row by row), lines their line numbers (int64). bad is the index, among the job
  * lines, of the first one parse_rows would refuse, else -1; from it on nothing is read.
  *
+ * column_bounds(column) -> (least, greatest, nans): of a 1-D float64 buffer, strided or not,
+ * the least and greatest value that is not NaN ((inf, -inf) where there is none: min() and
+ * max() of nothing as the identities of their folds) and how many are NaN. One pass, no
+ * float object per value: Python's min() over a column makes one of each.
+ *
  * attribute_column(objects, name) -> bytearray: the float64 column of one attribute of a list
  * of objects (the jobs' start times, say), NaN where it is None.
  *
@@ -473,6 +478,29 @@ static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
     return out;
 }
 
+static PyObject *column_bounds(PyObject *self, PyObject *obj) {
+    (void)self;
+    Column c = {0};
+    Py_ssize_t n = -1, nans = 0;
+    if (column_open(&c, obj, 'f', 0, &n) < 0) {
+        if (c.view.obj)
+            PyBuffer_Release(&c.view);
+        return NULL;
+    }
+    double least = INFINITY, greatest = -INFINITY;
+    for (Py_ssize_t row = 0; row < n; row++) {
+        double v = column_value(&c, row);
+        if (isnan(v))
+            nans++;
+        else {
+            least = v < least ? v : least;
+            greatest = v > greatest ? v : greatest;
+        }
+    }
+    PyBuffer_Release(&c.view);
+    return Py_BuildValue("ddn", least, greatest, nans);
+}
+
 static PyObject *schedule_times(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *objs[3], *out[6] = {NULL}, *result = NULL;
@@ -731,6 +759,9 @@ static PyMethodDef methods[] = {
      "bytes; None with write, which is handed the text a chunk at a time): the rows of the "
      "columns as text "
      "(see the module source for the styles)."},
+    {"column_bounds", column_bounds, METH_O,
+     "column_bounds(column) -> (least, greatest, NaN count) of a 1-D float64 buffer, NaN "
+     "left out: (inf, -inf, n) where no value is a number."},
     {"parse_swf", parse_swf, METH_VARARGS,
      "parse_swf(raw, fields) -> (header, float64 rows, int64 line numbers, first bad job line "
      "or -1)."},

@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence
 
 from ..errors import InputFileError
 from ..files import write_bytes_atomic, write_streamed_atomic
-from ._columns import format_rows, parse_rows, parse_swf
+from ._columns import column_bounds, format_rows, parse_rows, parse_swf
 
 FIELDS = ("job", "submit", "wait", "run", "allocated_procs", "avg_cpu", "used_memory",
           "requested_procs", "requested_time", "requested_memory", "status", "user", "group",
@@ -145,7 +145,8 @@ class Trace:
         field, that field where it lies."""
         names = ("requested_procs", "allocated_procs")
         first = self.view(names[self.size_field == "allocated"])
-        if min(first, default=1.0) > 0 and not math.isnan(sum(first)):  # every job gives it
+        least, _, nans = column_bounds(first)
+        if least > 0 and not nans:  # every job gives it
             return first
         second = self.view(names[self.size_field != "allocated"])
         return memoryview(array.array("d", [a if a > 0 else b for a, b in zip(first, second)]))
@@ -279,10 +280,10 @@ def _check_jobs(trace, *, machine_procs):
     problems = []
     procs = trace.procs_column()  # read where they lie: no list of each field
     submit, run = trace.view("submit"), trace.view("run")
-    if (min(submit, default=0.0) >= 0 and min(run, default=0.0) >= 0
-            and min(procs, default=1.0) > 0
-            and not (machine_procs and not max(procs, default=0.0) <= machine_procs)):
-        return problems  # all good (a NaN would make one test false: the rows are checked)
+    least_procs, most_procs, _ = column_bounds(procs)
+    if (column_bounds(submit)[0] >= 0 and column_bounds(run)[0] >= 0 and least_procs > 0
+            and not (machine_procs and most_procs > machine_procs)):
+        return problems  # all good: no value the rows below would find (NaN is none)
     procs, submit, run = procs.tolist(), submit.tolist(), run.tolist()
     for values, name, problem in (
             (submit, "submit", "negative submit time"),
@@ -468,9 +469,9 @@ def prepare(trace, *, machine_procs=None, strict=False, fill_requested="max",
         trace = trace.rows([r for r in range(len(trace)) if r not in drop])
         trace.dropped += len(drop)
         trace.drop_reasons.insert(0, f"{where}: {problem}")
-    requested = trace.values("requested_time")
-    missing = [] if min(requested, default=0.0) >= 0 else \
-        [r for r, v in enumerate(requested) if v < 0]
+    requested = [] if column_bounds(trace.view("requested_time"))[0] >= 0 else \
+        trace.values("requested_time")
+    missing = [r for r, v in enumerate(requested) if v < 0]
     if missing and len(missing) < len(trace):  # a trace with requested times, but gaps
         where = f"line {trace.line(missing[0])}, field 9 (requested_time)"
         if strict:
