@@ -142,13 +142,15 @@ class Trace:
 
     def procs_column(self) -> memoryview:
         """:attr:`procs` as a float64 memoryview (no numpy): where every job gives the first
-        field, that field where it lies."""
+        field, or none does, the field to read where it lies."""
         names = ("requested_procs", "allocated_procs")
         first = self.view(names[self.size_field == "allocated"])
-        least, _, nans = column_bounds(first)
+        least, greatest, nans = column_bounds(first)
         if least > 0 and not nans:  # every job gives it
             return first
         second = self.view(names[self.size_field != "allocated"])
+        if not greatest > 0:  # no job gives it (NASA's requested counts): the second
+            return second
         return memoryview(array.array("d", [a if a > 0 else b for a, b in zip(first, second)]))
 
     def copy(self, header: Optional[list] = None) -> "Trace":
