@@ -941,6 +941,29 @@ def test_the_scheduled_swf_has_waits_and_a_killed_jobs_run_and_status(tmp_path):
     write_scheduled_swf(tmp_path / "s.swf", trace, jobs)
     assert (tmp_path / "s.swf").read_text() == format_swf(scheduled_trace(trace, jobs))
     assert trace.data[:, 2].tolist() == [-1] * 4  # the trace given, as it was
+    _files_are_the_same_from_columns_read_once(tmp_path, trace, jobs)
+
+
+def _files_are_the_same_from_columns_read_once(tmp_path, trace, jobs):
+    """The summary and the files of ``jobs`` (some never started, some killed) given
+    job_columns(jobs), as nodesel schedule gives them, are the ones made without."""
+    from emulator.scheduling.batsim_out import write_batsim_jobs_csv
+    from emulator.scheduling.metrics import (job_columns, summarize, write_jobs_csv,
+                                             write_scheduled_swf)
+    from emulator.scheduling.simulate import Simulation
+
+    assert any(j.start is None for j in jobs) and any(j.killed and j.start for j in jobs)
+    columns = job_columns(jobs)
+    sim = Simulation(jobs, [], 4, "easy", 1.0)
+    assert summarize(sim, columns=columns) == summarize(sim)
+    writers = {"jobs.csv": lambda path, **c: write_jobs_csv(path, jobs, **c),
+               "schedule.swf": lambda path, **c: write_scheduled_swf(path, trace, jobs, **c),
+               "batsim.csv": lambda path, **c: write_batsim_jobs_csv(path, jobs, 4, **c)}
+    for name, write in writers.items():
+        write(tmp_path / name)
+        write(tmp_path / f"read-once-{name}", columns=columns)
+        assert (tmp_path / f"read-once-{name}").read_bytes() == \
+            (tmp_path / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -201,6 +201,22 @@ def cmd_schedule(args):
         return _schedule(args)
 
 
+def _write_files(folder, trace, sim, processors, columns, slurm_scheduler):
+    """A run's jobs.csv, batsim_jobs.csv, schedule.swf (where every job of the trace was
+    scheduled) and, for a Slurm site, sprio.csv."""
+    from ..scheduling import metrics
+    from ..scheduling.batsim_out import write_batsim_jobs_csv
+
+    metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs, columns=columns)
+    if slurm_scheduler is not None:
+        _write_sprio(os.path.join(folder, "sprio.csv"), slurm_scheduler)
+    write_batsim_jobs_csv(os.path.join(folder, "batsim_jobs.csv"), sim.jobs, processors,
+                          columns=columns)
+    if len(sim.jobs) == len(trace):
+        metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, sim.jobs,
+                                    columns=columns)
+
+
 def _schedule(args):
     from ..files import write_json_atomic, write_text_atomic
     from ..scheduling import metrics
@@ -245,19 +261,15 @@ def _schedule(args):
         sim = run.simulation
         folder = out if len(schedulers) == 1 else os.path.join(out, policy)
         os.makedirs(folder, exist_ok=True)
-        summary = metrics.summarize(sim, dropped_jobs=trace.dropped, estimates=run.estimates)
+        columns = metrics.job_columns(sim.jobs)  # read once for the summary and the files
+        summary = metrics.summarize(sim, dropped_jobs=trace.dropped, estimates=run.estimates,
+                                    columns=columns)
         summary.update(trace=trace.path, compress_arrivals=args.compress_arrivals,
                        kill_at_requested=args.kill_at_requested,
                        filled_requested_jobs=trace.filled)
         summaries.append(summary)
-        metrics.write_jobs_csv(os.path.join(folder, "jobs.csv"), sim.jobs)
-        if getattr(make, "made", None):
-            _write_sprio(os.path.join(folder, "sprio.csv"), make.made[-1])
-        from ..scheduling.batsim_out import write_batsim_jobs_csv
-
-        write_batsim_jobs_csv(os.path.join(folder, "batsim_jobs.csv"), sim.jobs, processors)
-        if len(sim.jobs) == len(trace):
-            metrics.write_scheduled_swf(os.path.join(folder, "schedule.swf"), trace, sim.jobs)
+        _write_files(folder, trace, sim, processors, columns,
+                     make.made[-1] if getattr(make, "made", None) else None)
         write_json_atomic(os.path.join(folder, "summary.json"), summary)
         if args.gantt:
             from ..scheduling.gantt import plot_gantt

@@ -18,14 +18,13 @@ starts) holds nothing: it is shown on the lowest free processors where there are
 """
 
 import array
-import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ..files import write_streamed_atomic
-from ..workload._columns import format_rows
+from ..workload._columns import column_bounds, format_rows
 from ._allocate import allocate_runs as _sweep
 from .job import attribute_values
-from .metrics import job_times
+from .metrics import JobColumns, job_columns, started_columns
 
 __all__ = ["allocate_processors", "allocate_runs", "interval_text", "batsim_jobs_csv",
            "write_batsim_jobs_csv"]
@@ -86,21 +85,21 @@ def batsim_jobs_csv(jobs: Sequence[Any], processors: int, *, workload: str = "w0
 _HEADER = (",".join(COLUMNS) + "\n").encode()
 
 
-def _columns_of(jobs: Sequence[Any], processors: int, workload: str) -> list:
-    """The columns of :func:`batsim_jobs_csv`, as format_rows takes them."""
-    start, end, procs = (attribute_values(jobs, name) for name in ("start", "end", "procs"))
-    allocation = _runs(jobs, start, end, procs, processors, as_text=True)
-    done = [j for j in jobs if j.start is not None]
+def _columns_of(jobs: Sequence[Any], processors: int, workload: str,
+                columns: Optional[JobColumns] = None) -> list:
+    """The columns of :func:`batsim_jobs_csv`, as format_rows takes them (``columns``: those
+    of ``jobs``, if read)."""
+    every = columns if columns is not None else job_columns(jobs)
+    allocation = _runs(jobs, every.times.start, every.times.end, every.procs, processors,
+                       as_text=True)
+    done, c = started_columns(jobs, every)
     if len(done) < len(jobs):
         allocation = [text for text, job in zip(allocation, jobs) if job.start is not None]
-    t = job_times(done)
-    requested: Sequence[float] = attribute_values(done, "requested")
-    killed = attribute_values(done, "killed")
-    if math.isnan(sum(requested)):  # no requested time: -1
+    t, requested, killed = c.times, c.requested, c.killed
+    if column_bounds(requested)[2]:  # no requested time: -1
         requested = array.array("d", [-1.0 if r != r else r for r in requested])
     empty = [""] * len(done)
-    return [[j.id for j in done], [workload] * len(done), empty, t.submit,
-            attribute_values(done, "procs"), requested,
+    return [c.ids, [workload] * len(done), empty, t.submit, c.procs, requested,
             array.array("d", [1.0 - k for k in killed]),
             [_KILLED if k else _SUCCEEDED for k in killed], t.start, t.run, t.end, t.wait,
             t.turnaround, t.stretch, allocation, empty, empty]
@@ -113,7 +112,9 @@ _FORMAT = ("ossririsrrrrrrsss", [0] * len(COLUMNS), ",")
 _KILLED, _SUCCEEDED = "COMPLETED_WALLTIME_REACHED", "COMPLETED_SUCCESSFULLY"
 
 
-def write_batsim_jobs_csv(path: str, jobs: Sequence[Any], processors: int) -> None:
-    columns = _columns_of(jobs, processors, "w0")
-    write_streamed_atomic(path, _HEADER,
-                          lambda write: format_rows(columns, *_FORMAT, True, write))
+def write_batsim_jobs_csv(path: str, jobs: Sequence[Any], processors: int, *,
+                          columns: Optional[JobColumns] = None) -> None:
+    """:func:`batsim_jobs_csv` written to ``path`` (``columns``: those of ``jobs``, if
+    read)."""
+    rows = _columns_of(jobs, processors, "w0", columns)
+    write_streamed_atomic(path, _HEADER, lambda write: format_rows(rows, *_FORMAT, True, write))

@@ -52,6 +52,42 @@ def job_times(jobs: Sequence[Any]) -> JobTimes:
     return JobTimes(submit, start, end, *derived)
 
 
+class JobColumns(NamedTuple):
+    """What the summary and the per-job files read of each job, read once (a column a
+    field, in the jobs' order): the ids, users and groups as lists, the rest as float64
+    memoryviews (NaN for None), and the :class:`JobTimes`."""
+
+    ids: list
+    users: list
+    groups: list
+    procs: memoryview
+    estimate: memoryview
+    requested: memoryview
+    reserved: memoryview
+    restarts: memoryview
+    killed: memoryview
+    times: JobTimes
+
+
+def job_columns(jobs: Sequence[Any]) -> JobColumns:
+    """The :class:`JobColumns` of ``jobs``: pass them to :func:`summarize`,
+    :func:`write_jobs_csv`, :func:`write_scheduled_swf` and
+    :func:`~.batsim_out.write_batsim_jobs_csv` to read each job once for all of them."""
+    numbers = (attribute_values(jobs, name) for name in ("procs", "estimate", "requested",
+                                                         "reserved", "restarts", "killed"))
+    return JobColumns([j.id for j in jobs], [j.user for j in jobs], [j.group for j in jobs],
+                      *numbers, job_times(jobs))
+
+
+def started_columns(jobs: Sequence[Any], columns: Optional[JobColumns]) -> tuple:
+    """(the jobs that started, their :class:`JobColumns`): ``columns`` (those of ``jobs``)
+    where every job started, else read afresh."""
+    if columns is not None and column_bounds(columns.times.start)[2] == 0:
+        return jobs, columns
+    done = [j for j in jobs if j.start is not None]
+    return done, job_columns(done)
+
+
 def median(values: Sequence[float]) -> float:
     """The median of a non-empty sequence without NaN.
 
@@ -67,10 +103,11 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summarize(sim: Any, *, policy: Optional[str] = None, dropped_jobs: int = 0,
-              estimates: Optional[str] = None) -> dict:
-    """A JSON-able summary of a :class:`~.simulate.Simulation`."""
-    done = [j for j in sim.jobs if j.start is not None]
-    times, procs = job_times(done), attribute_values(done, "procs")
+              estimates: Optional[str] = None, columns: Optional[JobColumns] = None) -> dict:
+    """A JSON-able summary of a :class:`~.simulate.Simulation` (``columns``: those of its
+    jobs, if read already)."""
+    done, columns = started_columns(sim.jobs, columns)
+    times, procs = columns.times, columns.procs
     wait, bounded = times.wait, times.bounded
     span = (column_bounds(times.end)[1] - column_bounds(times.submit)[0]) if done else 0.0
     reservations = [r for r in sim.reservations if r.granted_seconds is not None]
@@ -90,8 +127,8 @@ def summarize(sim: Any, *, policy: Optional[str] = None, dropped_jobs: int = 0,
         "max_wait_seconds": column_bounds(wait)[1] if done else 0.0,
         "mean_slowdown": _mean(some_slowdown) if some_slowdown else None,
         "mean_bounded_slowdown": _mean(bounded) if done else 0.0,
-        "killed_jobs": int(sum(attribute_values(done, "killed"))),
-        "restarted_jobs": sum(1 for r in attribute_values(sim.jobs, "restarts") if r),
+        "killed_jobs": int(sum(columns.killed)),
+        "restarted_jobs": sum(1 for r in columns.restarts if r),
         "simulation_seconds": sim.seconds,
         "simulated_jobs_per_second": sim.jobs_per_second,
     }
@@ -111,7 +148,8 @@ def jobs_csv(jobs: Sequence[Any]) -> str:
     """The per-job CSV text, jobs in the given order: whole numbers as integers, others to 6
     significant digits, a blank where there is no value (a job that never started has no
     wait, run time or slowdown)."""
-    return (_CSV_HEADER + format_rows(_jobs_csv_columns(jobs), *_CSV_FORMAT, True)).decode()
+    return (_CSV_HEADER + format_rows(_jobs_csv_columns(job_columns(jobs)), *_CSV_FORMAT,
+                                      True)).decode()
 
 
 _CSV_HEADER = (",".join(CSV_FIELDS) + "\n").encode()
@@ -119,20 +157,16 @@ _CSV_HEADER = (",".join(CSV_FIELDS) + "\n").encode()
 _CSV_FORMAT = ("o" + "g" * 13 + "oo", [0] * len(CSV_FIELDS), ",")
 
 
-def _jobs_csv_columns(jobs: Sequence[Any]) -> list:
+def _jobs_csv_columns(c: JobColumns) -> list:
     """The columns of :func:`jobs_csv`, as format_rows takes them."""
-    procs, estimate, requested, reserved, restarts, killed = (
-        attribute_values(jobs, name) for name in ("procs", "estimate", "requested", "reserved",
-                                                  "restarts", "killed"))
-    t = job_times(jobs)  # NaN for the jobs that never started: blank
-    columns = [[j.id for j in jobs], t.submit, t.start, t.end, t.wait, t.run, procs,
-               estimate, requested, reserved, t.slowdown, t.bounded, killed, restarts,
-               [j.user for j in jobs], [j.group for j in jobs]]
-    return columns
+    t = c.times  # NaN for the jobs that never started: blank
+    return [c.ids, t.submit, t.start, t.end, t.wait, t.run, c.procs, c.estimate, c.requested,
+            c.reserved, t.slowdown, t.bounded, c.killed, c.restarts, c.users, c.groups]
 
 
-def write_jobs_csv(path, jobs):
-    columns = _jobs_csv_columns(jobs)
+def write_jobs_csv(path, jobs, *, columns: Optional[JobColumns] = None):
+    """:func:`jobs_csv` written to ``path`` (``columns``: those of ``jobs``, if read)."""
+    columns = _jobs_csv_columns(columns or job_columns(jobs))
     write_streamed_atomic(path, _CSV_HEADER,
                           lambda write: format_rows(columns, *_CSV_FORMAT, True, write))
 
@@ -149,16 +183,19 @@ def scheduled_trace(trace: Any, jobs: Sequence[Any]) -> Any:
     return out
 
 
-def _scheduled_fields(trace: Any, jobs: Sequence[Any]) -> tuple:
+def _scheduled_fields(trace: Any, jobs: Sequence[Any],
+                      columns: Optional[JobColumns] = None) -> tuple:
     """(the header, {field: every job's value}) that :func:`scheduled_trace` changes."""
     header = list(trace.header) + [" Note: field 3 (wait) from a simulated schedule (nodesel)"]
-    times = job_times(jobs)
+    times = columns.times if columns is not None else job_times(jobs)
     wait: Sequence[float] = times.wait
-    if math.isnan(sum(wait)):  # a job that never started: -1, SWF's missing value
+    if column_bounds(wait)[2]:  # a job that never started: -1, SWF's missing value
         wait = [w if w == w else -1.0 for w in wait]
     fields = {"submit": times.submit, "wait": wait}
     start, end = times.start, times.end
-    killed = [k for k, job in enumerate(jobs) if job.killed and start[k] == start[k]]
+    flags = columns.killed if columns is not None else attribute_values(jobs, "killed")
+    killed = [] if not column_bounds(flags)[1] > 0 else \
+        [k for k, flag in enumerate(flags) if flag and start[k] == start[k]]
     if killed:
         run, status = trace.values("run"), trace.values("status")
         for k in killed:
@@ -167,9 +204,10 @@ def _scheduled_fields(trace: Any, jobs: Sequence[Any]) -> tuple:
     return header, fields
 
 
-def write_scheduled_swf(path, trace, jobs):
-    """:func:`scheduled_trace` written as SWF, without the copy of the trace."""
-    header, fields = _scheduled_fields(trace, jobs)
+def write_scheduled_swf(path, trace, jobs, *, columns: Optional[JobColumns] = None):
+    """:func:`scheduled_trace` written as SWF, without the copy of the trace (``columns``:
+    those of ``jobs``, if read)."""
+    header, fields = _scheduled_fields(trace, jobs, columns)
     write_swf(path, trace, header=header, fields=fields)
 
 
