@@ -505,6 +505,36 @@ def test_a_pattern_name_wins_over_a_folder_of_that_name(tmp_path):
                                "--nprocs", "4", cwd=tmp_path), "./cg", "is a folder")
 
 
+def _damaged(kind):
+    """A gzip or zip trace whose compressed bytes are damaged as ``kind`` says."""
+    import gzip
+    import io
+    import zipfile
+
+    text = "".join(f"{i} {10 * i} -1 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n"
+                   for i in range(1, 2000)).encode()
+    good = gzip.compress(text)
+    if kind == "zip":  # a deflated member with its middle flipped
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("t.swf", text)
+        raw = bytearray(buf.getvalue())
+        raw[200:260] = bytes(b ^ 0x5A for b in raw[200:260])
+        return bytes(raw)
+    return {"plain": text, "truncated": good[:len(good) // 2],
+            "flipped": good[:200] + bytes(b ^ 0x5A for b in good[200:260]) + good[260:],
+            "crc": good[:-8] + b"\0\0\0\0" + good[-4:]}[kind]
+
+
+@pytest.mark.parametrize("kind", ["plain", "truncated", "flipped", "crc", "zip"])
+def test_a_damaged_compressed_trace_gets_one_line_naming_it(tmp_path, kind):
+    """Not gzip at all, cut short, its deflate stream or its checksum damaged (zlib's own
+    error, which is no OSError), a zip member damaged: one line, exit 2."""
+    path = tmp_path / ("t.zip" if kind == "zip" else "t.swf.gz")
+    path.write_bytes(_damaged(kind))
+    assert_clean_error(nodesel("workload", "show", str(path)), str(path), "cannot be read")
+
+
 def _bad_path(tmp_path, kind, suffix):
     path = tmp_path / f"input-{kind}{suffix}"
     if kind == "folder":

@@ -250,6 +250,8 @@ def _read_zip(name):
 
 def _read_bytes(path):
     """The file's bytes, all of them ASCII."""
+    import zlib  # gzip and zipfile's: its error for damaged data is no OSError
+
     name = os.fspath(path)
     try:
         if name.endswith(".gz"):
@@ -266,7 +268,7 @@ def _read_bytes(path):
         raise InputFileError(name, None, "no such file") from None
     except IsADirectoryError:
         raise InputFileError(name, None, "is a folder, not a trace file") from None
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:
         raise InputFileError(name, None, f"cannot be read: {e}") from None
     if not raw.isascii():
         try:
