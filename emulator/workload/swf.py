@@ -257,8 +257,8 @@ def _read_bytes(path):
         if name.endswith(".gz"):
             import gzip
 
-            with gzip.open(name, "rb") as f:
-                raw = f.read()
+            with open(name, "rb") as f:  # whole: one decompression, not a stream of chunks
+                raw = gzip.decompress(f.read())
         elif name.endswith(".zip"):
             raw = _read_zip(name)
         else:
