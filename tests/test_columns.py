@@ -124,6 +124,21 @@ def test_column_bounds_are_min_and_max_of_the_numbers_and_the_nan_count(values, 
         column_bounds(np.zeros(3, dtype=np.float32))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e18, 1e18), st.sampled_from([0.0, -0.0, 7.0, 1e-300])),
+                max_size=20), st.floats(1e-3, 1e3), st.integers(1, 2))
+def test_floor_quotients_are_what_python_makes_of_each_value(values, divisor, step):
+    """float(math.floor(v / divisor)) for each value a strided column strides, -0.0 as 0.0
+    (math.floor gives the int 0)."""
+    from emulator.workload._columns import floor_quotients
+
+    flat = np.repeat(np.array(values, dtype=float), step)
+    got = floor_quotients(memoryview(flat)[::step], divisor)
+    want = [float(math.floor(v / divisor)) for v in values]
+    assert got == want and all(type(v) is float for v in got)
+    assert [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in want]
+
+
 @pytest.mark.parametrize("columns, styles, widths, error", [
     ([np.zeros(2), np.zeros(3)], "ii", [0, 0], "different lengths"),
     ([np.zeros(2)], "x", [0], "unknown column style"),

@@ -143,8 +143,8 @@ def jobs_from_trace(trace: Any, compress: float = 1.0) -> list:
                     owner=(int(r[1]), int(r[2]), int(r[3]), int(r[4])), index=i)
                 for i, r in enumerate(rows)]
         return compress_arrivals(jobs, compress) if compress != 1.0 else jobs
-    if compress != 1.0:
-        submit = [float(math.floor(s / compress)) for s in submit]
+    if compress != 1.0:  # as compress_arrivals does it, in C
+        submit = _columns.floor_quotients(trace.view("submit"), compress)
     # each job as Job(id, submit, procs, run, requested=..., owner=..., index=i) makes it,
     # its values already of their types, made in C (half the time of Python's, on NASA);
     # int() of each id and owner (ValueError or OverflowError for NaN or an infinity)

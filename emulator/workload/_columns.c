@@ -51,6 +51,9 @@
  * (float64, row by row), lines their line numbers (int64). bad is the index, among the job
  * lines, of the first one parse_rows would refuse, else -1; from it on nothing is read.
  *
+ * floor_quotients(column, divisor) -> list: float(math.floor(v / divisor)) of every value of
+ * a 1-D float64 buffer of finite values (a trace's submit times, compressed), strided or not.
+ *
  * column_bounds(column) -> (least, greatest, nans): of a 1-D float64 buffer, strided or not,
  * the least and greatest value that is not NaN ((inf, -inf) where there is none: min() and
  * max() of nothing as the identities of their folds) and how many are NaN. One pass, no
@@ -457,8 +460,8 @@ static PyObject *parse_rows(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Nn)", data, bad);
 }
 
-static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
-    (void)self;
+/* The list of make(v, arg) for every value v of a 1-D float64 buffer (NULL if one fails). */
+static PyObject *column_list(PyObject *obj, PyObject *(*make)(double, double), double arg) {
     Column c = {0};
     Py_ssize_t n = -1;
     if (column_open(&c, obj, 'f', 0, &n) < 0) {
@@ -468,7 +471,7 @@ static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
     }
     PyObject *out = PyList_New(n);
     for (Py_ssize_t row = 0; out && row < n; row++) {
-        PyObject *v = PyLong_FromDouble(column_value(&c, row));
+        PyObject *v = make(column_value(&c, row), arg);
         if (!v)
             Py_CLEAR(out);
         else
@@ -476,6 +479,30 @@ static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
     }
     PyBuffer_Release(&c.view);
     return out;
+}
+
+static PyObject *as_int(double v, double unused) {
+    (void)unused;
+    return PyLong_FromDouble(v);
+}
+
+static PyObject *whole_numbers(PyObject *self, PyObject *obj) {
+    (void)self;
+    return column_list(obj, as_int, 0.0);
+}
+
+/* + 0.0: math.floor(-0.0) is the int 0, whose float is 0.0 */
+static PyObject *floor_quotient(double v, double divisor) {
+    return PyFloat_FromDouble(floor(v / divisor) + 0.0);
+}
+
+static PyObject *floor_quotients(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *obj;
+    double divisor;
+    if (!PyArg_ParseTuple(args, "Od", &obj, &divisor))
+        return NULL;
+    return column_list(obj, floor_quotient, divisor);
 }
 
 static PyObject *column_bounds(PyObject *self, PyObject *obj) {
@@ -759,6 +786,9 @@ static PyMethodDef methods[] = {
      "bytes; None with write, which is handed the text a chunk at a time): the rows of the "
      "columns as text "
      "(see the module source for the styles)."},
+    {"floor_quotients", floor_quotients, METH_VARARGS,
+     "floor_quotients(column, divisor) -> [float(math.floor(v / divisor)) for v in column] "
+     "of a 1-D float64 buffer of finite values."},
     {"column_bounds", column_bounds, METH_O,
      "column_bounds(column) -> (least, greatest, NaN count) of a 1-D float64 buffer, NaN "
      "left out: (inf, -inf, n) where no value is a number."},
