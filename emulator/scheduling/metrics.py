@@ -166,9 +166,9 @@ def _jobs_csv_columns(c: JobColumns) -> list:
 
 def write_jobs_csv(path, jobs, *, columns: Optional[JobColumns] = None):
     """:func:`jobs_csv` written to ``path`` (``columns``: those of ``jobs``, if read)."""
-    columns = _jobs_csv_columns(columns or job_columns(jobs))
+    rows = _jobs_csv_columns(columns if columns is not None else job_columns(jobs))
     write_streamed_atomic(path, _CSV_HEADER,
-                          lambda write: format_rows(columns, *_CSV_FORMAT, True, write))
+                          lambda write: format_rows(rows, *_CSV_FORMAT, True, write))
 
 
 def scheduled_trace(trace: Any, jobs: Sequence[Any]) -> Any:

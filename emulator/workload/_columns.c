@@ -5,7 +5,8 @@
  *
  * With write (a callable), the rows go to write(bytes) in chunks of about 64 KiB, each
  * ending a row, and the result is None: a file of any length is written through one small
- * buffer. An exception write raises stops it and is raised.
+ * buffer. write must take each chunk whole, as a buffered file's does (what it returns is
+ * not read); an exception it raises stops the rows and is raised.
  *
  * columns: one entry per column, all of the same length n; a column is a 1-D buffer of
  * float64, strided or not (a numpy array, a column of one, a memoryview's slice), or, for
@@ -78,7 +79,7 @@ typedef struct {
 } Text;
 
 /* format_rows with write: the text goes out in chunks of about this size, so one buffer
- * (below malloc's mmap threshold) serves the whole file and no page of it is new. */
+ * (grown to twice this at most) serves the whole file, its pages faulted in once. */
 #define CHUNK_BYTES 65536
 
 static int text_reserve(Text *t, size_t more) {
